@@ -1,0 +1,1 @@
+"""aicluster: one cluster spec -> a balanced AI training cluster on AWS or GCP, with Pulumi."""

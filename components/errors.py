@@ -1,0 +1,83 @@
+"""SpecError: the one exception bad user input may raise.
+
+Every problem names where it is in the YAML (``pools[1].max_nodes``), the value found, what is
+allowed, and a close match when one exists. The CLI prints it and exits 2; `pulumi up` shows it
+without a traceback.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    value: Any
+    allowed: str
+    suggestion: str | None = None
+
+    def __str__(self) -> str:
+        text = f"{self.path or '<root>'}: {_show(self.value)} is not valid; {self.allowed}"
+        if self.suggestion:
+            text += f" (did you mean {self.suggestion}?)"
+        return text
+
+
+class SpecError(ValueError):
+    """A spec that cannot be built. Holds every problem found, not just the first."""
+
+    def __init__(self, problems: Sequence[Problem], source: str | None = None):
+        self.problems = tuple(problems)
+        self.source = source
+        super().__init__(self.render())
+
+    @classmethod
+    def one(cls, path: str, value: Any, allowed: str, choices: Iterable[str] = ()) -> "SpecError":
+        return cls([Problem(path, value, allowed, close_match(value, choices))])
+
+    def render(self) -> str:
+        where = f" in {self.source}" if self.source else ""
+        noun = "problem" if len(self.problems) == 1 else "problems"
+        lines = [f"invalid cluster spec{where} ({len(self.problems)} {noun}):"]
+        lines += [f"  - {p}" for p in self.problems]
+        return "\n".join(lines)
+
+    def with_source(self, source: str) -> "SpecError":
+        return SpecError(self.problems, source)
+
+
+def join_path(*parts: str | int) -> str:
+    """('pools', 1, 'max_nodes') -> 'pools[1].max_nodes'."""
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part != "":
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def close_match(value: Any, choices: Iterable[str]) -> str | None:
+    """The nearest choice to a misspelled value, or None if nothing is near enough."""
+    if not isinstance(value, str) or not value:
+        return None
+    options = sorted(set(choices))
+    if value in options:
+        return None
+    lowered = value.lower()
+    for option in options:  # case slips and truncations: "P5.48XLARGE", "p5.48x"
+        if option.lower() == lowered:
+            return option
+    by_lower = {o.lower(): o for o in options}
+    found = difflib.get_close_matches(lowered, list(by_lower), n=1, cutoff=0.6)
+    if found:
+        return by_lower[found[0]]
+    prefixed = [o for o in options if o.lower().startswith(lowered)]
+    return prefixed[0] if prefixed else None
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
