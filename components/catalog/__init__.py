@@ -1,0 +1,296 @@
+"""Hardware and service facts, loaded from the YAML files beside this module.
+
+Every entry carries `source:`; the loader refuses a file where one is missing, so an unsourced
+number cannot slip in. Nothing here imports Pulumi: the design, the balance model and the policy
+pack all read the same facts.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Mapping
+
+import yaml
+
+Cloud = Literal["aws", "gcp"]
+_HERE = Path(__file__).parent
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    model: str
+    vendor: str
+    kind: str                       # gpu | trainium | tpu
+    gres_type: str                  # the Slurm GRES type name
+    memory_mib: int
+    bf16_tflops: float | None       # dense; None where no primary source was found
+    hbm_bandwidth_gbs: float | None
+    source: str
+
+    @property
+    def memory_gib(self) -> float:
+        return self.memory_mib / 1024
+
+
+@dataclass(frozen=True)
+class Price:
+    usd_per_hour: float
+    region: str
+    date: str
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    name: str
+    cloud: Cloud
+    accelerator: Accelerator
+    accelerator_count: int
+    vcpu: int | None
+    memory_gib: int | None
+    network_gbps: float
+    source: str
+    # AWS fabric
+    network_cards: int = 1
+    max_efa_interfaces: int = 0
+    efa_cards: tuple[int, ...] = ()
+    gpudirect_rdma: bool | None = None
+    local_nvme_gb: int | None = None
+    price: Price | None = None
+    # GCP fabric
+    host_nics: int = 1
+    gpu_nics: int = 0
+    gpu_nic_stack: str = "none"
+    gpu_network_gbps: float = 0.0
+
+    @property
+    def family(self) -> str:
+        return self.name.split(".")[0] if self.cloud == "aws" else "-".join(self.name.split("-")[:2])
+
+    @property
+    def efa_capable(self) -> bool:
+        return self.max_efa_interfaces > 0
+
+    @property
+    def fabric_gbps(self) -> float:
+        """Bandwidth the accelerators can use for collective traffic between nodes."""
+        return self.network_gbps if self.cloud == "aws" else self.gpu_network_gbps
+
+    @property
+    def card_gbps(self) -> float:
+        """AWS: bandwidth of one network card (cards are symmetric on every type here)."""
+        return self.network_gbps / self.network_cards
+
+    @property
+    def accelerator_memory_gib(self) -> float:
+        return self.accelerator.memory_gib * self.accelerator_count
+
+
+@dataclass(frozen=True)
+class TpuGeneration:
+    name: str
+    hbm_gib_per_chip: float
+    hbm_bandwidth_gbs: float
+    bf16_tflops: float
+    ici_dims: int
+    max_chips: int
+    gke_accelerator: str
+    machine_types: Mapping[int, str]
+    single_host_topologies: Mapping[str, int]
+    topologies: tuple[str, ...]
+    source: str
+
+
+@dataclass(frozen=True)
+class FsxDeploymentType:
+    name: str
+    storage_type: str
+    throughput_mbps_per_tib: tuple[int, ...]
+    capacity_first: tuple[int, ...]
+    capacity_step: int
+    source: str
+    baseline_mbps_per_tib: int | None = None
+    efa_capacity_step_gib: Mapping[int, int] = field(default_factory=dict)
+
+    def capacity_allowed(self, gib: int) -> bool:
+        if gib in self.capacity_first:
+            return True
+        last = self.capacity_first[-1]
+        return gib > last and gib % self.capacity_step == 0
+
+    def capacity_rule(self) -> str:
+        first = ", ".join(str(c) for c in self.capacity_first)
+        return f"{first}, then multiples of {self.capacity_step} GiB"
+
+    def neighbours(self, gib: float) -> list[int]:
+        """The allowed sizes just below and just above `gib` (for "did you mean")."""
+        above = self.capacity_at_least(gib)
+        below = [c for c in self.capacity_first if c < gib]
+        if gib > self.capacity_first[-1]:
+            below.append(max(self.capacity_first[-1], int(gib // self.capacity_step) * self.capacity_step))
+        return sorted({*(below[-1:] if below else []), above} - {gib})
+
+    def capacity_at_least(self, gib: float) -> int:
+        for c in self.capacity_first:
+            if c >= gib:
+                return c
+        step = self.capacity_step
+        return int(-(-gib // step) * step)
+
+
+@dataclass(frozen=True)
+class ManagedLustreTier:
+    throughput_mbps_per_tib: int
+    min_capacity_gib: int
+    source: str
+
+
+class CatalogError(ValueError):
+    """A catalog data file is malformed (a developer error, caught by the catalog tests)."""
+
+
+@dataclass(frozen=True)
+class Catalog:
+    accelerators: Mapping[str, Accelerator]
+    instance_types: Mapping[str, Mapping[str, InstanceType]]   # cloud -> name -> type
+    aliases: Mapping[str, Mapping[str, str]]                    # cloud -> alias -> type name
+    images: Mapping[str, Mapping[str, str]]                     # AWS image roles
+    tpus: Mapping[str, TpuGeneration]
+    fsx: Mapping[str, FsxDeploymentType]
+    managed_lustre: Mapping[int, ManagedLustreTier]
+
+    def resolve(self, cloud: str, name: str) -> InstanceType | None:
+        """An instance type by its name or an accelerator alias (`h100`), or None."""
+        types = self.instance_types.get(cloud, {})
+        if name in types:
+            return types[name]
+        alias = self.aliases.get(cloud, {}).get(name.lower())
+        return types[alias] if alias else None
+
+    def names(self, cloud: str) -> list[str]:
+        """Every name a spec may use for `cloud`: instance types, then aliases."""
+        return sorted(self.instance_types.get(cloud, {})) + sorted(self.aliases.get(cloud, {}))
+
+    def find(self, name: str) -> InstanceType | None:
+        """Any cloud's instance type by name (the catalog command and the policy pack use this)."""
+        for cloud in self.instance_types:
+            if name in self.instance_types[cloud]:
+                return self.instance_types[cloud][name]
+        return None
+
+
+def _need(entry: dict, key: str, where: str):
+    if key not in entry:
+        raise CatalogError(f"{where}: missing {key!r}")
+    return entry[key]
+
+
+def _sourced(entry: dict, where: str) -> str:
+    source = entry.get("source")
+    if not isinstance(source, str) or not source.strip():
+        raise CatalogError(f"{where}: every catalog entry needs a non-empty `source:`")
+    return source
+
+
+def _read(name: str) -> dict:
+    with open(_HERE / name, encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+def _instance(cloud: Cloud, name: str, e: dict, accelerators: Mapping[str, Accelerator]) -> InstanceType:
+    where = f"{cloud}.yaml instance_types.{name}"
+    model = _need(e, "accelerator", where)
+    if model not in accelerators:
+        raise CatalogError(f"{where}: unknown accelerator {model!r}")
+    price = e.get("price")
+    max_efa = int(e.get("max_efa_interfaces", 0))
+    return InstanceType(
+        name=name,
+        cloud=cloud,
+        accelerator=accelerators[model],
+        accelerator_count=int(_need(e, "accelerator_count", where)),
+        vcpu=e.get("vcpu"),
+        memory_gib=e.get("memory_gib"),
+        network_gbps=float(_need(e, "network_gbps", where)),
+        source=_sourced(e, where),
+        network_cards=int(e.get("network_cards", 1)),
+        max_efa_interfaces=max_efa,
+        efa_cards=tuple(e.get("efa_cards", range(max_efa))),
+        gpudirect_rdma=e.get("gpudirect_rdma"),
+        local_nvme_gb=e.get("local_nvme_gb"),
+        price=Price(float(price["usd_per_hour"]), price["region"], str(price["date"])) if price else None,
+        host_nics=int(e.get("host_nics", 1)),
+        gpu_nics=int(e.get("gpu_nics", 0)),
+        gpu_nic_stack=e.get("gpu_nic_stack", "none"),
+        gpu_network_gbps=float(e.get("gpu_network_gbps", 0)),
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def load_catalog() -> Catalog:
+    acc_doc = _read("accelerators.yaml")["accelerators"]
+    accelerators = {
+        model: Accelerator(
+            model=model,
+            vendor=_need(e, "vendor", f"accelerators.{model}"),
+            kind=_need(e, "kind", f"accelerators.{model}"),
+            gres_type=_need(e, "gres_type", f"accelerators.{model}"),
+            memory_mib=int(_need(e, "memory_mib", f"accelerators.{model}")),
+            bf16_tflops=e.get("bf16_tflops"),
+            hbm_bandwidth_gbs=e.get("hbm_bandwidth_gbs"),
+            source=_sourced(e, f"accelerators.{model}"),
+        )
+        for model, e in acc_doc.items()
+    }
+    instance_types: dict[str, dict[str, InstanceType]] = {}
+    aliases: dict[str, dict[str, str]] = {}
+    images: dict[str, dict[str, str]] = {}
+    for cloud in ("aws", "gcp"):
+        doc = _read(f"{cloud}.yaml")
+        instance_types[cloud] = {
+            name: _instance(cloud, name, e, accelerators) for name, e in doc["instance_types"].items()
+        }
+        aliases[cloud] = dict(doc.get("aliases", {}))
+        for alias, target in aliases[cloud].items():
+            if target not in instance_types[cloud]:
+                raise CatalogError(f"{cloud}.yaml aliases.{alias}: unknown instance type {target!r}")
+        if cloud == "aws":
+            for role, e in doc["images"].items():
+                _sourced(e, f"aws.yaml images.{role}")
+                images[role] = dict(e)
+    tpus = {
+        name: TpuGeneration(
+            name=name,
+            hbm_gib_per_chip=float(e["hbm_gib_per_chip"]),
+            hbm_bandwidth_gbs=float(e["hbm_bandwidth_gbs"]),
+            bf16_tflops=float(e["bf16_tflops"]),
+            ici_dims=int(e["ici_dims"]),
+            max_chips=int(e["max_chips"]),
+            gke_accelerator=e["gke_accelerator"],
+            machine_types={int(k): v for k, v in e["machine_types"].items()},
+            single_host_topologies=dict(e["single_host_topologies"]),
+            topologies=tuple(e["topologies"]),
+            source=_sourced(e, f"tpu.yaml tpus.{name}"),
+        )
+        for name, e in _read("tpu.yaml")["tpus"].items()
+    }
+    storage = _read("storage.yaml")
+    fsx = {
+        name: FsxDeploymentType(
+            name=name,
+            storage_type=e["storage_type"],
+            throughput_mbps_per_tib=tuple(e["throughput_mbps_per_tib"]),
+            capacity_first=tuple(e["capacity"]["first"]),
+            capacity_step=int(e["capacity"]["step"]),
+            source=_sourced(e, f"storage.yaml fsx_lustre.{name}"),
+            baseline_mbps_per_tib=e.get("baseline_mbps_per_tib"),
+            efa_capacity_step_gib={int(k): int(v) for k, v in e.get("efa_capacity_step_gib", {}).items()},
+        )
+        for name, e in storage["fsx_lustre"].items()
+    }
+    ml = storage["managed_lustre"]
+    ml_source = _sourced(ml, "storage.yaml managed_lustre")
+    managed_lustre = {
+        int(t): ManagedLustreTier(int(t), int(e["min_capacity_gib"]), ml_source) for t, e in ml["tiers"].items()
+    }
+    return Catalog(accelerators, instance_types, aliases, images, tpus, fsx, managed_lustre)

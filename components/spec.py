@@ -1,0 +1,361 @@
+"""ClusterSpec: the one high-level description of a cluster, read from `aicluster:cluster`.
+
+Two passes, both reporting every problem as a `SpecError` with its YAML path:
+1. shape (pydantic, frozen, extra="forbid"): types, ranges, unknown keys (with "did you mean");
+2. meaning (`_semantic_problems`): names that must exist in the catalog, zones inside regions,
+   CIDRs that parse and do not overlap, unique names, mounts that do not nest.
+Nothing else may escape `parse_spec`: any input ends in a ClusterSpec or a SpecError.
+"""
+from __future__ import annotations
+
+import ipaddress
+import re
+import typing
+from typing import Annotated, Any, Literal, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .catalog import load_catalog
+from .errors import Problem, SpecError, close_match, join_path
+
+# Names become Slurm partitions, hostnames, Kubernetes labels and cloud resource names.
+_NAME = r"^[a-z]([a-z0-9-]*[a-z0-9])?$"
+Name = Annotated[str, Field(strict=True, pattern=_NAME, min_length=1, max_length=24)]
+Count = Annotated[int, Field(strict=True, ge=0, le=100_000)]
+Text = Annotated[str, Field(strict=True, min_length=1, max_length=256)]
+
+# Mount points that would shadow the operating system.
+_RESERVED_MOUNTS = {"/", "/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/root",
+                    "/run", "/sbin", "/sys", "/tmp", "/usr", "/var"}
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ExistingNetwork(_Model):
+    """Use a VPC and subnet you already have instead of creating them."""
+
+    vpc_id: Text = Field(description="AWS: vpc-...; GCP: the network name or self link.")
+    subnet_id: Text = Field(description="AWS: subnet-... in `zone`; GCP: the subnetwork name or self link.")
+
+
+class NetworkSpec(_Model):
+    vpc_cidr: Text | None = Field(
+        None, description="CIDR of the new VPC (default 10.0.0.0/16), /16 to /24. Not with `existing`.")
+    existing: ExistingNetwork | None = Field(None, description="Reuse an existing VPC and subnet.")
+    ssh_ingress_cidrs: tuple[Text, ...] = Field(
+        (), description="CIDRs allowed to reach the head node on TCP 22. Empty (default): no SSH "
+                        "ingress at all; use SSM Session Manager / IAP.")
+
+
+class CapacitySpec(_Model):
+    type: Literal["on-demand", "spot", "reservation", "capacity-block"] = "on-demand"
+    reservation_id: Text | None = Field(
+        None, description="Required for reservation and capacity-block: AWS cr-..., GCP reservation name.")
+
+
+class PoolSpec(_Model):
+    name: Name
+    instance_type: Text = Field(description="An instance/machine type (p5.48xlarge) or an accelerator "
+                                            "alias (h100, h200, b200, a100, ...) resolved per cloud.")
+    min_nodes: Count = Field(0, description="Always-on nodes (never powered down).")
+    max_nodes: Annotated[int, Field(strict=True, ge=1, le=100_000)] = Field(
+        description="Upper bound of the pool; nodes above min_nodes power up on demand.")
+    capacity: CapacitySpec = Field(CapacitySpec(), description="How nodes are bought. A bare string "
+                                                               "such as `spot` is shorthand for {type: spot}.")
+    efa: bool | None = Field(None, description="AWS EFA fabric. Default: on when the type supports it.")
+    image: Text | None = Field(None, description="Image override: an AMI id (ami-...), an SSM parameter "
+                                                 "path (/aws/...) or a GCP image / family self link.")
+    root_volume_gib: Annotated[int, Field(strict=True, ge=75, le=16_384)] = Field(
+        200, description="Encrypted root volume size.")
+
+    @field_validator("capacity", mode="before")
+    @classmethod
+    def _capacity_shorthand(cls, value: Any) -> Any:
+        return {"type": value} if isinstance(value, str) else value
+
+
+class StorageSpec(_Model):
+    name: Name
+    type: Literal["lustre"] = Field(description="lustre: FSx for Lustre on AWS, Managed Lustre on GCP.")
+    mount: Annotated[str, Field(strict=True, pattern=r"^/[A-Za-z0-9._/-]*$", max_length=128)]
+    capacity_gib: Annotated[int, Field(strict=True, ge=1, le=10_000_000)]
+    throughput_mbps_per_tib: Annotated[int, Field(strict=True, ge=1)] | None = Field(
+        None, description="Per-TiB throughput tier. Default: 250 on PERSISTENT_2.")
+    deployment_type: Literal["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2", "SCRATCH_1"] = "PERSISTENT_2"
+    import_path: Text | None = Field(None, description="s3://bucket/prefix linked to the filesystem root.")
+    protect: bool = Field(True, description="protect + retain_on_delete: Pulumi refuses to delete or "
+                                            "replace it, and `pulumi destroy` leaves it in place.")
+
+
+class WorkloadSpec(_Model):
+    model_params_b: Annotated[float, Field(gt=0, le=100_000)] = Field(
+        description="Model size in billions of parameters.")
+    checkpoint_interval_min: Annotated[float, Field(gt=0, le=10_080)] = 30.0
+    max_checkpoint_stall_pct: Annotated[float, Field(gt=0, lt=100)] = 5.0
+
+
+class ClusterSpec(_Model):
+    """The cluster spec: stack config key `aicluster:cluster`."""
+
+    name: Annotated[str, Field(strict=True, pattern=_NAME, min_length=2, max_length=32)]
+    cloud: Literal["aws", "gcp"]
+    region: Text
+    zone: Text
+    scheduler: Literal["slurm", "kubernetes"] = "slurm"
+    network: NetworkSpec = NetworkSpec()
+    pools: Annotated[tuple[PoolSpec, ...], Field(min_length=1, max_length=64)]
+    storage: Annotated[tuple[StorageSpec, ...], Field(max_length=16)] = ()
+    workload: WorkloadSpec | None = None
+    tags: Mapping[Annotated[str, Field(strict=True, min_length=1, max_length=63)],
+                  Annotated[str, Field(strict=True, max_length=63)]] = Field(
+        default_factory=dict, description="Added to every resource (GCP: as labels).")
+
+
+def parse_spec(data: Any, source: str | None = None) -> ClusterSpec:
+    """Validate raw config data; raise SpecError (and nothing else) when it is not a valid spec."""
+    try:
+        spec = ClusterSpec.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        # A list whose items failed also reports "too short" once they are dropped: noise.
+        errors = [e for e in errors if not (e["type"] == "too_short" and _has_inner_error(e, errors))]
+        raise SpecError([_problem_from(e) for e in errors], source) from None
+    except RecursionError:
+        raise SpecError([Problem("", "<deeply nested value>", "the spec nests too deeply")], source) from None
+    problems = _semantic_problems(spec)
+    if problems:
+        raise SpecError(problems, source)
+    return spec
+
+
+def json_schema() -> dict:
+    return ClusterSpec.model_json_schema()
+
+
+# --- pass 1: turn pydantic errors into problems -------------------------------------------
+
+
+def _problem_from(error: Mapping[str, Any]) -> Problem:
+    loc = tuple(error.get("loc", ()))
+    kind = error.get("type", "")
+    value = error.get("input")
+    ctx = error.get("ctx") or {}
+    if kind == "extra_forbidden":
+        allowed = sorted(_fields_at(loc[:-1]))
+        return Problem(join_path(*loc), loc[-1], f"unknown key; allowed keys: {', '.join(allowed)}",
+                       close_match(str(loc[-1]), allowed))
+    if kind == "missing":
+        return Problem(join_path(*loc), None, "this key is required")
+    if kind == "literal_error":
+        choices = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
+        return Problem(join_path(*loc), value, f"allowed: {', '.join(choices)}", close_match(value, choices))
+    if kind == "string_pattern_mismatch" and loc and loc[-1] == "name":
+        return Problem(join_path(*loc), value, "use lowercase letters, digits and '-', starting with a "
+                                               "letter and not ending with '-'")
+    if kind in _ALLOWED_TEXT:
+        return Problem(join_path(*loc), value, _ALLOWED_TEXT[kind].format(**ctx))
+    return Problem(join_path(*loc), value, error.get("msg", "invalid value").replace("Value error, ", ""))
+
+
+# What is allowed, in the user's terms, for the pydantic error kinds a YAML file can trigger.
+_ALLOWED_TEXT = {
+    "greater_than_equal": "a number >= {ge}",
+    "greater_than": "a number > {gt}",
+    "less_than_equal": "a number <= {le}",
+    "less_than": "a number < {lt}",
+    "int_type": "a whole number",
+    "int_from_float": "a whole number",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "finite_number": "a finite number",
+    "bool_type": "true or false",
+    "string_type": "a string",
+    "string_too_short": "a string of at least {min_length} characters",
+    "string_too_long": "a string of at most {max_length} characters",
+    "string_pattern_mismatch": "a string matching {pattern}",
+    "too_short": "a list of at least {min_length} items",
+    "too_long": "a list of at most {max_length} items",
+    "tuple_type": "a list",
+    "dict_type": "a mapping (key: value)",
+    "model_type": "a mapping (key: value)",
+    "model_attributes_type": "a mapping (key: value)",
+}
+
+
+def _has_inner_error(outer: Mapping[str, Any], errors: list) -> bool:
+    loc = tuple(outer["loc"])
+    return any(len(e["loc"]) > len(loc) and tuple(e["loc"][:len(loc)]) == loc for e in errors)
+
+
+def _fields_at(loc: tuple) -> set[str]:
+    """The keys allowed at a YAML path, found by walking the model annotations."""
+    model: Any = ClusterSpec
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(model, type) and issubclass(model, BaseModel)) or part not in model.model_fields:
+            return set()
+        model = _inner_model(model.model_fields[part].annotation)
+    return set(model.model_fields) if isinstance(model, type) and issubclass(model, BaseModel) else set()
+
+
+def _inner_model(annotation: Any) -> Any:
+    """PoolSpec from `tuple[PoolSpec, ...]`, `PoolSpec | None`, `Annotated[...]`."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _inner_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+# --- pass 2: meaning ------------------------------------------------------------------------
+
+_REGION = {"aws": re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d+$"),
+           "gcp": re.compile(r"^[a-z]+-[a-z]+\d+$")}
+_REGION_EXAMPLE = {"aws": "us-east-1", "gcp": "us-central1"}
+
+
+def _semantic_problems(spec: ClusterSpec) -> list[Problem]:
+    problems: list[Problem] = []
+    problems += _location_problems(spec)
+    problems += _network_problems(spec)
+    problems += _pool_problems(spec)
+    problems += _storage_problems(spec)
+    problems += _tag_problems(spec)
+    return problems
+
+
+def _location_problems(spec: ClusterSpec) -> list[Problem]:
+    if not _REGION[spec.cloud].match(spec.region):
+        return [Problem("region", spec.region, f"a {spec.cloud} region such as {_REGION_EXAMPLE[spec.cloud]}")]
+    zone_ok = (re.fullmatch(re.escape(spec.region) + r"[a-z]", spec.zone) if spec.cloud == "aws"
+               else re.fullmatch(re.escape(spec.region) + r"-[a-z]", spec.zone))
+    if not zone_ok:
+        example = f"{spec.region}a" if spec.cloud == "aws" else f"{spec.region}-a"
+        return [Problem("zone", spec.zone, f"a zone inside region {spec.region}, such as {example}")]
+    return []
+
+
+def _parse_cidr(text: str, path: str, problems: list[Problem]):
+    try:
+        return ipaddress.ip_network(text, strict=True)
+    except ValueError:
+        try:
+            fixed = ipaddress.ip_network(text, strict=False)
+        except ValueError:
+            problems.append(Problem(path, text, "an IPv4 CIDR such as 10.0.0.0/16"))
+            return None
+        problems.append(Problem(path, text, "a CIDR with no host bits set", str(fixed)))
+        return None
+
+
+def _network_problems(spec: ClusterSpec) -> list[Problem]:
+    problems: list[Problem] = []
+    net = spec.network
+    if net.existing and net.vpc_cidr:
+        problems.append(Problem("network.vpc_cidr", net.vpc_cidr,
+                                "leave it out when network.existing is set (the existing VPC keeps its CIDR)"))
+    if net.vpc_cidr:
+        vpc = _parse_cidr(net.vpc_cidr, "network.vpc_cidr", problems)
+        if vpc is not None and (vpc.version != 4 or not 16 <= vpc.prefixlen <= 24 or not vpc.is_private):
+            problems.append(Problem("network.vpc_cidr", net.vpc_cidr,
+                                    "a private IPv4 range (RFC 1918) with a prefix from /16 to /24"))
+    if net.existing and spec.cloud == "aws":
+        for key, prefix in (("vpc_id", "vpc-"), ("subnet_id", "subnet-")):
+            value = getattr(net.existing, key)
+            if not re.fullmatch(prefix + r"[0-9a-f]{8,17}", value):
+                problems.append(Problem(f"network.existing.{key}", value, f"an id such as {prefix}0123456789abcdef0"))
+    seen: list[tuple[int, Any]] = []
+    for i, text in enumerate(net.ssh_ingress_cidrs):
+        cidr = _parse_cidr(text, f"network.ssh_ingress_cidrs[{i}]", problems)
+        if cidr is None:
+            continue
+        for j, other in seen:
+            if cidr.version == other.version and cidr.overlaps(other):
+                problems.append(Problem(f"network.ssh_ingress_cidrs[{i}]", text,
+                                        f"CIDRs that do not overlap (it overlaps ssh_ingress_cidrs[{j}] {other})"))
+        seen.append((i, cidr))
+    return problems
+
+
+def _pool_problems(spec: ClusterSpec) -> list[Problem]:
+    catalog = load_catalog()
+    problems: list[Problem] = []
+    names: dict[str, int] = {}
+    for i, pool in enumerate(spec.pools):
+        at = f"pools[{i}]"
+        if pool.name in names:
+            problems.append(Problem(f"{at}.name", pool.name, f"a unique pool name (pools[{names[pool.name]}] "
+                                                             "has the same name)"))
+        names.setdefault(pool.name, i)
+        if pool.min_nodes > pool.max_nodes:
+            problems.append(Problem(f"{at}.min_nodes", pool.min_nodes,
+                                    f"at most max_nodes ({pool.max_nodes})"))
+        itype = catalog.resolve(spec.cloud, pool.instance_type)
+        if itype is None:
+            other = "gcp" if spec.cloud == "aws" else "aws"
+            hint = (f" ({pool.instance_type} is a {other} type)"
+                    if catalog.resolve(other, pool.instance_type) else "")
+            problems.append(Problem(f"{at}.instance_type", pool.instance_type,
+                                    f"an instance type or alias in the {spec.cloud} catalog{hint}: "
+                                    f"{', '.join(catalog.names(spec.cloud))}",
+                                    close_match(pool.instance_type, catalog.names(spec.cloud))))
+        elif pool.efa and not itype.efa_capable:
+            problems.append(Problem(f"{at}.efa", True, f"false: {itype.name} has no EFA"))
+        if pool.efa and spec.cloud != "aws":
+            problems.append(Problem(f"{at}.efa", True, "only on aws (GCP GPU NICs come with the machine type)"))
+        cap = pool.capacity
+        needs_id = cap.type in ("reservation", "capacity-block")
+        if needs_id and not cap.reservation_id:
+            problems.append(Problem(f"{at}.capacity.reservation_id", None, f"required for capacity type {cap.type}"))
+        if not needs_id and cap.reservation_id:
+            problems.append(Problem(f"{at}.capacity.reservation_id", cap.reservation_id,
+                                    "only with capacity type reservation or capacity-block"))
+        if needs_id and cap.reservation_id and spec.cloud == "aws" and \
+                not re.fullmatch(r"cr-[0-9a-f]{8,17}", cap.reservation_id):
+            problems.append(Problem(f"{at}.capacity.reservation_id", cap.reservation_id,
+                                    "an EC2 capacity reservation id such as cr-0123456789abcdef0"))
+        if cap.type == "capacity-block" and spec.cloud != "aws":
+            problems.append(Problem(f"{at}.capacity.type", cap.type, "capacity-block is an AWS purchase "
+                                    "option; on gcp use reservation or spot"))
+        if pool.image and spec.cloud == "aws" and not re.fullmatch(r"ami-[0-9a-f]{8,17}|(resolve:ssm:)?/\S+",
+                                                                   pool.image):
+            problems.append(Problem(f"{at}.image", pool.image, "an AMI id (ami-...) or an SSM parameter path (/aws/...)"))
+    return problems
+
+
+def _storage_problems(spec: ClusterSpec) -> list[Problem]:
+    problems: list[Problem] = []
+    names: dict[str, int] = {}
+    mounts: list[tuple[int, str]] = []
+    for i, fs in enumerate(spec.storage):
+        at = f"storage[{i}]"
+        if fs.name in names:
+            problems.append(Problem(f"{at}.name", fs.name, f"a unique name (storage[{names[fs.name]}] has it)"))
+        names.setdefault(fs.name, i)
+        mount = fs.mount.rstrip("/") or "/"
+        if mount in _RESERVED_MOUNTS or "/." in mount or "//" in fs.mount:
+            problems.append(Problem(f"{at}.mount", fs.mount, "an absolute path outside the system "
+                                    f"directories ({', '.join(sorted(_RESERVED_MOUNTS))}), such as /fsx"))
+        for j, other in mounts:
+            if mount == other or mount.startswith(other + "/") or other.startswith(mount + "/"):
+                problems.append(Problem(f"{at}.mount", fs.mount, f"a mount point that does not overlap "
+                                        f"storage[{j}].mount ({other})"))
+        mounts.append((i, mount))
+        scheme = "s3://" if spec.cloud == "aws" else "gs://"
+        if fs.import_path and not re.fullmatch(re.escape(scheme) + r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/\S*)?",
+                                               fs.import_path):
+            problems.append(Problem(f"{at}.import_path", fs.import_path, f"a bucket URL such as {scheme}my-bucket/prefix"))
+    return problems
+
+
+def _tag_problems(spec: ClusterSpec) -> list[Problem]:
+    problems = []
+    for key in spec.tags:
+        if key.lower().startswith(("aws:", "aicluster-")):
+            problems.append(Problem(f"tags.{key}", key, "a key not starting with aws: or aicluster- (reserved)"))
+    return problems
