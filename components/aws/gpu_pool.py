@@ -1,0 +1,132 @@
+"""aicluster:aws:GpuPool - a cluster placement group and the pool's launch template.
+
+The launch template is the single source of truth for a node: whoever launches nodes (Slurm's
+resume program through CreateFleet, an EKS node group) uses it as is. It never carries a node
+count, so resizing a pool changes nothing here, and a 2048-node pool has the same resources as
+an 8-node one.
+"""
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from ..design import ClusterDesign, PoolDesign
+
+
+@dataclass(frozen=True)
+class GpuPoolArgs:
+    cluster: ClusterDesign
+    pool: PoolDesign
+    subnet_id: pulumi.Input[str]
+    security_group_ids: pulumi.Input[list[str]]
+    instance_profile_arn: pulumi.Input[str]
+    user_data: pulumi.Input[str]          # cloud-init text, base64-encoded here
+
+
+class GpuPool(pulumi.ComponentResource):
+    launch_template_id: pulumi.Output[str]
+    launch_template_version: pulumi.Output[int]
+    placement_group_name: pulumi.Output[str] | None
+
+    def __init__(self, name: str, args: GpuPoolArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aicluster:aws:GpuPool", name, None, opts)
+        cluster, pool = args.cluster, args.pool
+        child = pulumi.ResourceOptions(parent=self)
+        tags = cluster.labels("compute", pool.name)
+
+        placement_group = None
+        if pool.placement.strategy:
+            placement_group = aws.ec2.PlacementGroup(
+                f"{name}-placement", strategy=pool.placement.strategy, tags=tags, opts=child)
+
+        template = aws.ec2.LaunchTemplate(
+            f"{name}-template",
+            description=f"aicluster {cluster.name} pool {pool.name}: {pool.instance.name}, "
+                        f"{pool.efa_devices} EFA devices",
+            instance_type=pool.instance.name,
+            image_id=pool.image,
+            update_default_version=True,
+            ebs_optimized="true",
+            network_interfaces=[
+                aws.ec2.LaunchTemplateNetworkInterfaceArgs(
+                    network_card_index=nic.network_card_index,
+                    device_index=nic.device_index,
+                    interface_type=nic.interface_type,
+                    subnet_id=args.subnet_id,
+                    security_groups=args.security_group_ids,
+                    associate_public_ip_address="false",   # strings in pulumi_aws v7 (fabric.md)
+                    delete_on_termination="true",
+                    description=f"{pool.name} card {nic.network_card_index} {nic.interface_type}",
+                )
+                for nic in pool.interfaces
+            ],
+            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+                http_endpoint="enabled",
+                http_tokens="required",              # IMDSv2 only
+                http_put_response_hop_limit=1,       # containers on the node cannot reach IMDS
+                instance_metadata_tags="enabled",    # node name tags readable at boot
+            ),
+            block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                device_name=pool.root_device,
+                ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                    volume_size=pool.root_volume_gib,
+                    volume_type="gp3",
+                    encrypted="true",
+                    delete_on_termination="true",
+                ),
+            )],
+            iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=args.instance_profile_arn),
+            placement=_placement(cluster, placement_group),
+            instance_market_options=_market_options(pool),
+            capacity_reservation_specification=_reservation(pool),
+            monitoring=aws.ec2.LaunchTemplateMonitoringArgs(enabled=True),
+            user_data=pulumi.Output.from_input(args.user_data).apply(
+                lambda text: base64.b64encode(text.encode()).decode()),
+            tag_specifications=[
+                aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=tags)
+                for kind in ("instance", "volume", "network-interface")
+            ],
+            tags=tags,
+            opts=child,
+        )
+        self.launch_template_id = template.id
+        self.launch_template_version = template.latest_version
+        self.placement_group_name = placement_group.name if placement_group else None
+        self.register_outputs({
+            "launch_template_id": template.id,
+            "placement_group": placement_group.name if placement_group else None,
+        })
+
+
+def _placement(cluster: ClusterDesign, group: aws.ec2.PlacementGroup | None):
+    return aws.ec2.LaunchTemplatePlacementArgs(
+        availability_zone=cluster.zone,
+        group_name=group.name if group else None,
+    )
+
+
+def _market_options(pool: PoolDesign):
+    if pool.capacity.type == "spot":
+        return aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(
+            market_type="spot",
+            spot_options=aws.ec2.LaunchTemplateInstanceMarketOptionsSpotOptionsArgs(
+                spot_instance_type="one-time", instance_interruption_behavior="terminate"),
+        )
+    if pool.capacity.type == "capacity-block":
+        return aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block")
+    return None
+
+
+def _reservation(pool: PoolDesign):
+    if pool.capacity.type in ("reservation", "capacity-block"):
+        return aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
+            capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
+                capacity_reservation_id=pool.capacity.reservation_id),
+        )
+    # On-demand pools still use any open reservation that matches before paying list price.
+    if pool.capacity.type == "on-demand":
+        return aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(capacity_reservation_preference="open")
+    return aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(capacity_reservation_preference="none")

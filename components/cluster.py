@@ -1,0 +1,34 @@
+"""build_cluster(spec): the whole program, dispatched on cloud x scheduler."""
+from __future__ import annotations
+
+import pulumi
+
+from .design import ClusterDesign, design_cluster
+from .errors import Problem, SpecError
+from .spec import ClusterSpec, parse_spec
+
+CONFIG_KEY = "cluster"   # stack config `aicluster:cluster`
+
+
+def build_cluster(spec: ClusterSpec) -> ClusterDesign:
+    design = design_cluster(spec)
+    if design.cloud == "aws":
+        from .aws.cluster import build_aws_cluster
+        outputs = build_aws_cluster(design)
+    else:
+        raise SpecError([Problem("cloud", design.cloud, "aws (the gcp components are not built yet; "
+                                                        "`aicluster catalog` already lists gcp facts)")])
+    for key, value in outputs.items():
+        pulumi.export(key, value)
+    pulumi.export("hostlists", {p.name: p.hostlist for p in design.pools})
+    return design
+
+
+def program() -> None:
+    """The Pulumi program: `__main__.py` and the offline planner both run exactly this."""
+    raw = pulumi.Config("aicluster").require_object(CONFIG_KEY)
+    try:
+        build_cluster(parse_spec(raw, source=f"stack {pulumi.get_stack()} config aicluster:cluster"))
+    except SpecError as exc:
+        # A clean one-paragraph error in `pulumi up`, not a Python traceback.
+        raise pulumi.RunError(str(exc)) from None

@@ -1,0 +1,280 @@
+"""spec + catalog -> ClusterDesign. Pure: no Pulumi, no cloud calls, fully unit-testable.
+
+Everything that needs no cloud output is decided here: fabric interface layouts, node names,
+placement, subnets, images, storage tiers and sizes. Pulumi components only translate it.
+"""
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import Literal, Mapping
+
+from .catalog import FsxDeploymentType, InstanceType, load_catalog
+from .errors import Problem, SpecError
+from .spec import CapacitySpec, ClusterSpec, PoolSpec, StorageSpec, WorkloadSpec
+
+DEFAULT_VPC_CIDR = "10.0.0.0/16"
+# FSx PERSISTENT_2 per-TiB throughput when the spec names none: the middle tier, enough for the
+# SuperPOD "good" per-GPU read floor at modest capacities (see balance.py).
+DEFAULT_THROUGHPUT_MBPS_PER_TIB = {"PERSISTENT_2": 250, "PERSISTENT_1": 200}
+# Reservations and capacity blocks fix placement themselves; adding a placement group to them
+# makes launches fail (ParallelCluster warns about the same).
+_RESERVED_CAPACITY = ("reservation", "capacity-block")
+
+
+@dataclass(frozen=True)
+class NetworkInterface:
+    """One entry of a launch template's network_interfaces."""
+
+    network_card_index: int
+    device_index: int
+    interface_type: Literal["interface", "efa", "efa-only"]
+
+    @property
+    def is_efa(self) -> bool:
+        return self.interface_type in ("efa", "efa-only")
+
+
+@dataclass(frozen=True)
+class Placement:
+    strategy: Literal["cluster"] | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class PoolDesign:
+    name: str
+    instance: InstanceType
+    min_nodes: int
+    max_nodes: int
+    capacity: CapacitySpec
+    efa: bool
+    interfaces: tuple[NetworkInterface, ...]
+    placement: Placement
+    image: str
+    root_device: str
+    root_volume_gib: int
+
+    @property
+    def efa_devices(self) -> int:
+        return sum(1 for nic in self.interfaces if nic.is_efa)
+
+    @property
+    def accelerators(self) -> int:
+        return self.instance.accelerator_count * self.max_nodes
+
+    def node_name(self, index: int) -> str:
+        """Node `index` (1-based): gpu-1, gpu-2, ... The first min_nodes are the static ones."""
+        return f"{self.name}-{index}"
+
+    @property
+    def hostlist(self) -> str:
+        return _hostlist(self.name, 1, self.max_nodes)
+
+    @property
+    def static_hostlist(self) -> str | None:
+        return _hostlist(self.name, 1, self.min_nodes) if self.min_nodes else None
+
+    @property
+    def dynamic_hostlist(self) -> str | None:
+        return _hostlist(self.name, self.min_nodes + 1, self.max_nodes) if self.max_nodes > self.min_nodes else None
+
+    def node_names(self) -> list[str]:
+        return [self.node_name(i) for i in range(1, self.max_nodes + 1)]
+
+
+@dataclass(frozen=True)
+class StorageDesign:
+    name: str
+    kind: Literal["fsx-lustre", "managed-lustre"]
+    mount: str
+    capacity_gib: int
+    throughput_mbps_per_tib: int
+    deployment_type: str | None       # FSx only
+    import_path: str | None
+    protect: bool
+
+    @property
+    def throughput_mbps(self) -> float:
+        """Aggregate baseline throughput: capacity in TiB x per-TiB throughput [FSx user guide]."""
+        return self.capacity_gib / 1024 * self.throughput_mbps_per_tib
+
+
+@dataclass(frozen=True)
+class NetworkDesign:
+    create_vpc: bool
+    vpc_cidr: str | None
+    private_subnet_cidr: str | None
+    public_subnet_cidr: str | None
+    existing_vpc_id: str | None
+    existing_subnet_id: str | None
+    ssh_ingress_cidrs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ClusterDesign:
+    name: str
+    cloud: str
+    region: str
+    zone: str
+    scheduler: str
+    network: NetworkDesign
+    pools: tuple[PoolDesign, ...]
+    storage: tuple[StorageDesign, ...]
+    workload: WorkloadSpec | None
+    tags: Mapping[str, str]
+
+    def pool(self, name: str) -> PoolDesign:
+        for pool in self.pools:
+            if pool.name == name:
+                return pool
+        raise KeyError(f"no pool {name!r}; pools: {', '.join(p.name for p in self.pools)}")
+
+    def labels(self, role: str, pool: str | None = None) -> dict[str, str]:
+        """The tags every resource carries: user tags plus the aicluster ones (DESIGN.md)."""
+        labels = {**self.tags, "aicluster-cluster": self.name, "aicluster-role": role}
+        if pool:
+            labels["aicluster-pool"] = pool
+        return labels
+
+
+def design_cluster(spec: ClusterSpec) -> ClusterDesign:
+    problems: list[Problem] = []
+    pools = tuple(_design_pool(spec, i, pool) for i, pool in enumerate(spec.pools))
+    storage = tuple(s for s in (_design_storage(spec, i, fs, problems) for i, fs in enumerate(spec.storage)) if s)
+    if problems:
+        raise SpecError(problems)
+    return ClusterDesign(
+        name=spec.name,
+        cloud=spec.cloud,
+        region=spec.region,
+        zone=spec.zone,
+        scheduler=spec.scheduler,
+        network=_design_network(spec),
+        pools=pools,
+        storage=storage,
+        workload=spec.workload,
+        tags=dict(spec.tags),
+    )
+
+
+# --- fabric ---------------------------------------------------------------------------------
+
+
+def efa_interfaces(instance: InstanceType) -> tuple[NetworkInterface, ...]:
+    """Current AWS layout: an ENA primary, plus one efa-only device on every EFA-capable card.
+
+    efa-acc-inst-types ("Maximize network bandwidth"): the primary (card 0, device 0) must be an
+    ENA interface; card 0's EFA device goes at device index 1; every other card gets its EFA device
+    at device index 0. Sized from the catalog's EFA cards, never a hard-coded count.
+    """
+    nics = [NetworkInterface(0, 0, "interface")]
+    for card in instance.efa_cards:
+        nics.append(NetworkInterface(card, 1 if card == 0 else 0, "efa-only"))
+    return tuple(nics)
+
+
+def _design_pool(spec: ClusterSpec, index: int, pool: PoolSpec) -> PoolDesign:
+    catalog = load_catalog()
+    instance = catalog.resolve(spec.cloud, pool.instance_type)
+    assert instance is not None  # parse_spec guarantees it
+    efa = instance.efa_capable if pool.efa is None else pool.efa
+    efa = efa and spec.cloud == "aws"
+    interfaces = efa_interfaces(instance) if efa else (NetworkInterface(0, 0, "interface"),)
+    if pool.capacity.type in _RESERVED_CAPACITY:
+        placement = Placement(None, f"the {pool.capacity.type} {pool.capacity.reservation_id} fixes placement")
+    elif pool.max_nodes < 2:
+        placement = Placement(None, "single node: nothing to place together")
+    else:
+        placement = Placement("cluster", "multi-node pool: one placement group keeps the fabric in one spine")
+    role = "trainium" if instance.accelerator.kind == "trainium" else "gpu"
+    image_facts = catalog.images.get(role, {})
+    image = pool.image or image_facts.get("ssm_parameter", "")
+    if image.startswith("/"):
+        image = f"resolve:ssm:{image}"
+    return PoolDesign(
+        name=pool.name,
+        instance=instance,
+        min_nodes=pool.min_nodes,
+        max_nodes=pool.max_nodes,
+        capacity=pool.capacity,
+        efa=efa,
+        interfaces=interfaces,
+        placement=placement,
+        image=image,
+        root_device=image_facts.get("root_device", "/dev/sda1"),
+        root_volume_gib=pool.root_volume_gib,
+    )
+
+
+def _hostlist(prefix: str, first: int, last: int) -> str:
+    return f"{prefix}-{first}" if first == last else f"{prefix}-[{first}-{last}]"
+
+
+# --- network --------------------------------------------------------------------------------
+
+
+def _design_network(spec: ClusterSpec) -> NetworkDesign:
+    net = spec.network
+    if net.existing:
+        return NetworkDesign(False, None, None, None, net.existing.vpc_id, net.existing.subnet_id,
+                             net.ssh_ingress_cidrs)
+    vpc = ipaddress.ip_network(net.vpc_cidr or DEFAULT_VPC_CIDR)
+    # First half: the private cluster subnet (EFA-only interfaces take no IPs, ENIs of the older
+    # layout do). Third quarter: the public subnet that only holds the NAT gateway. The last
+    # quarter stays free for later subnets (control planes, endpoints).
+    halves = list(vpc.subnets(prefixlen_diff=1))
+    quarters = list(vpc.subnets(prefixlen_diff=2))
+    return NetworkDesign(True, str(vpc), str(halves[0]), str(quarters[2]), None, None, net.ssh_ingress_cidrs)
+
+
+# --- storage --------------------------------------------------------------------------------
+
+
+def _design_storage(spec: ClusterSpec, index: int, fs: StorageSpec, problems: list[Problem]) -> StorageDesign | None:
+    at = f"storage[{index}]"
+    if spec.cloud == "aws":
+        tier = load_catalog().fsx[fs.deployment_type]
+        throughput = _fsx_throughput(tier, fs, at, problems)
+        _check_fsx_capacity(tier, fs, at, problems)
+        return StorageDesign(fs.name, "fsx-lustre", fs.mount, fs.capacity_gib, throughput, fs.deployment_type,
+                             fs.import_path, fs.protect)
+    tiers = load_catalog().managed_lustre
+    if "deployment_type" in fs.model_fields_set:
+        problems.append(Problem(f"{at}.deployment_type", fs.deployment_type,
+                                "leave it out on gcp (Managed Lustre picks its tier by throughput_mbps_per_tib)"))
+    throughput = fs.throughput_mbps_per_tib or 500
+    tier = tiers.get(throughput)
+    if tier is None:
+        problems.append(Problem(f"{at}.throughput_mbps_per_tib", throughput,
+                                f"a Managed Lustre tier: {', '.join(str(t) for t in sorted(tiers))}"))
+        return None
+    if fs.capacity_gib < tier.min_capacity_gib:
+        problems.append(Problem(f"{at}.capacity_gib", fs.capacity_gib,
+                                f"at least {tier.min_capacity_gib} GiB on the {throughput} MB/s/TiB tier",
+                                str(tier.min_capacity_gib)))
+    return StorageDesign(fs.name, "managed-lustre", fs.mount, fs.capacity_gib, throughput, None, fs.import_path,
+                         fs.protect)
+
+
+def _fsx_throughput(tier: FsxDeploymentType, fs: StorageSpec, at: str, problems: list[Problem]) -> int:
+    if not tier.throughput_mbps_per_tib:  # scratch: a fixed baseline, no per-unit setting
+        if fs.throughput_mbps_per_tib is not None:
+            problems.append(Problem(f"{at}.throughput_mbps_per_tib", fs.throughput_mbps_per_tib,
+                                    f"leave it out for {tier.name} (fixed {tier.baseline_mbps_per_tib} MB/s/TiB)"))
+        return int(tier.baseline_mbps_per_tib or 0)
+    value = fs.throughput_mbps_per_tib or DEFAULT_THROUGHPUT_MBPS_PER_TIB[tier.name]
+    allowed = tier.throughput_mbps_per_tib
+    if value not in allowed:
+        nearest = min(allowed, key=lambda v: abs(v - value))
+        problems.append(Problem(f"{at}.throughput_mbps_per_tib", value,
+                                f"one of {', '.join(map(str, allowed))} MB/s/TiB for {tier.name}", str(nearest)))
+    return value
+
+
+def _check_fsx_capacity(tier: FsxDeploymentType, fs: StorageSpec, at: str, problems: list[Problem]) -> None:
+    if tier.capacity_allowed(fs.capacity_gib):
+        return
+    near = " or ".join(str(c) for c in tier.neighbours(fs.capacity_gib))
+    problems.append(Problem(f"{at}.capacity_gib", fs.capacity_gib,
+                            f"a {tier.name} size: {tier.capacity_rule()}", near))

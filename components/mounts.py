@@ -1,0 +1,25 @@
+"""Mount: the one contract every shared filesystem offers its clients (after Cluster Toolkit's
+network_storage): where the server is, what to mount, where, and how. FSx for Lustre, Managed
+Lustre and Filestore all produce one, and every node template consumes only this."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mount:
+    server: str            # FSx: the file system DNS name; Managed Lustre: the MGS NID
+    remote_path: str       # FSx: the mount name; NFS: the export
+    local_mount: str
+    fs_type: str           # lustre | nfs
+    mount_options: str
+    client: str            # which client installer the node template runs: lustre-aws | lustre-gcp | nfs
+
+    @property
+    def source(self) -> str:
+        if self.fs_type == "lustre":
+            return f"{self.server}@tcp:/{self.remote_path}"
+        return f"{self.server}:{self.remote_path}"
+
+    def fstab_line(self) -> str:
+        return f"{self.source} {self.local_mount} {self.fs_type} {self.mount_options} 0 0"

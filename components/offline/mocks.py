@@ -1,0 +1,826 @@
+"""FakeCloud: a deterministic, offline stand-in for AWS, GCP and the random provider.
+
+``new_resource`` returns ``(id, state)`` where state is the resource's inputs merged with the
+computed properties a real create would return (ids, ARNs, DNS names, IPs). Everything is
+derived from a SHA-256 of (type, name) - never random, never time-based - so two plans of the
+same program are identical.
+
+Extending: add a function to ``RESOURCES`` (type token -> ``fn(r: _Res) -> (id, computed)``)
+or to ``CALLS`` (invoke token -> ``fn(cloud, args) -> dict``). Unknown resource types get
+``<short>-<hash>`` ids and echo their inputs; unknown invokes raise ``OfflineInvokeError``.
+
+Inputs arrive with camelCase wire keys (see ``capture``); secret markers are stripped before a
+handler sees them. Works both under ``components.offline.engine.run_program`` and under a plain
+``pulumi.runtime.set_mocks(FakeCloud(config))``.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import ipaddress
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional
+
+import pulumi
+
+from .capture import reveal
+
+ACCOUNT = "123456789012"
+DEFAULT_AWS_REGION = "us-east-1"
+DEFAULT_GCP_PROJECT = "aicluster-demo"
+DEFAULT_GCP_REGION = "us-central1"
+CREATED = "2025-01-01T00:00:00Z"  # fixed: plans must not depend on the clock
+_ALNUM = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+class OfflineInvokeError(RuntimeError):
+    """A program called a data source (invoke) the fake cloud does not answer."""
+
+    def __init__(self, token: str):
+        self.token = token
+        super().__init__(
+            f"offline plan: invoke {token!r} is not supported. Offline plans must not depend on "
+            "invokes (data sources / lookups): pass the value in through config or the spec, or "
+            "add a fake for this token to components.offline.mocks.CALLS"
+        )
+
+
+def _digest(*parts: object) -> bytes:
+    return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
+
+
+def _stream(*parts: object, length: int) -> bytes:
+    out = b""
+    counter = 0
+    while len(out) < length:
+        out += _digest(*parts, counter)
+        counter += 1
+    return out[:length]
+
+
+def _config_str(config: Mapping[str, object], key: str) -> Optional[str]:
+    value = config.get(key)
+    if value is None or value == "":
+        return None
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+@dataclass
+class _Res:
+    """What a handler sees: one resource being created, plus deterministic helpers."""
+
+    cloud: "FakeCloud"
+    type: str
+    name: str
+    inputs: dict
+    region: str
+    salt: int = 0
+
+    def hex(self, n: int, tag: str = "") -> str:
+        return _stream(self.type, self.name, self.salt, tag, length=n).hex()[:n]
+
+    def alnum(self, n: int, tag: str = "", alphabet: str = _ALNUM) -> str:
+        data = _stream(self.type, self.name, self.salt, tag, "alnum", length=n)
+        return "".join(alphabet[b % len(alphabet)] for b in data)
+
+    def digits(self, n: int, tag: str = "") -> str:
+        data = _stream(self.type, self.name, self.salt, tag, "digits", length=n)
+        return str(1 + data[0] % 9) + "".join(str(b % 10) for b in data[1:])
+
+    def uuid(self, tag: str = "") -> str:
+        h = self.hex(32, tag)
+        return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-a{h[17:20]}-{h[20:32]}"
+
+    def num(self, modulo: int, tag: str = "") -> int:
+        return int.from_bytes(_stream(self.type, self.name, self.salt, tag, "n", length=8), "big") % modulo
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self.inputs.get(key)
+        return default if value is None or value == "" else value
+
+    @property
+    def given_name(self) -> str:
+        """The cloud-side name: the `name` input, else the Pulumi resource name."""
+        return self.get("name", self.name)
+
+    def aws_id(self, prefix: str) -> str:
+        return f"{prefix}-{self.hex(17, prefix)}"
+
+    def arn(self, service: str, resource: str, region: bool = True, account: bool = True) -> str:
+        return (
+            f"arn:aws:{service}:{self.region if region else ''}:"
+            f"{ACCOUNT if account else ''}:{resource}"
+        )
+
+    @property
+    def project(self) -> str:
+        return self.get("project", self.cloud.gcp_project)
+
+    @property
+    def gcp_region(self) -> str:
+        return self.get("region", self.cloud.gcp_region)
+
+    def gcp_zone(self) -> str:
+        return self.get("zone", f"{self.gcp_region}-a")
+
+    def ip_in(self, cidr: Optional[str], fallback: str, tag: str = "ip") -> str:
+        """A host address inside cidr (skipping the first 4, AWS-reserved), deterministic."""
+        try:
+            net = ipaddress.ip_network(cidr or fallback, strict=False)
+        except ValueError:
+            net = ipaddress.ip_network(fallback)
+        usable = max(net.num_addresses - 5, 1)
+        return str(net.network_address + 4 + self.num(usable, tag))
+
+
+def _gcp_link(project: str, *path: str) -> str:
+    return "https://www.googleapis.com/compute/v1/projects/" + "/".join((project,) + path)
+
+
+def _zone_id(region: str, az: str) -> str:
+    """us-east-1 + us-east-1b -> use1-az2 (AWS's AZ-id shape)."""
+    words = {"north": "n", "south": "s", "east": "e", "west": "w", "central": "c",
+             "northeast": "ne", "northwest": "nw", "southeast": "se", "southwest": "sw"}
+    parts = region.split("-")
+    if len(parts) == 3:
+        code = parts[0] + words.get(parts[1], parts[1][:2]) + parts[2]
+    else:
+        code = region.replace("-", "")
+    letter = az[len(region):] if az.startswith(region) else "a"
+    index = (ord(letter[:1] or "a") - ord("a")) + 1
+    return f"{code}-az{index}"
+
+
+def _private_dns(ip: str, region: str) -> str:
+    host = "ip-" + ip.replace(".", "-")
+    return f"{host}.ec2.internal" if region == "us-east-1" else f"{host}.{region}.compute.internal"
+
+
+def _public_dns(ip: str, region: str) -> str:
+    host = "ec2-" + ip.replace(".", "-")
+    zone = "compute-1" if region == "us-east-1" else f"{region}.compute"
+    return f"{host}.{zone}.amazonaws.com"
+
+
+def _public_ip(r: _Res, tag: str = "public") -> str:
+    return f"198.51.100.{1 + r.num(254, tag)}"
+
+
+def _fake_pem(r: _Res) -> str:
+    body = base64.b64encode(_stream(r.type, r.name, "pem", length=96)).decode()
+    pem = "-----BEGIN CERTIFICATE-----\n" + "\n".join(
+        body[i : i + 64] for i in range(0, len(body), 64)
+    ) + "\n-----END CERTIFICATE-----\n"
+    return base64.b64encode(pem.encode()).decode()
+
+
+# ---------------------------------------------------------------- AWS
+
+
+def _tags(r: _Res) -> dict:
+    return {"tagsAll": r.get("tags", {}), "ownerId": ACCOUNT}
+
+
+def _vpc(r: _Res):
+    vid = r.aws_id("vpc")
+    return vid, {
+        **_tags(r), "arn": r.arn("ec2", f"vpc/{vid}"),
+        "cidrBlock": r.get("cidrBlock", "10.0.0.0/16"),
+        "defaultSecurityGroupId": r.aws_id("sg"), "defaultRouteTableId": r.aws_id("rtb"),
+        "mainRouteTableId": r.aws_id("rtb"), "defaultNetworkAclId": r.aws_id("acl"),
+        "dhcpOptionsId": r.aws_id("dopt"), "instanceTenancy": r.get("instanceTenancy", "default"),
+        "enableDnsSupport": r.get("enableDnsSupport", True),
+        "enableDnsHostnames": r.get("enableDnsHostnames", False),
+    }
+
+
+def _subnet(r: _Res):
+    sid = r.aws_id("subnet")
+    az = r.get("availabilityZone")
+    if az is None:
+        az = f"{r.region}a"
+    return sid, {
+        **_tags(r), "arn": r.arn("ec2", f"subnet/{sid}"), "availabilityZone": az,
+        "availabilityZoneId": r.get("availabilityZoneId", _zone_id(r.region, az)),
+        "mapPublicIpOnLaunch": r.get("mapPublicIpOnLaunch", False),
+    }
+
+
+def _igw(r: _Res):
+    gid = r.aws_id("igw")
+    return gid, {**_tags(r), "arn": r.arn("ec2", f"internet-gateway/{gid}")}
+
+
+def _eip(r: _Res):
+    eid = r.aws_id("eipalloc")
+    ip = _public_ip(r)
+    return eid, {
+        **_tags(r), "allocationId": eid, "publicIp": ip, "publicDns": _public_dns(ip, r.region),
+        "domain": r.get("domain", "vpc"), "publicIpv4Pool": "amazon",
+        "arn": r.arn("ec2", f"elastic-ip/{eid}"),
+    }
+
+
+def _nat(r: _Res):
+    nid = r.aws_id("nat")
+    subnet = r.cloud.lookup(r.get("subnetId"))
+    eip = r.cloud.lookup(r.get("allocationId"))
+    public = r.get("connectivityType", "public") == "public"
+    return nid, {
+        **_tags(r), "connectivityType": r.get("connectivityType", "public"),
+        "privateIp": r.ip_in(subnet.get("cidrBlock"), "10.0.0.0/16"),
+        "publicIp": (eip.get("publicIp") or _public_ip(r)) if public else None,
+        "networkInterfaceId": r.aws_id("eni"), "associationId": r.aws_id("eipassoc"),
+    }
+
+
+def _route_table(r: _Res):
+    rid = r.aws_id("rtb")
+    return rid, {**_tags(r), "arn": r.arn("ec2", f"route-table/{rid}")}
+
+
+def _route(r: _Res):
+    return f"r-{r.get('routeTableId', 'rtb')}{r.digits(10)}", {"origin": "CreateRoute", "state": "active"}
+
+
+def _vpc_endpoint(r: _Res):
+    vid = r.aws_id("vpce")
+    kind = r.get("vpcEndpointType", "Gateway")
+    computed = {
+        **_tags(r), "arn": r.arn("ec2", f"vpc-endpoint/{vid}"), "vpcEndpointType": kind,
+        "state": "available", "requesterManaged": False,
+    }
+    if kind == "Gateway":
+        computed["prefixListId"] = f"pl-{r.hex(8, 'pl')}"
+    else:
+        service = str(r.get("serviceName", "svc")).split(".")[-1]
+        computed["networkInterfaceIds"] = [r.aws_id(f"eni{i}") for i in range(len(r.get("subnetIds", [1])))]
+        computed["dnsEntries"] = [{"dnsName": f"{vid}-{r.hex(8, 'dns')}.{service}.{r.region}.vpce.amazonaws.com",
+                                   "hostedZoneId": "Z7HUB22UULQXV"}]
+    return vid, computed
+
+
+def _security_group(r: _Res):
+    gid = r.aws_id("sg")
+    return gid, {
+        **_tags(r), "arn": r.arn("ec2", f"security-group/{gid}"), "name": r.given_name,
+        "description": r.get("description", "Managed by Pulumi"), "revokeRulesOnDelete": False,
+    }
+
+
+def _sg_rule_v2(r: _Res):
+    rid = r.aws_id("sgr")
+    return rid, {**_tags(r), "securityGroupRuleId": rid, "arn": r.arn("ec2", f"security-group-rule/{rid}")}
+
+
+def _sg_rule(r: _Res):
+    return f"sgrule-{r.digits(10)}", {"securityGroupRuleId": r.aws_id("sgr")}
+
+
+def _placement_group(r: _Res):
+    name = r.given_name
+    return name, {
+        **_tags(r), "name": name, "placementGroupId": r.aws_id("pg"),
+        "arn": r.arn("ec2", f"placement-group/{name}"),
+        "partitionCount": r.get("partitionCount", 0), "spreadLevel": r.get("spreadLevel", ""),
+    }
+
+
+def _launch_template(r: _Res):
+    lid = r.aws_id("lt")
+    return lid, {
+        **_tags(r), "name": r.given_name, "arn": r.arn("ec2", f"launch-template/{lid}"),
+        "latestVersion": 1, "defaultVersion": 1,
+    }
+
+
+def _instance(r: _Res):
+    iid = r.aws_id("i")
+    subnet = r.cloud.lookup(r.get("subnetId"))
+    ip = r.get("privateIp") or r.ip_in(subnet.get("cidrBlock"), "10.0.0.0/16")
+    computed = {
+        **_tags(r), "arn": r.arn("ec2", f"instance/{iid}"), "privateIp": ip,
+        "privateDns": _private_dns(ip, r.region), "primaryNetworkInterfaceId": r.aws_id("eni"),
+        "availabilityZone": r.get("availabilityZone", subnet.get("availabilityZone", f"{r.region}a")),
+        "instanceState": "running", "tenancy": r.get("tenancy", "default"),
+    }
+    if r.get("associatePublicIpAddress"):
+        public = _public_ip(r)
+        computed.update(publicIp=public, publicDns=_public_dns(public, r.region))
+    return iid, computed
+
+
+def _iam_unique(r: _Res, prefix: str) -> str:
+    return prefix + r.alnum(17, prefix, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567")
+
+
+def _iam_path(r: _Res) -> str:
+    path = r.get("path", "/")
+    return path if path.endswith("/") else path + "/"
+
+
+def _role(r: _Res):
+    name = r.given_name
+    return name, {
+        **_tags(r), "name": name, "arn": f"arn:aws:iam::{ACCOUNT}:role{_iam_path(r)}{name}",
+        "uniqueId": _iam_unique(r, "AROA"), "createDate": CREATED,
+        "path": _iam_path(r), "maxSessionDuration": r.get("maxSessionDuration", 3600),
+    }
+
+
+def _policy(r: _Res):
+    name = r.given_name
+    arn = f"arn:aws:iam::{ACCOUNT}:policy{_iam_path(r)}{name}"
+    return arn, {**_tags(r), "name": name, "arn": arn, "policyId": _iam_unique(r, "ANPA"),
+                 "attachmentCount": 0, "path": _iam_path(r)}
+
+
+def _role_policy(r: _Res):
+    name = r.given_name
+    return f"{r.get('role', 'role')}:{name}", {"name": name}
+
+
+def _role_policy_attachment(r: _Res):
+    return f"{r.get('role', 'role')}-{r.digits(26)}", {}
+
+
+def _instance_profile(r: _Res):
+    name = r.given_name
+    return name, {**_tags(r), "name": name, "uniqueId": _iam_unique(r, "AIPA"), "createDate": CREATED,
+                  "arn": f"arn:aws:iam::{ACCOUNT}:instance-profile{_iam_path(r)}{name}"}
+
+
+def _lustre(r: _Res):
+    fid = f"fs-{r.hex(17)}"
+    subnet_ids = r.get("subnetIds", [])
+    subnet = r.cloud.lookup(subnet_ids[0] if subnet_ids else None)
+    return fid, {
+        **_tags(r), "arn": r.arn("fsx", f"file-system/{fid}"),
+        "dnsName": f"{fid}.fsx.{r.region}.amazonaws.com",
+        "mountName": r.alnum(8, "mount"),
+        "networkInterfaceIds": [r.aws_id("eni0"), r.aws_id("eni1")],
+        "vpcId": subnet.get("vpcId", r.aws_id("vpc")),
+        "fileSystemTypeVersion": r.get("fileSystemTypeVersion", "2.15"),
+    }
+
+
+def _dra(r: _Res):
+    did = f"dra-{r.hex(17)}"
+    return did, {**_tags(r), "associationId": did,
+                 "arn": r.arn("fsx", f"association/{r.get('fileSystemId', 'fs')}/{did}")}
+
+
+def _sm_secret(r: _Res):
+    name = r.given_name
+    arn = r.arn("secretsmanager", f"secret:{name}-{r.alnum(6, 'suffix', _ALNUM + 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')}")
+    return arn, {**_tags(r), "name": name, "arn": arn,
+                 "recoveryWindowInDays": r.get("recoveryWindowInDays", 30)}
+
+
+def _sm_secret_version(r: _Res):
+    version = r.uuid("version")
+    secret = r.get("secretId", "secret")
+    return f"{secret}|{version}", {"versionId": version, "arn": secret,
+                                   "versionStages": r.get("versionStages", ["AWSCURRENT"])}
+
+
+def _ssm_parameter(r: _Res):
+    name = r.given_name
+    return name, {**_tags(r), "name": name, "arn": r.arn("ssm", f"parameter/{name.lstrip('/')}"),
+                  "version": 1, "tier": r.get("tier", "Standard"), "dataType": r.get("dataType", "text")}
+
+
+def _bucket(r: _Res):
+    bucket = r.get("bucket", r.name)
+    return bucket, {
+        **_tags(r), "bucket": bucket, "arn": f"arn:aws:s3:::{bucket}", "region": r.region,
+        "bucketDomainName": f"{bucket}.s3.amazonaws.com",
+        "bucketRegionalDomainName": f"{bucket}.s3.{r.region}.amazonaws.com",
+        "hostedZoneId": "Z3AQBSTGFYJSTF",
+    }
+
+
+def _bucket_object(r: _Res):
+    key = r.get("key", r.name)
+    return key, {**_tags(r), "key": key, "etag": r.hex(32, "etag"), "versionId": r.alnum(32, "ver")}
+
+
+def _kms_key(r: _Res):
+    kid = r.uuid("key")
+    return kid, {**_tags(r), "keyId": kid, "arn": r.arn("kms", f"key/{kid}"),
+                 "keyUsage": r.get("keyUsage", "ENCRYPT_DECRYPT")}
+
+
+def _log_group(r: _Res):
+    name = r.given_name
+    return name, {**_tags(r), "name": name, "arn": r.arn("logs", f"log-group:{name}")}
+
+
+def _eks_cluster(r: _Res):
+    name = r.given_name
+    host = r.hex(32, "endpoint").upper()
+    vpc_config = dict(r.get("vpcConfig", {}))
+    subnet_ids = vpc_config.get("subnetIds") or []
+    subnet = r.cloud.lookup(subnet_ids[0] if subnet_ids else None)
+    vpc_config.update(clusterSecurityGroupId=r.aws_id("sg"), vpcId=subnet.get("vpcId", r.aws_id("vpc")))
+    return name, {
+        **_tags(r), "name": name, "arn": r.arn("eks", f"cluster/{name}"),
+        "endpoint": f"https://{host}.gr7.{r.region}.eks.amazonaws.com",
+        "certificateAuthority": {"data": _fake_pem(r)},
+        "identities": [{"oidcs": [{"issuer": f"https://oidc.eks.{r.region}.amazonaws.com/id/{host}"}]}],
+        "status": "ACTIVE", "version": r.get("version", "1.31"), "platformVersion": "eks.1",
+        "clusterId": r.uuid("cluster"), "createdAt": CREATED, "vpcConfig": vpc_config,
+    }
+
+
+def _eks_node_group(r: _Res):
+    cluster = r.get("clusterName", "cluster")
+    name = r.get("nodeGroupName", r.name)
+    return f"{cluster}:{name}", {
+        **_tags(r), "nodeGroupName": name, "status": "ACTIVE",
+        "arn": r.arn("eks", f"nodegroup/{cluster}/{name}/{r.uuid('ng')}"),
+        "resources": [{"autoscalingGroups": [{"name": f"eks-{name}-{r.uuid('asg')}"}],
+                       "remoteAccessSecurityGroupId": ""}],
+    }
+
+
+def _eks_addon(r: _Res):
+    cluster, addon = r.get("clusterName", "cluster"), r.get("addonName", r.name)
+    return f"{cluster}:{addon}", {**_tags(r), "addonVersion": r.get("addonVersion", "v1.0.0-eksbuild.1"),
+                                  "arn": r.arn("eks", f"addon/{cluster}/{addon}/{r.uuid('addon')}")}
+
+
+def _eks_access_entry(r: _Res):
+    cluster, principal = r.get("clusterName", "cluster"), r.get("principalArn", r.name)
+    return f"{cluster}:{principal}", {
+        **_tags(r), "type": r.get("type", "STANDARD"), "createdAt": CREATED,
+        "accessEntryArn": r.arn("eks", f"access-entry/{cluster}/role/{ACCOUNT}/{r.name}/{r.uuid('ae')}"),
+    }
+
+
+def _eks_pod_identity(r: _Res):
+    aid = "a-" + r.alnum(17, "pia")
+    cluster = r.get("clusterName", "cluster")
+    return aid, {**_tags(r), "associationId": aid,
+                 "associationArn": r.arn("eks", f"podidentityassociation/{cluster}/{aid}")}
+
+
+# ---------------------------------------------------------------- random
+
+
+def _password(r: _Res):
+    length = int(r.get("length", 32))
+    alphabet = ""
+    if r.get("lower", True):
+        alphabet += "abcdefghijklmnopqrstuvwxyz"
+    if r.get("upper", True):
+        alphabet += "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    if r.get("numeric", r.get("number", True)):
+        alphabet += "0123456789"
+    if r.get("special", True):
+        alphabet += r.get("overrideSpecial", "!@#$%&*()-_=+[]{}<>:?")
+    result = r.alnum(length, "result", alphabet or _ALNUM)
+    computed = {"result": result}
+    if r.type.endswith("randomPassword:RandomPassword"):
+        computed["bcryptHash"] = "$2a$10$" + r.alnum(53, "bcrypt", "./" + _ALNUM + _ALNUM.upper())
+    return "none", computed
+
+
+def _random_id(r: _Res):
+    raw = _stream(r.type, r.name, "bytes", length=int(r.get("byteLength", 8)))
+    prefix = r.get("prefix", "")
+    b64url = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return b64url, {
+        "hex": prefix + raw.hex(), "b64Std": prefix + base64.b64encode(raw).decode(),
+        "b64Url": prefix + b64url, "dec": prefix + str(int.from_bytes(raw, "big")),
+    }
+
+
+def _random_bytes(r: _Res):
+    raw = _stream(r.type, r.name, "bytes", length=int(r.get("length", 32)))
+    return "none", {"base64": base64.b64encode(raw).decode(), "hex": raw.hex()}
+
+
+def _random_uuid(r: _Res):
+    u = r.uuid("uuid")
+    return u, {"result": u}
+
+
+# ---------------------------------------------------------------- GCP
+
+
+def _gcp_global(kind: str):
+    def handler(r: _Res):
+        name = r.given_name
+        link = _gcp_link(r.project, "global", kind, name)
+        return f"projects/{r.project}/global/{kind}/{name}", {
+            "name": name, "project": r.project, "selfLink": link,
+        }
+    return handler
+
+
+def _gcp_regional(kind: str):
+    def handler(r: _Res):
+        name, region = r.given_name, r.gcp_region
+        return f"projects/{r.project}/regions/{region}/{kind}/{name}", {
+            "name": name, "project": r.project, "region": region,
+            "selfLink": _gcp_link(r.project, "regions", region, kind, name),
+        }
+    return handler
+
+
+def _gcp_network(r: _Res):
+    gid, computed = _gcp_global("networks")(r)
+    computed.update(numericId=r.digits(19), gatewayIpv4="",
+                    autoCreateSubnetworks=r.get("autoCreateSubnetworks", True))
+    return gid, computed
+
+
+def _gcp_subnetwork(r: _Res):
+    gid, computed = _gcp_regional("subnetworks")(r)
+    cidr = r.get("ipCidrRange", "10.128.0.0/20")
+    try:
+        gateway = str(ipaddress.ip_network(cidr, strict=False).network_address + 1)
+    except ValueError:
+        gateway = "10.128.0.1"
+    computed.update(gatewayAddress=gateway, subnetworkId=int(r.digits(15)),
+                    fingerprint=r.hex(16, "fp"))
+    return gid, computed
+
+
+def _gcp_instance(r: _Res):
+    name, zone = r.given_name, r.gcp_zone()
+    nics = []
+    for i, nic in enumerate(r.get("networkInterfaces", []) or [{}]):
+        nic = dict(nic)
+        subnet = r.cloud.lookup(nic.get("subnetwork"))
+        nic.setdefault("name", f"nic{i}")
+        nic["networkIp"] = nic.get("networkIp") or r.ip_in(subnet.get("ipCidrRange"), "10.128.0.0/20", f"nic{i}")
+        nics.append(nic)
+    return f"projects/{r.project}/zones/{zone}/instances/{name}", {
+        "name": name, "project": r.project, "zone": zone, "networkInterfaces": nics,
+        "selfLink": _gcp_link(r.project, "zones", zone, "instances", name),
+        "instanceId": r.digits(19), "currentStatus": "RUNNING", "cpuPlatform": "Intel Sapphire Rapids",
+    }
+
+
+def _gcp_instance_template(r: _Res):
+    gid, computed = _gcp_global("instanceTemplates")(r)
+    computed["selfLinkUnique"] = f"{computed['selfLink']}?uniqueId={r.digits(19)}"
+    return gid, computed
+
+
+def _gcp_lustre(r: _Res):
+    location = r.get("location", r.gcp_zone())
+    instance = r.get("instanceId", r.name)
+    ip = r.ip_in(None, "10.90.0.0/24", "lustre")
+    gid = f"projects/{r.project}/locations/{location}/instances/{instance}"
+    return gid, {"name": gid, "project": r.project, "state": "ACTIVE",
+                 "mountPoint": f"{ip}@tcp:/{r.get('filesystem', 'lustrefs')}"}
+
+
+def _gcp_filestore(r: _Res):
+    location = r.get("location", r.gcp_zone())
+    networks = [dict(n) for n in r.get("networks", []) or [{}]]
+    for i, net in enumerate(networks):
+        net["ipAddresses"] = [r.ip_in(net.get("reservedIpRange"), "10.91.0.0/29", f"fs{i}")]
+    return f"projects/{r.project}/locations/{location}/instances/{r.given_name}", {
+        "name": r.given_name, "project": r.project, "networks": networks, "createTime": CREATED,
+    }
+
+
+def _gke_cluster(r: _Res):
+    name, location = r.given_name, r.get("location", r.gcp_region)
+    master_auth = dict(r.get("masterAuth", {}))
+    master_auth["clusterCaCertificate"] = _fake_pem(r)
+    return f"projects/{r.project}/locations/{location}/clusters/{name}", {
+        "name": name, "project": r.project, "location": location,
+        "endpoint": f"203.0.113.{1 + r.num(254, 'endpoint')}", "masterAuth": master_auth,
+        "masterVersion": r.get("minMasterVersion", "1.31.1-gke.1000000"),
+        "selfLink": f"https://container.googleapis.com/v1/projects/{r.project}/locations/{location}/clusters/{name}",
+        "labelFingerprint": r.hex(8, "label"),
+    }
+
+
+def _gke_node_pool(r: _Res):
+    name = r.given_name
+    cluster = str(r.get("cluster", "cluster")).split("/")[-1]
+    location = r.get("location", r.gcp_region)
+    group = _gcp_link(r.project, "zones", f"{r.gcp_region}-a", "instanceGroupManagers", f"gke-{cluster}-{name}-{r.hex(8)}-grp")
+    return f"projects/{r.project}/locations/{location}/clusters/{cluster}/nodePools/{name}", {
+        "name": name, "project": r.project, "location": location,
+        "instanceGroupUrls": [group], "managedInstanceGroupUrls": [group.replace("instanceGroupManagers", "instanceGroups")],
+    }
+
+
+def _gcp_secret(r: _Res):
+    name = f"projects/{r.project}/secrets/{r.get('secretId', r.name)}"
+    return name, {"name": name, "project": r.project, "createTime": CREATED}
+
+
+def _gcp_secret_version(r: _Res):
+    name = f"{r.get('secret', 'projects/' + r.project + '/secrets/' + r.name)}/versions/1"
+    return name, {"name": name, "version": "1", "createTime": CREATED}
+
+
+def _gcp_account(r: _Res):
+    email = f"{r.get('accountId', r.name)}@{r.project}.iam.gserviceaccount.com"
+    return f"projects/{r.project}/serviceAccounts/{email}", {
+        "email": email, "name": f"projects/{r.project}/serviceAccounts/{email}",
+        "uniqueId": r.digits(21), "member": f"serviceAccount:{email}", "project": r.project,
+    }
+
+
+def _gcp_router_nat(r: _Res):
+    return f"{r.project}/{r.gcp_region}/{r.get('router', 'router')}/{r.given_name}", {
+        "name": r.given_name, "project": r.project, "region": r.gcp_region}
+
+
+def _gcp_global_address(r: _Res):
+    gid, computed = _gcp_global("addresses")(r)
+    internal = r.get("addressType", "EXTERNAL") == "INTERNAL"
+    computed["address"] = f"10.{20 + r.num(200, 'addr')}.0.0" if internal else f"203.0.113.{1 + r.num(254, 'addr')}"
+    return gid, computed
+
+
+def _gcp_sn_connection(r: _Res):
+    return f"{r.get('network', 'network')}:{r.get('service', 'servicenetworking.googleapis.com')}", {
+        "peering": "servicenetworking-googleapis-com"}
+
+
+def _tpu_v2vm(r: _Res):
+    zone = r.get("zone", r.gcp_zone())
+    accel = str(r.get("acceleratorType", "v5p-8"))
+    try:
+        size = int(accel.rsplit("-", 1)[1])
+    except (IndexError, ValueError):
+        size = 8
+    per_host = 4 if ("lite" in accel or accel.startswith("v6e")) else 8
+    endpoints = [{"ipAddress": r.ip_in(None, "10.130.0.0/20", f"tpu{i}"), "port": 8470,
+                  "accessConfigs": []} for i in range(max(1, size // per_host))]
+    name = r.given_name
+    return f"projects/{r.project}/locations/{zone}/nodes/{name}", {
+        "name": name, "project": r.project, "zone": zone, "state": "READY",
+        "networkEndpoints": endpoints, "health": "HEALTHY",
+    }
+
+
+Handler = Callable[[_Res], "tuple[str, dict]"]
+
+RESOURCES: dict[str, Handler] = {
+    "aws:ec2/vpc:Vpc": _vpc,
+    "aws:ec2/subnet:Subnet": _subnet,
+    "aws:ec2/internetGateway:InternetGateway": _igw,
+    "aws:ec2/eip:Eip": _eip,
+    "aws:ec2/natGateway:NatGateway": _nat,
+    "aws:ec2/routeTable:RouteTable": _route_table,
+    "aws:ec2/route:Route": _route,
+    "aws:ec2/routeTableAssociation:RouteTableAssociation": lambda r: (r.aws_id("rtbassoc"), {}),
+    "aws:ec2/vpcEndpoint:VpcEndpoint": _vpc_endpoint,
+    "aws:ec2/securityGroup:SecurityGroup": _security_group,
+    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": _sg_rule_v2,
+    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": _sg_rule_v2,
+    "aws:ec2/securityGroupRule:SecurityGroupRule": _sg_rule,
+    "aws:ec2/placementGroup:PlacementGroup": _placement_group,
+    "aws:ec2/launchTemplate:LaunchTemplate": _launch_template,
+    "aws:ec2/instance:Instance": _instance,
+    "aws:iam/role:Role": _role,
+    "aws:iam/policy:Policy": _policy,
+    "aws:iam/rolePolicy:RolePolicy": _role_policy,
+    "aws:iam/rolePolicyAttachment:RolePolicyAttachment": _role_policy_attachment,
+    "aws:iam/instanceProfile:InstanceProfile": _instance_profile,
+    "aws:fsx/lustreFileSystem:LustreFileSystem": _lustre,
+    "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": _dra,
+    "aws:secretsmanager/secret:Secret": _sm_secret,
+    "aws:secretsmanager/secretVersion:SecretVersion": _sm_secret_version,
+    "aws:ssm/parameter:Parameter": _ssm_parameter,
+    "aws:s3/bucket:Bucket": _bucket,
+    "aws:s3/bucketV2:BucketV2": _bucket,
+    "aws:s3/bucketObjectv2:BucketObjectv2": _bucket_object,
+    "aws:s3/bucketObject:BucketObject": _bucket_object,
+    "aws:kms/key:Key": _kms_key,
+    "aws:cloudwatch/logGroup:LogGroup": _log_group,
+    "aws:eks/cluster:Cluster": _eks_cluster,
+    "aws:eks/nodeGroup:NodeGroup": _eks_node_group,
+    "aws:eks/addon:Addon": _eks_addon,
+    "aws:eks/accessEntry:AccessEntry": _eks_access_entry,
+    "aws:eks/podIdentityAssociation:PodIdentityAssociation": _eks_pod_identity,
+    "random:index/randomPassword:RandomPassword": _password,
+    "random:index/randomString:RandomString": _password,
+    "random:index/randomId:RandomId": _random_id,
+    "random:index/randomBytes:RandomBytes": _random_bytes,
+    "random:index/randomUuid:RandomUuid": _random_uuid,
+    "gcp:compute/network:Network": _gcp_network,
+    "gcp:compute/subnetwork:Subnetwork": _gcp_subnetwork,
+    "gcp:compute/instance:Instance": _gcp_instance,
+    "gcp:compute/instanceTemplate:InstanceTemplate": _gcp_instance_template,
+    "gcp:compute/resourcePolicy:ResourcePolicy": _gcp_regional("resourcePolicies"),
+    "gcp:compute/router:Router": _gcp_regional("routers"),
+    "gcp:compute/routerNat:RouterNat": _gcp_router_nat,
+    "gcp:compute/firewall:Firewall": _gcp_global("firewalls"),
+    "gcp:compute/globalAddress:GlobalAddress": _gcp_global_address,
+    "gcp:lustre/instance:Instance": _gcp_lustre,
+    "gcp:filestore/instance:Instance": _gcp_filestore,
+    "gcp:container/cluster:Cluster": _gke_cluster,
+    "gcp:container/nodePool:NodePool": _gke_node_pool,
+    "gcp:secretmanager/secret:Secret": _gcp_secret,
+    "gcp:secretmanager/secretVersion:SecretVersion": _gcp_secret_version,
+    "gcp:serviceaccount/account:Account": _gcp_account,
+    "gcp:servicenetworking/connection:Connection": _gcp_sn_connection,
+    "gcp:tpu/v2Vm:V2Vm": _tpu_v2vm,
+}
+
+
+def _default(r: _Res):
+    short = r.type.rsplit(":", 1)[-1].lower() or "res"
+    return f"{short}-{r.hex(12)}", {}
+
+
+# ---------------------------------------------------------------- invokes
+
+
+def _caller_identity(cloud: "FakeCloud", args: dict) -> dict:
+    return {"id": ACCOUNT, "accountId": ACCOUNT, "userId": "AIDAOFFLINEPLAN0000000",
+            "arn": f"arn:aws:iam::{ACCOUNT}:user/aicluster-offline"}
+
+
+def _region(cloud: "FakeCloud", args: dict) -> dict:
+    region = args.get("region") or args.get("name") or cloud.aws_region
+    return {"id": region, "name": region, "region": region,
+            "endpoint": f"ec2.{region}.amazonaws.com", "description": region}
+
+
+def _partition(cloud: "FakeCloud", args: dict) -> dict:
+    return {"id": "aws", "partition": "aws", "dnsSuffix": "amazonaws.com",
+            "reverseDnsPrefix": "com.amazonaws"}
+
+
+def _availability_zones(cloud: "FakeCloud", args: dict) -> dict:
+    region = args.get("region") or cloud.aws_region
+    names = [f"{region}{letter}" for letter in "abcd"]
+    return {"id": region, "names": names, "zoneIds": [_zone_id(region, n) for n in names],
+            "groupNames": [region], "state": args.get("state", "available")}
+
+
+CALLS: dict[str, Callable[["FakeCloud", dict], dict]] = {
+    "aws:index/getCallerIdentity:getCallerIdentity": _caller_identity,
+    "aws:index/getRegion:getRegion": _region,
+    "aws:index/getPartition:getPartition": _partition,
+    "aws:index/getAvailabilityZones:getAvailabilityZones": _availability_zones,
+}
+
+
+class FakeCloud(pulumi.runtime.Mocks):
+    """Deterministic fake AWS/GCP/random. One instance per plan (it remembers what it created)."""
+
+    def __init__(self, config: Optional[Mapping[str, object]] = None):
+        config = dict(config or {})
+        self.aws_region = _config_str(config, "aws:region") or DEFAULT_AWS_REGION
+        self.gcp_project = _config_str(config, "gcp:project") or DEFAULT_GCP_PROJECT
+        self.gcp_region = _config_str(config, "gcp:region") or DEFAULT_GCP_REGION
+        self._state_by_ref: dict[str, dict] = {}  # id / selfLink / name -> state
+        self._issued: set[tuple[str, str]] = set()
+        self._provider_regions: dict[str, str] = {}
+
+    def lookup(self, ref: Any) -> dict:
+        """State of a resource this cloud created, by id or selfLink; {} when unknown."""
+        if isinstance(ref, str):
+            return self._state_by_ref.get(ref, {})
+        return {}
+
+    def _region_for(self, typ: str, provider: Optional[str]) -> str:
+        provider_id = (provider or "").rsplit("::", 1)[-1]
+        if provider_id in self._provider_regions:
+            return self._provider_regions[provider_id]
+        return self.gcp_region if typ.startswith("gcp:") else self.aws_region
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[Optional[str], dict]:
+        inputs = reveal(dict(args.inputs or {}))
+        if args.custom is False:  # component resources have no cloud state
+            return None, {}
+        salt = 0
+        while (args.typ, f"{args.name}#{salt}") in self._issued:
+            salt += 1
+        self._issued.add((args.typ, f"{args.name}#{salt}"))
+        res = _Res(self, args.typ, args.name, inputs, self._region_for(args.typ, args.provider), salt)
+        handler = RESOURCES.get(args.typ, _default)
+        rid, computed = handler(res)
+        if args.resource_id:  # import / read: keep the id the program asked for
+            rid = args.resource_id
+        state = {**inputs, **{k: v for k, v in computed.items() if v is not None}}
+        if args.typ.startswith("pulumi:providers:"):
+            region = inputs.get("region")
+            if isinstance(region, str) and region:
+                # provider references are "<urn>::<id>"; the urn is not known here, so match on id
+                self._provider_regions[rid] = region
+        for key in (rid, state.get("selfLink"), state.get("arn")):
+            if isinstance(key, str):
+                self._state_by_ref.setdefault(key, state)
+        return rid, state
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list]:
+        handler = CALLS.get(args.token)
+        if handler is None:
+            raise OfflineInvokeError(args.token)
+        return handler(self, reveal(dict(args.args or {}))), []

@@ -1,0 +1,27 @@
+"""The one jinja2 environment over templates/: strict, so a missing value fails the render
+(and the tests) instead of writing an empty string into a config a daemon will read."""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+
+
+@functools.lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,  # configs and scripts, not HTML
+    )
+
+
+def render(template: str, **context: Any) -> str:
+    return environment().get_template(template).render(**context)
