@@ -140,9 +140,9 @@ def assess(pools: Sequence[PoolShape], filesystems: Sequence[FilesystemShape],
             findings.append(
                 f"pool {pb.name}: {pb.fabric_gbps_per_accelerator:.0f} Gbps per {unit} wired, "
                 f"{pb.fabric_fraction_wired:.0%} of {pb.instance_type}'s fabric"
-                + (": the type has no GPU NICs, inter-node traffic rides the host network"
-                   if p.instance.cloud == "gcp" and p.instance.gpu_nics == 0
-                   else ": wire a fabric device on every card"))
+                + (": wire an EFA device on every card" if p.instance.cloud == "aws" else
+                   ": wire every GPU NIC" if p.instance.gpu_nics else
+                   ": the type has no GPU NICs, inter-node traffic rides the host network"))
 
     # Aggregate throughput = capacity TiB x per-TiB throughput [FSx user guide, PerUnitStorageThroughput].
     fs_mbps = [f.capacity_gib / 1024 * f.throughput_mbps_per_tib for f in filesystems]
