@@ -24,11 +24,22 @@ def build_cluster(spec: ClusterSpec) -> ClusterDesign:
     return design
 
 
+def check_provider_region(spec: ClusterSpec, provider_region: str | None) -> None:
+    """The default provider deploys where `aws:region` says; a spec that says otherwise would
+    plan one region and build in another."""
+    if spec.cloud == "aws" and provider_region and provider_region != spec.region:
+        raise SpecError([Problem("region", spec.region, f"the stack's aws:region ({provider_region}); "
+                                                        "set both to the same region")])
+
+
 def program() -> None:
     """The Pulumi program: `__main__.py` and the offline planner both run exactly this."""
     raw = pulumi.Config("aicluster").require_object(CONFIG_KEY)
+    source = f"stack {pulumi.get_stack()} config aicluster:cluster"
     try:
-        build_cluster(parse_spec(raw, source=f"stack {pulumi.get_stack()} config aicluster:cluster"))
+        spec = parse_spec(raw, source=source)
+        check_provider_region(spec, pulumi.Config("aws").get("region"))
+        build_cluster(spec)
     except SpecError as exc:
         # A clean one-paragraph error in `pulumi up`, not a Python traceback.
         raise pulumi.RunError(str(exc)) from None

@@ -28,24 +28,26 @@ class Problem:
 class SpecError(ValueError):
     """A spec that cannot be built. Holds every problem found, not just the first."""
 
-    def __init__(self, problems: Sequence[Problem], source: str | None = None):
+    def __init__(self, problems: Sequence[Problem], source: str | None = None, subject: str = "cluster spec"):
         self.problems = tuple(problems)
         self.source = source
+        self.subject = subject
         super().__init__(self.render())
 
     @classmethod
-    def one(cls, path: str, value: Any, allowed: str, choices: Iterable[str] = ()) -> "SpecError":
-        return cls([Problem(path, value, allowed, close_match(value, choices))])
+    def one(cls, path: str, value: Any, allowed: str, choices: Iterable[str] = (),
+            subject: str = "cluster spec") -> "SpecError":
+        return cls([Problem(path, value, allowed, close_match(value, choices))], subject=subject)
 
     def render(self) -> str:
         where = f" in {self.source}" if self.source else ""
         noun = "problem" if len(self.problems) == 1 else "problems"
-        lines = [f"invalid cluster spec{where} ({len(self.problems)} {noun}):"]
+        lines = [f"invalid {self.subject}{where} ({len(self.problems)} {noun}):"]
         lines += [f"  - {p}" for p in self.problems]
         return "\n".join(lines)
 
     def with_source(self, source: str) -> "SpecError":
-        return SpecError(self.problems, source)
+        return SpecError(self.problems, source, self.subject)
 
 
 def join_path(*parts: str | int) -> str:

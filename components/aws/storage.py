@@ -49,7 +49,7 @@ class LustreFilesystem(pulumi.ComponentResource):
             per_unit_storage_throughput=fs.throughput_mbps_per_tib if persistent else None,
             file_system_type_version="2.15",
             data_compression_type="LZ4",
-            subnet_ids=[args.subnet_id],
+            subnet_ids=args.subnet_id,           # one subnet: a string in pulumi_aws v7
             security_group_ids=[args.security_group_id],
             metadata_configuration=(aws.fsx.LustreFileSystemMetadataConfigurationArgs(mode="AUTOMATIC")
                                     if fs.deployment_type == "PERSISTENT_2" else None),

@@ -1,0 +1,111 @@
+"""The `aicluster` command. Exit codes: 0 done, 1 internal error, 2 bad input (SpecError)."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Sequence
+
+from .errors import SpecError
+
+DEFAULT_STACK = "aws-p5-slurm"
+EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="aicluster",
+        description="Plan, render and inspect balanced AI training clusters offline "
+                    "(no cloud credentials, no Pulumi CLI). Deploy with `pulumi up -s <stack>`.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    plan = sub.add_parser("plan", help="plan a stack offline: resources, rendered files, balance report")
+    plan.add_argument("file", nargs="?", metavar="FILE",
+                      help="a stack file (stacks/Pulumi.<stack>.yaml) or a bare spec YAML file")
+    plan.add_argument("--stack", "-s", metavar="NAME",
+                      help=f"a stack in stacks/ (default: {DEFAULT_STACK})")
+    plan.add_argument("--format", "-f", choices=("text", "markdown", "json"), default="text")
+    plan.add_argument("--out", "-o", metavar="DIR", type=Path,
+                      help="also write plan.json and every rendered file (user data, configs) to DIR")
+
+    catalog = sub.add_parser("catalog", help="print the hardware and service facts, with sources")
+    catalog.add_argument("name", nargs="?", metavar="TYPE",
+                         help="an instance type, alias, TPU generation or FSx deployment type")
+    catalog.add_argument("--format", "-f", choices=("text", "json"), default="text")
+
+    sub.add_parser("schema", help="print the JSON Schema of the cluster spec (for editors)")
+    sub.add_parser("stacks", help="list the stacks in stacks/")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if not args.command:
+        _parser().print_help()
+        return EXIT_BAD_INPUT
+    try:
+        return _COMMANDS[args.command](args)
+    except SpecError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:  # `aicluster plan | head`
+        return EXIT_OK
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: a bug, not bad input
+        if os.environ.get("AICLUSTER_DEBUG"):
+            traceback.print_exc()
+        print(f"aicluster: internal error: {type(exc).__name__}: {exc}\n"
+              "This is a bug in aicluster, not in your spec; rerun with AICLUSTER_DEBUG=1 for details.",
+              file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from .planner import plan_stack, write_outputs
+    from . import plan_report
+
+    if args.file and args.stack:
+        raise SpecError.one("--stack", args.stack, "either --stack NAME or FILE, not both", subject="argument")
+    result = plan_stack(args.file or args.stack or DEFAULT_STACK)
+    if args.format == "json":
+        print(json.dumps(plan_report.to_json(result), indent=2, sort_keys=True))
+    elif args.format == "markdown":
+        print("\n".join(plan_report.markdown(result)))
+    else:
+        print("\n".join(plan_report.text(result)))
+    if args.out:
+        written = write_outputs(result, args.out)
+        print(f"\nwrote {len(written)} files to {args.out}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _cmd_catalog(args: argparse.Namespace) -> int:
+    from .catalog_view import describe, describe_json, overview
+
+    if args.format == "json":
+        print(json.dumps(describe_json(args.name), indent=2, sort_keys=True))
+    else:
+        print("\n".join(describe(args.name) if args.name else overview()))
+    return EXIT_OK
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    from .spec import json_schema
+
+    print(json.dumps(json_schema(), indent=2))
+    return EXIT_OK
+
+
+def _cmd_stacks(args: argparse.Namespace) -> int:
+    from .stacks import stack_names
+
+    print("\n".join(stack_names()))
+    return EXIT_OK
+
+
+_COMMANDS = {"plan": _cmd_plan, "catalog": _cmd_catalog, "schema": _cmd_schema, "stacks": _cmd_stacks}
+
+if __name__ == "__main__":
+    sys.exit(main())

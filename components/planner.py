@@ -1,0 +1,86 @@
+"""`aicluster plan`: validate a stack, run the real program offline, collect what it renders."""
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .balance import ClusterBalance, from_design
+from .cluster import check_provider_region, program
+from .design import ClusterDesign, design_cluster
+from .errors import SpecError
+from .offline.capture import CapturedResource, Plan, reveal
+from .offline.engine import run_program
+from .spec import ClusterSpec, parse_spec
+from .stacks import StackConfig, read_stack
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    stack: StackConfig
+    spec: ClusterSpec
+    design: ClusterDesign
+    plan: Plan
+    balance: ClusterBalance
+    files: dict[str, str]          # relative path -> rendered content, exactly as deployed
+
+
+def plan_stack(target: str) -> PlanResult:
+    stack = read_stack(target)
+    source = str(stack.path)
+    spec = parse_spec(stack.spec_data, source=source)
+    try:
+        check_provider_region(spec, stack.config.get("aws:region"))
+        design = design_cluster(spec)
+    except SpecError as exc:
+        raise exc.with_source(source) from None
+    config = dict(stack.config)
+    if spec.cloud == "aws":
+        config.setdefault("aws:region", spec.region)
+    plan = run_program(program, stack=stack.name, config=config)
+    return PlanResult(stack, spec, design, plan, from_design(design), rendered_files(plan))
+
+
+def _user_data(resource: CapturedResource) -> str | None:
+    encoded = reveal(resource.inputs.get("userData"))
+    if not isinstance(encoded, str):
+        return None
+    try:
+        return base64.b64decode(encoded, validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return encoded  # instances take plain text user data
+
+
+# Where each resource type keeps a file it renders, and the name it gets under --out.
+_RENDERED: dict[str, tuple[Callable[[CapturedResource], str | None], str]] = {
+    "aws:ec2/launchTemplate:LaunchTemplate": (_user_data, "user-data/{name}.yaml"),
+    "aws:ec2/instance:Instance": (_user_data, "user-data/{name}.yaml"),
+}
+
+
+def rendered_files(plan: Plan) -> dict[str, str]:
+    files = {}
+    for resource in plan.custom_resources():
+        extractor = _RENDERED.get(resource.type)
+        if extractor:
+            content = extractor[0](resource)
+            if content is not None:
+                files[extractor[1].format(name=resource.name)] = content
+    return files
+
+
+def write_outputs(result: PlanResult, out: Path) -> list[Path]:
+    from .plan_report import to_json
+
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / "plan.json"]
+    written[0].write_text(json.dumps(to_json(result), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    for relative, content in sorted(result.files.items()):
+        path = out / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content, encoding="utf-8")
+        written.append(path)
+    return written
