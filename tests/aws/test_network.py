@@ -1,0 +1,62 @@
+"""aicluster:aws:Network under mocks."""
+from __future__ import annotations
+
+SG = "aws:ec2/securityGroup:SecurityGroup"
+
+
+def test_new_vpc_private_subnet_nat_and_s3_endpoint(plan_spec, base_spec):
+    plan = plan_spec(base_spec)
+    vpc = plan.named("demo-network-vpc", "aws:ec2/vpc:Vpc")
+    assert vpc.inputs["cidrBlock"] == "10.0.0.0/16"
+    assert vpc.inputs["enableDnsHostnames"] is True
+    private = plan.named("demo-network-private", "aws:ec2/subnet:Subnet").inputs
+    assert private["cidrBlock"] == "10.0.0.0/17"
+    assert private["availabilityZone"] == "us-east-1a"
+    assert private["mapPublicIpOnLaunch"] is False
+    nat = plan.named("demo-network-nat", "aws:ec2/natGateway:NatGateway").inputs
+    assert nat["subnetId"] == plan.named("demo-network-public", "aws:ec2/subnet:Subnet").id
+    private_rt = plan.named("demo-network-private-rt", "aws:ec2/routeTable:RouteTable")
+    assert private_rt.inputs["routes"][0]["natGatewayId"] == plan.named("demo-network-nat", "aws:ec2/natGateway:NatGateway").id
+    s3 = plan.named("demo-network-s3", "aws:ec2/vpcEndpoint:VpcEndpoint").inputs
+    assert s3["serviceName"] == "com.amazonaws.us-east-1.s3"
+    assert s3["vpcEndpointType"] == "Gateway"
+    assert s3["routeTableIds"] == [private_rt.id]
+
+
+def test_efa_security_group_allows_all_traffic_from_and_to_itself(plan_spec, base_spec):
+    nodes = plan_spec(base_spec).named("demo-network-nodes", SG).inputs
+    self_in = [r for r in nodes["ingress"] if r.get("self")]
+    self_out = [r for r in nodes["egress"] if r.get("self")]
+    assert [(r["protocol"], r["fromPort"], r["toPort"]) for r in self_in] == [("-1", 0, 0)]
+    assert [(r["protocol"], r["fromPort"], r["toPort"]) for r in self_out] == [("-1", 0, 0)]
+    # Nothing reaches compute nodes from outside the cluster.
+    assert not any(r.get("cidrBlocks") for r in nodes["ingress"])
+
+
+def test_storage_group_rules_are_separate_and_only_lustre_ports(plan_spec, base_spec):
+    plan = plan_spec(base_spec)
+    storage = plan.named("demo-network-storage", SG)
+    assert "ingress" not in storage.inputs and "egress" not in storage.inputs
+    rules = plan.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+    nodes_id = plan.named("demo-network-nodes", SG).id
+    assert {(r.inputs["fromPort"], r.inputs["toPort"]) for r in rules} == {(988, 988), (1018, 1023)}
+    assert {r.inputs["referencedSecurityGroupId"] for r in rules} == {nodes_id, storage.id}
+    assert all(r.inputs["securityGroupId"] == storage.id for r in rules)
+
+
+def test_existing_network_creates_no_vpc(plan_spec, base_spec):
+    base_spec["network"] = {"existing": {"vpc_id": "vpc-0123456789abcdef0", "subnet_id": "subnet-0123456789abcdef0"}}
+    plan = plan_spec(base_spec)
+    assert plan.of_type("aws:ec2/vpc:Vpc") == [] and plan.of_type("aws:ec2/subnet:Subnet") == []
+    assert {r.inputs["vpcId"] for r in plan.of_type(SG)} == {"vpc-0123456789abcdef0"}
+    fs = plan.named("demo-fsx-fs", "aws:fsx/lustreFileSystem:LustreFileSystem")
+    assert fs.inputs["subnetIds"] == "subnet-0123456789abcdef0"
+
+
+def test_node_role_is_least_privilege(plan_spec, base_spec):
+    plan = plan_spec(base_spec)
+    role = plan.named("demo-compute-role", "aws:iam/role:Role").inputs
+    assert '"Service": "ec2.amazonaws.com"' in role["assumeRolePolicy"]
+    attachments = [r.inputs["policyArn"] for r in plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")]
+    assert attachments == ["arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"]
+    assert plan.of_type("aws:iam/rolePolicy:RolePolicy") == []

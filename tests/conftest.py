@@ -1,0 +1,49 @@
+"""Shared fixtures: example specs and an offline planner that runs the real program under mocks."""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+STACK_FILES = sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))
+STACK_NAMES = [p.name[len("Pulumi."):-len(".yaml")] for p in STACK_FILES]
+
+BASE_SPEC = {
+    "name": "demo",
+    "cloud": "aws",
+    "region": "us-east-1",
+    "zone": "us-east-1a",
+    "pools": [{"name": "gpu", "instance_type": "p5.48xlarge", "max_nodes": 16}],
+    "storage": [{"name": "fsx", "type": "lustre", "mount": "/fsx", "capacity_gib": 24000,
+                 "throughput_mbps_per_tib": 500}],
+    "workload": {"model_params_b": 70},
+}
+
+
+@pytest.fixture
+def base_spec() -> dict:
+    """A valid 16 x p5.48xlarge spec; tests mutate their own deep copy."""
+    return copy.deepcopy(BASE_SPEC)
+
+
+def stack_spec(name: str) -> dict:
+    return yaml.safe_load((ROOT / "stacks" / f"Pulumi.{name}.yaml").read_text())["config"]["aicluster:cluster"]
+
+
+def run_spec(spec: dict, stack: str = "test"):
+    """Plan a spec dict through the real program (`components.cluster.program`) under mocks."""
+    from components.cluster import program
+    from components.offline.engine import run_program
+
+    config = {"aicluster:cluster": spec}
+    if spec.get("cloud") == "aws":
+        config["aws:region"] = spec["region"]
+    return run_program(program, stack=stack, config=config)
+
+
+@pytest.fixture
+def plan_spec():
+    return run_spec
