@@ -10,14 +10,17 @@ from .spec import ClusterSpec, parse_spec
 CONFIG_KEY = "cluster"   # stack config `aicluster:cluster`
 
 
+def check_buildable(design: ClusterDesign) -> None:
+    if design.cloud != "aws":
+        raise SpecError([Problem("cloud", design.cloud, "aws (the gcp components are not built yet; the spec "
+                                                        "validates and `aicluster catalog` lists gcp facts)")])
+
+
 def build_cluster(spec: ClusterSpec) -> ClusterDesign:
     design = design_cluster(spec)
-    if design.cloud == "aws":
-        from .aws.cluster import build_aws_cluster
-        outputs = build_aws_cluster(design)
-    else:
-        raise SpecError([Problem("cloud", design.cloud, "aws (the gcp components are not built yet; "
-                                                        "`aicluster catalog` already lists gcp facts)")])
+    check_buildable(design)
+    from .aws.cluster import build_aws_cluster
+    outputs = build_aws_cluster(design)
     for key, value in outputs.items():
         pulumi.export(key, value)
     pulumi.export("hostlists", {p.name: p.hostlist for p in design.pools})

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from .balance import ClusterBalance, from_design
-from .cluster import check_provider_region, program
+from .cluster import check_buildable, check_provider_region, program
 from .design import ClusterDesign, design_cluster
 from .errors import SpecError
 from .offline.capture import CapturedResource, Plan, reveal
@@ -35,6 +35,7 @@ def plan_stack(target: str) -> PlanResult:
     try:
         check_provider_region(spec, stack.config.get("aws:region"))
         design = design_cluster(spec)
+        check_buildable(design)
     except SpecError as exc:
         raise exc.with_source(source) from None
     config = dict(stack.config)

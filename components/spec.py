@@ -131,7 +131,15 @@ def parse_spec(data: Any, source: str | None = None) -> ClusterSpec:
 
 
 def json_schema() -> dict:
-    return ClusterSpec.model_json_schema()
+    schema = ClusterSpec.model_json_schema()
+    # The `capacity: spot` shorthand is accepted by a before-validator; say so to editors too.
+    capacity = schema["$defs"]["PoolSpec"]["properties"]["capacity"]
+    kinds = schema["$defs"]["CapacitySpec"]["properties"]["type"]["enum"]
+    schema["$defs"]["PoolSpec"]["properties"]["capacity"] = {
+        "anyOf": [{"$ref": "#/$defs/CapacitySpec"}, {"type": "string", "enum": kinds}],
+        **{k: v for k, v in capacity.items() if k not in ("$ref", "allOf")},
+    }
+    return schema
 
 
 # --- pass 1: turn pydantic errors into problems -------------------------------------------

@@ -195,7 +195,7 @@ class CapturedResource:
     protect: bool
     retain_on_delete: bool
     provider: str | None  # provider reference "<urn>::<id>", None for the default provider
-    dependencies: tuple[str, ...]
+    dependencies: tuple[str, ...]  # URNs, sorted (the SDK sends a set)
     ignore_changes: tuple[str, ...] = ()
     replace_on_changes: tuple[str, ...] = ()
     delete_before_replace: bool = False

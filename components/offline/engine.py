@@ -117,6 +117,8 @@ class _CaptureEngine(MockEngine):
         self.entries: list[LogEntry] = []
 
     def Log(self, request):  # noqa: N802 - gRPC method name
+        if request.severity == engine_pb2.DEBUG:  # the SDK's own per-RPC chatter
+            return
         severity = engine_pb2.LogSeverity.Name(request.severity).lower()
         self.entries.append(LogEntry(severity, request.message, request.urn or None))
         _log.debug("%s: %s", severity, request.message)
@@ -132,6 +134,16 @@ class CaptureMonitor(MockMonitor):
         self.notes: list[LogEntry] = []
 
     # -- helpers
+    def make_urn(self, parent: str, type_: str, name: str) -> str:
+        """URNs as the real engine builds them: children of the root stack do not carry the
+        stack's type, deeper children carry the parent's full qualified type chain (the SDK's
+        MockMonitor keeps only the parent's last type and always prepends the stack)."""
+        if parent:
+            parent_type = parent.split("::")[2]
+            if parent_type != STACK_TYPE:
+                type_ = f"{parent_type}${type_}"
+        return f"urn:pulumi:{pulumi_settings.get_stack()}::{pulumi_settings.get_project()}::{type_}::{name}"
+
     def _record(self, urn: str, request, *, custom: bool, rid: Optional[str], inputs: dict,
                 outputs: dict, read: bool = False) -> None:
         if urn in self._records:
@@ -146,7 +158,7 @@ class CaptureMonitor(MockMonitor):
             protect=bool(getattr(request, "protect", False)),
             retain_on_delete=bool(getattr(request, "retainOnDelete", False)),
             provider=request.provider or None,
-            dependencies=tuple(request.dependencies),
+            dependencies=tuple(sorted(request.dependencies)),
             ignore_changes=tuple(getattr(request, "ignoreChanges", ())),
             replace_on_changes=tuple(getattr(request, "replaceOnChanges", ())),
             delete_before_replace=bool(getattr(request, "deleteBeforeReplace", False)),
@@ -244,6 +256,9 @@ def _run_on_this_thread(program: Callable[[], Any], project: str, stack: str,
     engine = _CaptureEngine()
     loop = asyncio.new_event_loop()
     loop.set_default_executor(_InlineExecutor())
+    # A failed registration leaves resolver futures nobody awaits; the error itself reaches the
+    # caller, so keep asyncio's "exception was never retrieved" echoes out of stderr.
+    loop.set_exception_handler(lambda _loop, ctx: _log.debug("asyncio: %s", ctx.get("message")))
     asyncio.set_event_loop(loop)
     try:
         # Constructing Settings sets every runtime ContextVar in this (fresh) context.

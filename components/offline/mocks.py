@@ -104,8 +104,8 @@ class _Res:
         """The cloud-side name: the `name` input, else the Pulumi resource name."""
         return self.get("name", self.name)
 
-    def aws_id(self, prefix: str) -> str:
-        return f"{prefix}-{self.hex(17, prefix)}"
+    def aws_id(self, prefix: str, tag: str = "") -> str:
+        return f"{prefix}-{self.hex(17, prefix + tag)}"
 
     def arn(self, service: str, resource: str, region: bool = True, account: bool = True) -> str:
         return (
@@ -132,6 +132,13 @@ class _Res:
             net = ipaddress.ip_network(fallback)
         usable = max(net.num_addresses - 5, 1)
         return str(net.network_address + 4 + self.num(usable, tag))
+
+
+def _first(value: Any) -> Any:
+    """A list's first item; a scalar as-is (pulumi_aws 7 takes FSx subnetIds as one string)."""
+    if isinstance(value, (list, tuple)):
+        return value[0] if value else None
+    return value
 
 
 def _gcp_link(project: str, *path: str) -> str:
@@ -179,13 +186,17 @@ def _fake_pem(r: _Res) -> str:
 
 
 def _tags(r: _Res) -> dict:
+    return {"tagsAll": r.get("tags", {})}
+
+
+def _ec2(r: _Res) -> dict:
     return {"tagsAll": r.get("tags", {}), "ownerId": ACCOUNT}
 
 
 def _vpc(r: _Res):
     vid = r.aws_id("vpc")
     return vid, {
-        **_tags(r), "arn": r.arn("ec2", f"vpc/{vid}"),
+        **_ec2(r), "arn": r.arn("ec2", f"vpc/{vid}"),
         "cidrBlock": r.get("cidrBlock", "10.0.0.0/16"),
         "defaultSecurityGroupId": r.aws_id("sg"), "defaultRouteTableId": r.aws_id("rtb"),
         "mainRouteTableId": r.aws_id("rtb"), "defaultNetworkAclId": r.aws_id("acl"),
@@ -201,7 +212,7 @@ def _subnet(r: _Res):
     if az is None:
         az = f"{r.region}a"
     return sid, {
-        **_tags(r), "arn": r.arn("ec2", f"subnet/{sid}"), "availabilityZone": az,
+        **_ec2(r), "arn": r.arn("ec2", f"subnet/{sid}"), "availabilityZone": az,
         "availabilityZoneId": r.get("availabilityZoneId", _zone_id(r.region, az)),
         "mapPublicIpOnLaunch": r.get("mapPublicIpOnLaunch", False),
     }
@@ -209,7 +220,7 @@ def _subnet(r: _Res):
 
 def _igw(r: _Res):
     gid = r.aws_id("igw")
-    return gid, {**_tags(r), "arn": r.arn("ec2", f"internet-gateway/{gid}")}
+    return gid, {**_ec2(r), "arn": r.arn("ec2", f"internet-gateway/{gid}")}
 
 
 def _eip(r: _Res):
@@ -228,7 +239,7 @@ def _nat(r: _Res):
     eip = r.cloud.lookup(r.get("allocationId"))
     public = r.get("connectivityType", "public") == "public"
     return nid, {
-        **_tags(r), "connectivityType": r.get("connectivityType", "public"),
+        **_ec2(r), "connectivityType": r.get("connectivityType", "public"),
         "privateIp": r.ip_in(subnet.get("cidrBlock"), "10.0.0.0/16"),
         "publicIp": (eip.get("publicIp") or _public_ip(r)) if public else None,
         "networkInterfaceId": r.aws_id("eni"), "associationId": r.aws_id("eipassoc"),
@@ -237,7 +248,7 @@ def _nat(r: _Res):
 
 def _route_table(r: _Res):
     rid = r.aws_id("rtb")
-    return rid, {**_tags(r), "arn": r.arn("ec2", f"route-table/{rid}")}
+    return rid, {**_ec2(r), "arn": r.arn("ec2", f"route-table/{rid}")}
 
 
 def _route(r: _Res):
@@ -248,14 +259,14 @@ def _vpc_endpoint(r: _Res):
     vid = r.aws_id("vpce")
     kind = r.get("vpcEndpointType", "Gateway")
     computed = {
-        **_tags(r), "arn": r.arn("ec2", f"vpc-endpoint/{vid}"), "vpcEndpointType": kind,
+        **_ec2(r), "arn": r.arn("ec2", f"vpc-endpoint/{vid}"), "vpcEndpointType": kind,
         "state": "available", "requesterManaged": False,
     }
     if kind == "Gateway":
         computed["prefixListId"] = f"pl-{r.hex(8, 'pl')}"
     else:
         service = str(r.get("serviceName", "svc")).split(".")[-1]
-        computed["networkInterfaceIds"] = [r.aws_id(f"eni{i}") for i in range(len(r.get("subnetIds", [1])))]
+        computed["networkInterfaceIds"] = [r.aws_id("eni", str(i)) for i in range(len(r.get("subnetIds", [1])))]
         computed["dnsEntries"] = [{"dnsName": f"{vid}-{r.hex(8, 'dns')}.{service}.{r.region}.vpce.amazonaws.com",
                                    "hostedZoneId": "Z7HUB22UULQXV"}]
     return vid, computed
@@ -264,7 +275,7 @@ def _vpc_endpoint(r: _Res):
 def _security_group(r: _Res):
     gid = r.aws_id("sg")
     return gid, {
-        **_tags(r), "arn": r.arn("ec2", f"security-group/{gid}"), "name": r.given_name,
+        **_ec2(r), "arn": r.arn("ec2", f"security-group/{gid}"), "name": r.given_name,
         "description": r.get("description", "Managed by Pulumi"), "revokeRulesOnDelete": False,
     }
 
@@ -300,7 +311,7 @@ def _instance(r: _Res):
     subnet = r.cloud.lookup(r.get("subnetId"))
     ip = r.get("privateIp") or r.ip_in(subnet.get("cidrBlock"), "10.0.0.0/16")
     computed = {
-        **_tags(r), "arn": r.arn("ec2", f"instance/{iid}"), "privateIp": ip,
+        **_ec2(r), "arn": r.arn("ec2", f"instance/{iid}"), "privateIp": ip,
         "privateDns": _private_dns(ip, r.region), "primaryNetworkInterfaceId": r.aws_id("eni"),
         "availabilityZone": r.get("availabilityZone", subnet.get("availabilityZone", f"{r.region}a")),
         "instanceState": "running", "tenancy": r.get("tenancy", "default"),
@@ -353,13 +364,12 @@ def _instance_profile(r: _Res):
 
 def _lustre(r: _Res):
     fid = f"fs-{r.hex(17)}"
-    subnet_ids = r.get("subnetIds", [])
-    subnet = r.cloud.lookup(subnet_ids[0] if subnet_ids else None)
+    subnet = r.cloud.lookup(_first(r.get("subnetIds")))
     return fid, {
-        **_tags(r), "arn": r.arn("fsx", f"file-system/{fid}"),
+        **_ec2(r), "arn": r.arn("fsx", f"file-system/{fid}"),
         "dnsName": f"{fid}.fsx.{r.region}.amazonaws.com",
         "mountName": r.alnum(8, "mount"),
-        "networkInterfaceIds": [r.aws_id("eni0"), r.aws_id("eni1")],
+        "networkInterfaceIds": [r.aws_id("eni", "0"), r.aws_id("eni", "1")],
         "vpcId": subnet.get("vpcId", r.aws_id("vpc")),
         "fileSystemTypeVersion": r.get("fileSystemTypeVersion", "2.15"),
     }
@@ -421,8 +431,7 @@ def _eks_cluster(r: _Res):
     name = r.given_name
     host = r.hex(32, "endpoint").upper()
     vpc_config = dict(r.get("vpcConfig", {}))
-    subnet_ids = vpc_config.get("subnetIds") or []
-    subnet = r.cloud.lookup(subnet_ids[0] if subnet_ids else None)
+    subnet = r.cloud.lookup(_first(vpc_config.get("subnetIds")))
     vpc_config.update(clusterSecurityGroupId=r.aws_id("sg"), vpcId=subnet.get("vpcId", r.aws_id("vpc")))
     return name, {
         **_tags(r), "name": name, "arn": r.arn("eks", f"cluster/{name}"),

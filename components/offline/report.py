@@ -1,0 +1,138 @@
+"""Human-readable views of a Plan: an indented resource tree and a markdown table.
+
+Key settings come from each resource's *inputs* (camelCase wire keys). To summarise another
+type, add ``SUMMARIES[type_token] = fn(inputs) -> str``.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .capture import STACK_TYPE, CapturedResource, Plan, Secret, redact
+
+INDENT = "  "
+
+
+def _show(value: Any) -> str:
+    return "[secret]" if isinstance(value, Secret) else str(redact(value))
+
+
+def _launch_template(i: dict) -> str:
+    parts = []
+    if i.get("instanceType") is not None:
+        parts.append(_show(i["instanceType"]))
+    nics = i.get("networkInterfaces") or []
+    if nics:
+        efa = sum(1 for n in nics if isinstance(n, dict) and n.get("interfaceType") in ("efa", "efa-only"))
+        parts.append(f"{len(nics)} NICs: {len(nics) - efa} ENA + {efa} EFA")
+    tokens = (i.get("metadataOptions") or {}).get("httpTokens")
+    if tokens is not None:
+        parts.append(f"httpTokens={_show(tokens)}")
+    return ", ".join(parts)
+
+
+def _lustre(i: dict) -> str:
+    parts = [
+        _show(i["deploymentType"]) if i.get("deploymentType") is not None else None,
+        f"{_show(i['storageCapacity'])} GiB" if i.get("storageCapacity") is not None else None,
+        f"{_show(i['perUnitStorageThroughput'])} MB/s/TiB" if i.get("perUnitStorageThroughput") is not None else None,
+    ]
+    return ", ".join(p for p in parts if p)
+
+
+def _subnet(i: dict) -> str:
+    az = i.get("availabilityZone") or i.get("availabilityZoneId")
+    return _show(i.get("cidrBlock", "")) + (f" in {_show(az)}" if az else "")
+
+
+def _key(*keys: str, fmt: str = "{}") -> Callable[[dict], str]:
+    def summary(i: dict) -> str:
+        for key in keys:
+            if i.get(key) not in (None, ""):
+                return fmt.format(_show(i[key]))
+        return ""
+    return summary
+
+
+SUMMARIES: dict[str, Callable[[dict], str]] = {
+    "aws:ec2/launchTemplate:LaunchTemplate": _launch_template,
+    "aws:ec2/placementGroup:PlacementGroup": _key("strategy", fmt="strategy={}"),
+    "aws:fsx/lustreFileSystem:LustreFileSystem": _lustre,
+    "aws:ec2/vpc:Vpc": _key("cidrBlock"),
+    "aws:ec2/subnet:Subnet": _subnet,
+    "aws:ec2/securityGroup:SecurityGroup": _key("description", fmt='"{}"'),
+    "aws:ec2/instance:Instance": _key("instanceType"),
+    "aws:secretsmanager/secret:Secret": _key("name"),
+    "gcp:compute/instance:Instance": _key("machineType"),
+    "gcp:compute/subnetwork:Subnetwork": _key("ipCidrRange"),
+    "gcp:secretmanager/secret:Secret": _key("secretId"),
+}
+
+
+def summary(resource: CapturedResource) -> str:
+    fn = SUMMARIES.get(resource.type)
+    return fn(resource.inputs) if fn else ""
+
+
+def flags(resource: CapturedResource) -> list[str]:
+    out = []
+    if resource.protect:
+        out.append("[protect]")
+    if resource.retain_on_delete:
+        out.append("[retain]")
+    return out
+
+
+def _walk(plan: Plan):
+    """(resource, depth) depth-first, children in registration order, root stack omitted."""
+    by_urn = {r.urn: r for r in plan.resources}
+    children: dict[str | None, list[CapturedResource]] = {}
+    for r in plan.resources:
+        if r.type == STACK_TYPE:
+            continue
+        parent = r.parent_urn
+        if parent not in by_urn or by_urn[parent].type == STACK_TYPE:
+            parent = None
+        children.setdefault(parent, []).append(r)
+
+    def visit(parent: str | None, depth: int):
+        for r in children.get(parent, []):
+            yield r, depth
+            yield from visit(r.urn, depth + 1)
+
+    yield from visit(None, 0)
+
+
+def resource_tree(plan: Plan) -> list[str]:
+    lines = []
+    for r, depth in _walk(plan):
+        text = f"{INDENT * depth}{r.type}  {r.name}"
+        extra = summary(r)
+        if extra:
+            text += f"  ({extra})"
+        marks = flags(r)
+        if marks:
+            text += "  " + " ".join(marks)
+        lines.append(text)
+    return lines
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def resource_table_markdown(plan: Plan) -> list[str]:
+    """One row per custom resource; Component is the path of enclosing components."""
+    lines = ["| Component | Type | Name | Key settings | Flags |", "|---|---|---|---|---|"]
+    by_urn = {r.urn: r for r in plan.resources}
+    for r, _depth in _walk(plan):
+        if not r.custom:
+            continue
+        path, parent = [], by_urn.get(r.parent_urn or "")
+        while parent is not None and parent.type != STACK_TYPE:
+            if not parent.custom:
+                path.insert(0, parent.name)
+            parent = by_urn.get(parent.parent_urn or "")
+        component = "/".join(path) or "-"
+        row = [component, f"`{r.type}`", r.name, summary(r), " ".join(flags(r))]
+        lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
+    return lines
