@@ -47,3 +47,28 @@ def test_embedded_scripts_pass_shellcheck(rendered, tmp_path):
                     assert run.returncode == 0, f"{stack} {name} {entry['path']}:\n{run.stdout}"
                     checked += 1
     assert checked >= len(STACK_NAMES)
+
+
+def test_mount_script_runs_and_is_idempotent(tmp_path):
+    """Run the rendered script for real, with stub mount tools, twice: one fstab line, mounts tried."""
+    from components.aws.storage import LUSTRE_MOUNT_OPTIONS
+    from components.mounts import Mount
+    from components.render import render
+
+    mount = Mount("fs-0123.fsx.us-east-1.amazonaws.com", "abcdefgh", "/fsx", "lustre", LUSTRE_MOUNT_OPTIONS, "lustre-aws")
+    script = tmp_path / "mount-storage"
+    script.write_text(render("scripts/mount-storage.sh.j2", mounts=[mount]))
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    calls = tmp_path / "calls"
+    for name, body in {"modinfo": "exit 0", "mountpoint": "exit 1", "mount": f'echo "mount $*" >> {calls}'}.items():
+        (stubs / name).write_text(f"#!/bin/sh\n{body}\n")
+        (stubs / name).chmod(0o755)
+    tree = tmp_path / "root"
+    env = {"PATH": f"{stubs}:/usr/bin:/bin", "AICLUSTER_ROOT": str(tree)}
+    for _ in range(2):
+        run = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+    assert (tree / "etc" / "fstab").read_text().splitlines() == [mount.fstab_line()]
+    assert (tree / "fsx").is_dir()
+    assert calls.read_text().splitlines() == ["mount /fsx", "mount /fsx"]
