@@ -141,6 +141,16 @@ def _first(value: Any) -> Any:
     return value
 
 
+def _replace_text(value: Any, old: str, new: str) -> Any:
+    if isinstance(value, str):
+        return value.replace(old, new)
+    if isinstance(value, dict):
+        return {k: _replace_text(v, old, new) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_replace_text(v, old, new) for v in value]
+    return value
+
+
 def _gcp_link(project: str, *path: str) -> str:
     return "https://www.googleapis.com/compute/v1/projects/" + "/".join((project,) + path)
 
@@ -815,7 +825,9 @@ class FakeCloud(pulumi.runtime.Mocks):
         res = _Res(self, args.typ, args.name, inputs, self._region_for(args.typ, args.provider), salt)
         handler = RESOURCES.get(args.typ, _default)
         rid, computed = handler(res)
-        if args.resource_id:  # import / read: keep the id the program asked for
+        if args.resource_id and args.resource_id != rid:  # import / read: use the asked-for id
+            if len(rid) >= 8:
+                computed = _replace_text(computed, rid, args.resource_id)
             rid = args.resource_id
         state = {**inputs, **{k: v for k, v in computed.items() if v is not None}}
         if args.typ.startswith("pulumi:providers:"):
