@@ -188,7 +188,8 @@ def _design_pool(spec: ClusterSpec, index: int, pool: PoolSpec) -> PoolDesign:
     else:
         placement = Placement("cluster", "multi-node pool: one placement group keeps the fabric in one spine")
     role = "trainium" if instance.accelerator.kind == "trainium" else "gpu"
-    image_facts = catalog.images.get(role, {})
+    # AWS images only; GCP images per machine family arrive with the GCP components.
+    image_facts = catalog.images.get(role, {}) if spec.cloud == "aws" else {}
     image = pool.image or image_facts.get("ssm_parameter", "")
     if image.startswith("/"):
         image = f"resolve:ssm:{image}"
@@ -216,16 +217,17 @@ def _hostlist(prefix: str, first: int, last: int) -> str:
 
 def _design_network(spec: ClusterSpec) -> NetworkDesign:
     net = spec.network
+    # Canonical CIDRs ("203.0.113.5" -> "203.0.113.5/32"): what security group rules accept.
+    ssh = tuple(str(ipaddress.ip_network(c)) for c in net.ssh_ingress_cidrs)
     if net.existing:
-        return NetworkDesign(False, None, None, None, net.existing.vpc_id, net.existing.subnet_id,
-                             net.ssh_ingress_cidrs)
+        return NetworkDesign(False, None, None, None, net.existing.vpc_id, net.existing.subnet_id, ssh)
     vpc = ipaddress.ip_network(net.vpc_cidr or DEFAULT_VPC_CIDR)
     # First half: the private cluster subnet (EFA-only interfaces take no IPs, ENIs of the older
     # layout do). Third quarter: the public subnet that only holds the NAT gateway. The last
     # quarter stays free for later subnets (control planes, endpoints).
     halves = list(vpc.subnets(prefixlen_diff=1))
     quarters = list(vpc.subnets(prefixlen_diff=2))
-    return NetworkDesign(True, str(vpc), str(halves[0]), str(quarters[2]), None, None, net.ssh_ingress_cidrs)
+    return NetworkDesign(True, str(vpc), str(halves[0]), str(quarters[2]), None, None, ssh)
 
 
 # --- storage --------------------------------------------------------------------------------

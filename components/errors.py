@@ -54,6 +54,8 @@ def join_path(*parts: str | int) -> str:
     """('pools', 1, 'max_nodes') -> 'pools[1].max_nodes'."""
     out = ""
     for part in parts:
+        if part == "[key]":  # pydantic's marker for "the key itself" in a mapping
+            continue
         if isinstance(part, int):
             out += f"[{part}]"
         elif part != "":
@@ -80,6 +82,20 @@ def close_match(value: Any, choices: Iterable[str]) -> str | None:
     return prefixed[0] if prefixed else None
 
 
+def _bounded_repr(value: Any, depth: int = 0) -> str:
+    """repr() bounded in depth and width, in the value's own order: a hostile, deeply nested
+    value must not crash the error report (plain repr recurses until RecursionError)."""
+    if depth > 3:
+        return "..."
+    if isinstance(value, (list, tuple)):
+        items = [_bounded_repr(v, depth + 1) for v in value[:6]] + (["..."] if len(value) > 6 else [])
+        return "[" + ", ".join(items) + "]"
+    if isinstance(value, dict):
+        items = [f"{k!r}: {_bounded_repr(v, depth + 1)}" for k, v in list(value.items())[:6]]
+        return "{" + ", ".join(items + (["..."] if len(value) > 6 else [])) + "}"
+    return repr(value)[:200]
+
+
 def _show(value: Any) -> str:
-    text = repr(value)
+    text = _bounded_repr(value)
     return text if len(text) <= 80 else text[:77] + "..."

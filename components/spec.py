@@ -64,7 +64,7 @@ class PoolSpec(_Model):
         description="Upper bound of the pool; nodes above min_nodes power up on demand.")
     capacity: CapacitySpec = Field(CapacitySpec(), description="How nodes are bought. A bare string "
                                                                "such as `spot` is shorthand for {type: spot}.")
-    efa: bool | None = Field(None, description="AWS EFA fabric. Default: on when the type supports it.")
+    efa: Annotated[bool, Field(strict=True)] | None = Field(None, description="AWS EFA fabric. Default: on when the type supports it.")
     image: Text | None = Field(None, description="Image override: an AMI id (ami-...), an SSM parameter "
                                                  "path (/aws/...) or a GCP image / family self link.")
     root_volume_gib: Annotated[int, Field(strict=True, ge=75, le=16_384)] = Field(
@@ -85,7 +85,7 @@ class StorageSpec(_Model):
         None, description="Per-TiB throughput tier. Default: 250 on PERSISTENT_2.")
     deployment_type: Literal["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2", "SCRATCH_1"] = "PERSISTENT_2"
     import_path: Text | None = Field(None, description="s3://bucket/prefix linked to the filesystem root.")
-    protect: bool = Field(True, description="protect + retain_on_delete: Pulumi refuses to delete or "
+    protect: Annotated[bool, Field(strict=True)] = Field(True, description="protect + retain_on_delete: Pulumi refuses to delete or "
                                             "replace it, and `pulumi destroy` leaves it in place.")
 
 
@@ -239,7 +239,7 @@ def _semantic_problems(spec: ClusterSpec) -> list[Problem]:
 
 def _location_problems(spec: ClusterSpec) -> list[Problem]:
     if not _REGION[spec.cloud].match(spec.region):
-        return [Problem("region", spec.region, f"a {spec.cloud} region such as {_REGION_EXAMPLE[spec.cloud]}")]
+        return [Problem("region", spec.region, f"a region of {spec.cloud}, such as {_REGION_EXAMPLE[spec.cloud]}")]
     zone_ok = (re.fullmatch(re.escape(spec.region) + r"[a-z]", spec.zone) if spec.cloud == "aws"
                else re.fullmatch(re.escape(spec.region) + r"-[a-z]", spec.zone))
     if not zone_ok:
@@ -312,10 +312,10 @@ def _pool_problems(spec: ClusterSpec) -> list[Problem]:
                                     f"an instance type or alias in the {spec.cloud} catalog{hint}: "
                                     f"{', '.join(catalog.names(spec.cloud))}",
                                     close_match(pool.instance_type, catalog.names(spec.cloud))))
+        elif pool.efa and spec.cloud != "aws":
+            problems.append(Problem(f"{at}.efa", True, "only on aws (GCP GPU NICs come with the machine type)"))
         elif pool.efa and not itype.efa_capable:
             problems.append(Problem(f"{at}.efa", True, f"false: {itype.name} has no EFA"))
-        if pool.efa and spec.cloud != "aws":
-            problems.append(Problem(f"{at}.efa", True, "only on aws (GCP GPU NICs come with the machine type)"))
         cap = pool.capacity
         needs_id = cap.type in ("reservation", "capacity-block")
         if needs_id and not cap.reservation_id:

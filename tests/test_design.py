@@ -267,10 +267,6 @@ def test_ssh_cidrs_pass_through():
     assert net.ssh_ingress_cidrs == ("203.0.113.0/24", "198.51.100.0/25")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: parse_spec accepts ssh_ingress_cidrs that ipaddress parses but a "
-                                       "security group rule does not (a bare address, a netmask, a zero-padded "
-                                       "prefix) and design passes the raw text through instead of the "
-                                       "canonical CIDR")
 @pytest.mark.parametrize("given_cidr, canonical", [
     ("203.0.113.5", "203.0.113.5/32"),
     ("198.51.100.0/255.255.255.0", "198.51.100.0/24"),

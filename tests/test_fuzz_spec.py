@@ -232,9 +232,6 @@ def test_valid_spec_survives_every_single_key_drop():
             _design_or_spec_error(data)
 
 
-@pytest.mark.xfail(strict=True, raises=RecursionError,
-                   reason="BUG: errors._show repr()s a value nested ~1000 deep; RecursionError escapes "
-                          "parse_spec instead of a SpecError")
 def test_deeply_nested_input_raises_spec_error():
     value: list = []
     for _ in range(1000):
