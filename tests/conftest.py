@@ -11,6 +11,24 @@ ROOT = Path(__file__).resolve().parent.parent
 STACK_FILES = sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))
 STACK_NAMES = [p.name[len("Pulumi."):-len(".yaml")] for p in STACK_FILES]
 
+# The smallest valid specs per cloud; tests deep-copy and mutate them.
+AWS_MIN = {
+    "name": "test",
+    "cloud": "aws",
+    "region": "us-east-1",
+    "zone": "us-east-1a",
+    "pools": [{"name": "gpu", "instance_type": "p5.48xlarge", "max_nodes": 4}],
+}
+GCP_MIN = {
+    "name": "test",
+    "cloud": "gcp",
+    "region": "us-central1",
+    "zone": "us-central1-a",
+    "pools": [{"name": "gpu", "instance_type": "h100", "max_nodes": 2}],
+}
+FSX = {"name": "fsx", "type": "lustre", "mount": "/fsx", "capacity_gib": 1200}
+CR = "cr-0123456789abcdef0"
+
 BASE_SPEC = {
     "name": "demo",
     "cloud": "aws",

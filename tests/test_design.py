@@ -17,23 +17,8 @@ from components.spec import parse_spec
 
 CAT = load_catalog()
 AWS = CAT.instance_types["aws"]
-CR = "cr-0123456789abcdef0"
+from conftest import AWS_MIN, CR, FSX, GCP_MIN  # noqa: E402  shared minimal specs
 
-AWS_MIN = {
-    "name": "test",
-    "cloud": "aws",
-    "region": "us-east-1",
-    "zone": "us-east-1a",
-    "pools": [{"name": "gpu", "instance_type": "p5.48xlarge", "max_nodes": 4}],
-}
-GCP_MIN = {
-    "name": "test",
-    "cloud": "gcp",
-    "region": "us-central1",
-    "zone": "us-central1-a",
-    "pools": [{"name": "gpu", "instance_type": "h100", "max_nodes": 2}],
-}
-FSX = {"name": "fsx", "type": "lustre", "mount": "/fsx", "capacity_gib": 1200}
 
 
 def design(base=AWS_MIN, pool=None, **top) -> ClusterDesign:
