@@ -241,8 +241,8 @@ def moto_instance_types(monkeypatch):
                        "AWS_DEFAULT_REGION": "us-east-1"}.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
-    boto3 = pytest.importorskip("boto3")
-    moto = pytest.importorskip("moto")
+    import boto3  # required test dependencies: a missing one fails, never skips
+    import moto
     with moto.mock_aws():
         ec2 = boto3.client("ec2", region_name="us-east-1")
         found = ec2.describe_instance_types(InstanceTypes=sorted(AWS))["InstanceTypes"]
