@@ -96,6 +96,27 @@ class WorkloadSpec(_Model):
     max_checkpoint_stall_pct: Annotated[float, Field(gt=0, lt=100)] = 5.0
 
 
+class HeadNodeSpec(_Model):
+    instance_type: Text = Field("m7i.2xlarge", description="A controller type from the catalog "
+                                                           "(`aicluster catalog`); the policy pack checks it "
+                                                           "against the node count.")
+    root_volume_gib: Annotated[int, Field(strict=True, ge=50, le=16_384)] = 100
+    public_ip: Annotated[bool, Field(strict=True)] = Field(
+        False, description="Put the head node in the public subnet with a public IP (new VPC only). "
+                           "Default: private, reached through SSM Session Manager.")
+
+
+class SlurmSpec(_Model):
+    suspend_idle_min: Annotated[float, Field(ge=1, le=1440)] = Field(
+        10, description="Idle minutes before a dynamic node powers down (SuspendTime).")
+    resume_timeout_min: Annotated[int, Field(strict=True, ge=5, le=120)] = Field(
+        30, description="Minutes a node may take to boot and register (ResumeTimeout); large GPU "
+                        "nodes need 20-30.")
+    accounting: Annotated[bool, Field(strict=True)] = Field(
+        False, description="slurmdbd accounting with MariaDB on the head node.")
+    head_node: HeadNodeSpec = HeadNodeSpec()
+
+
 class ClusterSpec(_Model):
     """The cluster spec: stack config key `aicluster:cluster`."""
 
@@ -108,6 +129,7 @@ class ClusterSpec(_Model):
     pools: Annotated[tuple[PoolSpec, ...], Field(min_length=1, max_length=64)]
     storage: Annotated[tuple[StorageSpec, ...], Field(max_length=16)] = ()
     workload: WorkloadSpec | None = None
+    slurm: SlurmSpec = Field(SlurmSpec(), description="Slurm settings (scheduler: slurm only).")
     tags: Mapping[Annotated[str, Field(strict=True, min_length=1, max_length=63)],
                   Annotated[str, Field(strict=True, max_length=63)]] = Field(
         default_factory=dict, description="Added to every resource (GCP: as labels).")
@@ -234,6 +256,23 @@ def _semantic_problems(spec: ClusterSpec) -> list[Problem]:
     problems += _pool_problems(spec)
     problems += _storage_problems(spec)
     problems += _tag_problems(spec)
+    problems += _slurm_problems(spec)
+    return problems
+
+
+def _slurm_problems(spec: ClusterSpec) -> list[Problem]:
+    problems = []
+    if "slurm" in spec.model_fields_set and spec.scheduler != "slurm":
+        problems.append(Problem("slurm", "<section>", "leave it out unless scheduler is slurm"))
+    head = spec.slurm.head_node
+    controllers = load_catalog().controllers
+    if spec.cloud == "aws" and head.instance_type not in controllers:
+        problems.append(Problem("slurm.head_node.instance_type", head.instance_type,
+                                f"a controller type: {', '.join(controllers)}",
+                                close_match(head.instance_type, controllers)))
+    if head.public_ip and spec.network.existing:
+        problems.append(Problem("slurm.head_node.public_ip", True,
+                                "false with network.existing (aicluster only knows the private subnet)"))
     return problems
 
 

@@ -89,7 +89,7 @@ class GpuPool(pulumi.ComponentResource):
                 aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=tags)
                 for kind in ("instance", "volume", "network-interface")
             ],
-            tags=tags,
+            tags={**tags, **pool_tags(cluster, pool)},
             opts=child,
         )
         self.launch_template_id = template.id
@@ -99,6 +99,19 @@ class GpuPool(pulumi.ComponentResource):
             "launch_template_id": template.id,
             "placement_group": placement_group.name if placement_group else None,
         })
+
+
+def pool_tags(cluster: ClusterDesign, pool: PoolDesign) -> dict[str, str]:
+    """Facts the policy pack reads off the launch template itself (a hand-written stack can set
+    them too): the pool's size and the workload hints. On the template only, never on instances."""
+    tags = {"aicluster-min-nodes": str(pool.min_nodes), "aicluster-max-nodes": str(pool.max_nodes)}
+    if cluster.workload:
+        tags |= {
+            "aicluster-model-params-b": f"{cluster.workload.model_params_b:g}",
+            "aicluster-checkpoint-interval-min": f"{cluster.workload.checkpoint_interval_min:g}",
+            "aicluster-max-checkpoint-stall-pct": f"{cluster.workload.max_checkpoint_stall_pct:g}",
+        }
+    return tags
 
 
 def _placement(cluster: ClusterDesign, group: aws.ec2.PlacementGroup | None):

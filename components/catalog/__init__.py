@@ -87,6 +87,17 @@ class InstanceType:
 
 
 @dataclass(frozen=True)
+class ControllerType:
+    """A CPU instance type for controllers (the Slurm head node)."""
+
+    name: str
+    vcpu: int
+    memory_gib: int
+    network_gbps: float
+    source: str
+
+
+@dataclass(frozen=True)
 class TpuGeneration:
     name: str
     hbm_gib_per_chip: float
@@ -155,6 +166,7 @@ class Catalog:
     instance_types: Mapping[str, Mapping[str, InstanceType]]   # cloud -> name -> type
     aliases: Mapping[str, Mapping[str, str]]                    # cloud -> alias -> type name
     images: Mapping[str, Mapping[str, str]]                     # AWS image roles
+    controllers: Mapping[str, ControllerType]                   # AWS controller types
     tpus: Mapping[str, TpuGeneration]
     fsx: Mapping[str, FsxDeploymentType]
     managed_lustre: Mapping[int, ManagedLustreTier]
@@ -245,6 +257,7 @@ def load_catalog() -> Catalog:
     instance_types: dict[str, dict[str, InstanceType]] = {}
     aliases: dict[str, dict[str, str]] = {}
     images: dict[str, dict[str, str]] = {}
+    controllers: dict[str, ControllerType] = {}
     for cloud in ("aws", "gcp"):
         doc = _read(f"{cloud}.yaml")
         instance_types[cloud] = {
@@ -258,6 +271,10 @@ def load_catalog() -> Catalog:
             for role, e in doc["images"].items():
                 _sourced(e, f"aws.yaml images.{role}")
                 images[role] = dict(e)
+            for name, e in doc.get("controller_types", {}).items():
+                where = f"aws.yaml controller_types.{name}"
+                controllers[name] = ControllerType(name, int(_need(e, "vcpu", where)), int(_need(e, "memory_gib", where)),
+                                                   float(_need(e, "network_gbps", where)), _sourced(e, where))
     tpus = {
         name: TpuGeneration(
             name=name,
@@ -293,4 +310,4 @@ def load_catalog() -> Catalog:
     managed_lustre = {
         int(t): ManagedLustreTier(int(t), int(e["min_capacity_gib"]), ml_source) for t, e in ml["tiers"].items()
     }
-    return Catalog(accelerators, instance_types, aliases, images, tpus, fsx, managed_lustre)
+    return Catalog(accelerators, instance_types, aliases, images, controllers, tpus, fsx, managed_lustre)
