@@ -112,6 +112,40 @@ class NetworkDesign:
 
 
 @dataclass(frozen=True)
+class SlurmNodeSet:
+    """One pool as Slurm sees it: a node range, a partition and a topology switch."""
+
+    pool: str
+    hostlist: str
+    static_hostlist: str | None
+    dynamic_hostlist: str | None
+    cpus: int
+    real_memory_mib: int
+    gres: str | None                 # "gpu:h100:8"; None for pools without NVIDIA GPUs
+    gpu_count: int
+    gpu_type: str | None
+    features: tuple[str, ...]
+    exclusive: bool                  # multi-node GPU partitions: whole nodes only
+    switch: str                      # topology/tree: one switch per placement group
+
+
+@dataclass(frozen=True)
+class SlurmDesign:
+    nodesets: tuple[SlurmNodeSet, ...]
+    suspend_time_s: int
+    resume_timeout_s: int
+    accounting: bool
+    head_instance_type: str
+    head_root_volume_gib: int
+    head_public_ip: bool
+
+    @property
+    def suspend_exc_nodes(self) -> tuple[str, ...]:
+        """The always-on min_nodes: never powered down."""
+        return tuple(n.static_hostlist for n in self.nodesets if n.static_hostlist)
+
+
+@dataclass(frozen=True)
 class ClusterDesign:
     name: str
     cloud: str
@@ -123,6 +157,7 @@ class ClusterDesign:
     storage: tuple[StorageDesign, ...]
     workload: WorkloadSpec | None
     tags: Mapping[str, str]
+    slurm: SlurmDesign | None = None
 
     def pool(self, name: str) -> PoolDesign:
         for pool in self.pools:
@@ -155,6 +190,7 @@ def design_cluster(spec: ClusterSpec) -> ClusterDesign:
         storage=storage,
         workload=spec.workload,
         tags=dict(spec.tags),
+        slurm=_design_slurm(spec, pools) if spec.scheduler == "slurm" else None,
     )
 
 
@@ -205,6 +241,45 @@ def _design_pool(spec: ClusterSpec, index: int, pool: PoolSpec) -> PoolDesign:
         image=image,
         root_device=image_facts.get("root_device", "/dev/sda1"),
         root_volume_gib=pool.root_volume_gib,
+    )
+
+
+# Slurm's RealMemory must not exceed what the kernel reports, which is below the nominal size;
+# ParallelCluster schedules on 95 % of the instance memory for the same reason.
+SLURM_MEMORY_SHARE = 0.95
+
+
+def _design_slurm(spec: ClusterSpec, pools: tuple[PoolDesign, ...]) -> SlurmDesign:
+    nodesets = []
+    for pool in pools:
+        acc = pool.instance.accelerator
+        is_gpu = acc.kind == "gpu"
+        features = [pool.instance.name, pool.name, acc.kind, acc.gres_type]
+        if pool.efa:
+            features.append("efa")
+        nodesets.append(SlurmNodeSet(
+            pool=pool.name,
+            hostlist=pool.hostlist,
+            static_hostlist=pool.static_hostlist,
+            dynamic_hostlist=pool.dynamic_hostlist,
+            cpus=pool.instance.vcpu or 1,
+            real_memory_mib=int((pool.instance.memory_gib or 1) * 1024 * SLURM_MEMORY_SHARE),
+            gres=f"gpu:{acc.gres_type}:{pool.instance.accelerator_count}" if is_gpu else None,
+            gpu_count=pool.instance.accelerator_count if is_gpu else 0,
+            gpu_type=acc.gres_type if is_gpu else None,
+            features=tuple(dict.fromkeys(features)),   # unique, in order
+            exclusive=pool.max_nodes >= 2,
+            switch=pool.name,
+        ))
+    head = spec.slurm.head_node
+    return SlurmDesign(
+        nodesets=tuple(nodesets),
+        suspend_time_s=int(round(spec.slurm.suspend_idle_min * 60)),
+        resume_timeout_s=spec.slurm.resume_timeout_min * 60,
+        accounting=spec.slurm.accounting,
+        head_instance_type=head.instance_type,
+        head_root_volume_gib=head.root_volume_gib,
+        head_public_ip=head.public_ip,
     )
 
 
