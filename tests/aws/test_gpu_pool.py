@@ -48,7 +48,7 @@ def test_launch_template_is_private_encrypted_and_imdsv2(plan_spec, base_spec):
     assert root["ebs"] == {"deleteOnTermination": "true", "encrypted": "true", "volumeSize": 200, "volumeType": "gp3"}
     assert lt["instanceType"] == "p5.48xlarge"
     assert lt["imageId"] == ("resolve:ssm:/aws/service/deeplearning/ami/x86_64/"
-                             "base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id")
+                             "base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id")
     profile = plan.named("demo-compute-profile", "aws:iam/instanceProfile:InstanceProfile")
     assert lt["iamInstanceProfile"]["arn"] == profile.outputs["arn"]
     assert lt["tags"]["aicluster-cluster"] == "demo"
