@@ -1,0 +1,453 @@
+"""The GPU health-check prolog (templates/scripts/aicluster-gpu-healthcheck), run for real.
+
+Each test runs the script as a subprocess with PATH holding only stub nvidia-smi / fi_info / dcgmi
+programs and a `timeout` link, so the result never depends on the machine's own GPUs or EFA
+devices. The stubs print what the real tools print:
+
+- nvidia-smi --query-gpu=... --format=csv,noheader: one "v1, v2, ..." line per GPU, in the
+  order of the requested fields; unknown field names are rejected the way nvidia-smi does
+  ('Field "x" is not a valid field to query.', exit 2), so a typo in the script fails here.
+- nvidia-smi --query-remapped-rows=gpu_bus_id,remapped_rows.pending,remapped_rows.failure.
+- fi_info -p efa -t FI_EP_RDM: one indented block per endpoint (provider / fabric / domain /
+  version / type / protocol), or "fi_getinfo: -61 (No data available)" when there is none.
+
+shellcheck is required (CI installs it): without it the lint test fails, it does not skip.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "templates" / "scripts" / "aicluster-gpu-healthcheck"
+
+H100 = "NVIDIA H100 80GB HBM3"
+# PCI bus ids of the 8 GPUs of a p5.48xlarge.
+P5_BUS_IDS = ["00000000:53:00.0", "00000000:64:00.0", "00000000:75:00.0", "00000000:86:00.0",
+              "00000000:97:00.0", "00000000:A8:00.0", "00000000:B9:00.0", "00000000:CA:00.0"]
+
+# Field names as `nvidia-smi --help-query-gpu` / `--help-query-remapped-rows` spell them.
+GPU_FIELDS = {
+    "index", "name", "uuid", "serial", "pci.bus_id", "driver_version", "persistence_mode",
+    "ecc.mode.current", "ecc.errors.corrected.volatile.total",
+    "ecc.errors.uncorrected.volatile.total", "ecc.errors.uncorrected.aggregate.total",
+    "retired_pages.pending", "memory.total", "temperature.gpu",
+}
+REMAP_FIELDS = {
+    "gpu_bus_id", "gpu_uuid", "gpu_name", "remapped_rows.correctable",
+    "remapped_rows.uncorrectable", "remapped_rows.pending", "remapped_rows.failure",
+}
+
+NVIDIA_SMI_STUB = r'''#!{python}
+"""Stub nvidia-smi: answers --query-gpu / --query-remapped-rows from gpus.json."""
+import json, os, sys
+here = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(here, "nvidia-smi.calls"), "a") as log:
+    log.write(" ".join(sys.argv[1:]) + "\n")
+conf = json.load(open(os.path.join(here, "gpus.json")))
+args = dict(a.split("=", 1) for a in sys.argv[1:] if "=" in a)
+if args.get("--format") != "csv,noheader":
+    print("Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.")
+    sys.exit(2)
+if "--query-gpu" in args:
+    fields, valid, rows, rc = args["--query-gpu"].split(","), set(conf["gpu_fields"]), conf["gpus"], conf["gpu_rc"]
+elif "--query-remapped-rows" in args:
+    fields, valid, rows, rc = args["--query-remapped-rows"].split(","), set(conf["remap_fields"]), conf["gpus"], conf["remap_rc"]
+else:
+    print("Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.")
+    sys.exit(2)
+for f in fields:
+    if f not in valid:
+        print('Field "%s" is not a valid field to query.' % f)
+        print()
+        sys.exit(2)
+if rc:
+    print(conf.get("error", "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."))
+    sys.exit(rc)
+for i, gpu in enumerate(rows):
+    values = dict(index=str(i), name=gpu["name"], uuid="GPU-%08x-1111-2222-3333-444455556666" % i,
+                  serial="165432100%04d" % i, driver_version="550.127.05", persistence_mode="Enabled",
+                  memory_total="81559 MiB", temperature_gpu="31")
+    values["pci.bus_id"] = values["gpu_bus_id"] = gpu["bus"]
+    values["gpu_uuid"], values["gpu_name"] = values["uuid"], values["name"]
+    values["ecc.mode.current"] = "Disabled" if gpu["ecc"] == "[N/A]" else "Enabled"
+    values["ecc.errors.uncorrected.volatile.total"] = gpu["ecc"]
+    for f in ("ecc.errors.corrected.volatile.total", "ecc.errors.uncorrected.aggregate.total",
+              "remapped_rows.correctable", "remapped_rows.uncorrectable"):
+        values[f] = "0"
+    values["retired_pages.pending"] = "No"
+    values["remapped_rows.pending"] = gpu["pending"]
+    values["remapped_rows.failure"] = gpu["failure"]
+    print(", ".join(values.get(f, values.get(f.replace(".", "_"), "[N/A]")) for f in fields))
+'''
+
+FI_INFO_STUB = r'''#!/bin/bash
+# Stub fi_info: prints the blocks in fi_info.out for `-p efa -t FI_EP_RDM` (bash builtins only).
+here=${0%/*}
+echo "$*" >> "$here/fi_info.calls"
+if [ "$*" != "-p efa -t FI_EP_RDM" ]; then
+    echo "stub fi_info: unexpected arguments: $*" >&2
+    exit 2
+fi
+if [ ! -s "$here/fi_info.out" ]; then
+    echo "fi_getinfo: -61 (No data available)"
+    exit 1
+fi
+printf '%s\n' "$(<"$here/fi_info.out")"
+'''
+
+
+def efa_blocks(domains: list[str]) -> str:
+    """fi_info -p efa -t FI_EP_RDM output, one block per domain."""
+    return "".join(
+        f"provider: efa\n    fabric: efa\n    domain: {d}\n    version: 120.10\n"
+        f"    type: FI_EP_RDM\n    protocol: FI_PROTO_EFA\n" for d in domains)
+
+
+def p5_domains(n: int = 32) -> list[str]:
+    return [f"rdmap{bus}s0-rdm" for bus in range(79, 79 + n)]
+
+
+def gpu(i: int, ecc: str = "0", pending: str = "0", failure: str = "0", name: str = H100) -> dict:
+    return {"bus": P5_BUS_IDS[i % 8], "ecc": ecc, "pending": pending, "failure": failure, "name": name}
+
+
+class Node:
+    """A temp dir holding stub tools, an env file, and a runner for the script."""
+
+    def __init__(self, tmp_path: Path):
+        self.tmp = tmp_path
+        self.bin = tmp_path / "bin"
+        self.bin.mkdir()
+        timeout = shutil.which("timeout")
+        assert timeout, "coreutils timeout is required to run the health check"
+        (self.bin / "timeout").symlink_to(timeout)
+        self.env_file = tmp_path / "node.env"
+        self.write_env("AICLUSTER_GPUS=8\nAICLUSTER_FABRIC_DEVICES=32\n")
+
+    def write_env(self, text: str) -> None:
+        self.env_file.write_text(text)
+
+    def _stub(self, name: str, text: str) -> None:
+        path = self.bin / name
+        path.write_text(text)
+        path.chmod(0o755)
+
+    def nvidia_smi(self, gpus: list[dict], gpu_rc: int = 0, remap_rc: int = 0, error: str | None = None,
+                   remap_fields: set[str] = REMAP_FIELDS) -> None:
+        conf = {"gpus": gpus, "gpu_rc": gpu_rc, "remap_rc": remap_rc, "gpu_fields": sorted(GPU_FIELDS),
+                "remap_fields": sorted(remap_fields)}
+        if error:
+            conf["error"] = error
+        (self.bin / "gpus.json").write_text(json.dumps(conf))
+        self._stub("nvidia-smi", NVIDIA_SMI_STUB.replace("{python}", sys.executable))
+
+    def hanging_nvidia_smi(self) -> None:
+        self._stub("nvidia-smi", f"#!/bin/bash\n{shutil.which('sleep')} 60\n")
+
+    def fi_info(self, domains: list[str]) -> None:
+        (self.bin / "fi_info.out").write_text(efa_blocks(domains))
+        self._stub("fi_info", FI_INFO_STUB)
+
+    def dcgmi(self, rc: int = 0, output: str = "Successfully ran diagnostic for group.\n") -> None:
+        (self.bin / "dcgmi.out").write_text(output)
+        self._stub("dcgmi", f'#!/bin/bash\necho "$*" >> "${{0%/*}}/dcgmi.calls"\n'
+                            f'printf "%s\\n" "$(<"${{0%/*}}/dcgmi.out")"\nexit {rc}\n')
+
+    def healthy(self, gpus: int = 8, efa: int = 32) -> "Node":
+        self.nvidia_smi([gpu(i) for i in range(gpus)])
+        self.fi_info(p5_domains(efa))
+        return self
+
+    def calls(self, tool: str) -> list[str]:
+        log = self.bin / f"{tool}.calls"
+        return log.read_text().splitlines() if log.exists() else []
+
+    def run(self, extra_env: dict | None = None, timeout: float = 30) -> subprocess.CompletedProcess:
+        env = {"PATH": str(self.bin), "AICLUSTER_NODE_ENV": str(self.env_file)}
+        env.update(extra_env or {})
+        return subprocess.run([str(SCRIPT)], env=env, cwd=self.tmp, capture_output=True, text=True,
+                              timeout=timeout)
+
+
+@pytest.fixture
+def node(tmp_path) -> Node:
+    return Node(tmp_path)
+
+
+def check_lines(stdout: str) -> dict[str, str]:
+    return dict(line.split(": ", 1) for line in stdout.splitlines())
+
+
+def test_script_is_executable_and_passes_shellcheck():
+    shellcheck = shutil.which("shellcheck")
+    assert shellcheck, "shellcheck is required for this test: apt-get install shellcheck (.ci/run installs it)"
+    assert os.access(SCRIPT, os.X_OK), f"{SCRIPT} must be executable (git update-index --chmod=+x)"
+    assert SCRIPT.read_text().startswith("#!/bin/bash\n")
+    run = subprocess.run([shellcheck, "--severity=style", str(SCRIPT)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_healthy_p5_passes(node):
+    node.healthy()
+    run = node.run()
+    assert run.returncode == 0, run.stderr
+    assert run.stderr == ""
+    lines = check_lines(run.stdout)
+    assert list(lines) == ["gpu-count", "ecc", "row-remap", "efa"]
+    assert lines["gpu-count"] == f"ok (8 of 8 x {H100})"
+    assert lines["ecc"].startswith("ok")
+    assert lines["row-remap"] == "ok (none pending or failed on 8 GPUs)"
+    assert lines["efa"] == "ok (32 of 32 devices)"
+    queries = node.calls("nvidia-smi")
+    assert len(queries) == 2 and all(q.endswith("--format=csv,noheader") for q in queries)
+    assert "ecc.errors.uncorrected.volatile.total" in queries[0]
+    assert node.calls("fi_info") == ["-p efa -t FI_EP_RDM"]
+
+
+@pytest.mark.parametrize("text", [
+    "# written by cloud-init\nAICLUSTER_CLUSTER=demo\nAICLUSTER_GPUS=8\n\nAICLUSTER_FABRIC_DEVICES=32\n",
+    'export AICLUSTER_GPUS="8"\r\nAICLUSTER_FABRIC_DEVICES=\'32\'\r\n',
+    "  AICLUSTER_GPUS = 8\nAICLUSTER_FABRIC_DEVICES=032",  # spaces, leading zero, no final newline
+])
+def test_env_file_formats(node, text):
+    node.healthy()
+    node.write_env(text)
+    run = node.run()
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_missing_gpu_fails(node):
+    node.nvidia_smi([gpu(i) for i in range(7)])
+    node.fi_info(p5_domains())
+    run = node.run()
+    assert run.returncode == 1
+    assert "gpu-count: FAIL" in run.stdout
+    assert "gpu-count: expected 8 GPUs, nvidia-smi lists 7" in run.stderr
+
+
+def test_uncorrected_ecc_errors_fail(node):
+    node.nvidia_smi([gpu(i, ecc="2" if i == 3 else "0") for i in range(8)])
+    node.fi_info(p5_domains())
+    run = node.run()
+    assert run.returncode == 1
+    assert check_lines(run.stdout)["ecc"] == "FAIL"
+    assert f"uncorrected volatile ECC errors: GPU 3 ({P5_BUS_IDS[3]}): 2" in run.stderr
+    assert "gpu-count" not in run.stderr  # the count itself was right
+
+
+def test_ecc_not_available_is_a_note(node):
+    node.nvidia_smi([gpu(i, ecc="[N/A]", pending="[N/A]", failure="[N/A]") for i in range(8)])
+    node.fi_info(p5_domains())
+    run = node.run()
+    assert run.returncode == 0, run.stderr
+    lines = check_lines(run.stdout)
+    assert lines["ecc"].startswith("note: not reported on GPU(s) 0,1,2,3,4,5,6,7")
+    assert lines["row-remap"].startswith("note: not reported")
+
+
+def test_unreadable_ecc_counter_fails(node):
+    node.nvidia_smi([gpu(i, ecc="[Unknown Error]" if i == 5 else "0") for i in range(8)])
+    node.fi_info(p5_domains())
+    run = node.run()
+    assert run.returncode == 1
+    assert "cannot read ECC counters: GPU 5" in run.stderr
+
+
+@pytest.mark.parametrize("pending,failure,reason", [
+    ("1", "0", "remap pending (reset needed)"),
+    ("0", "1", "remap failed (replace GPU)"),
+])
+def test_row_remapping_fails(node, pending, failure, reason):
+    node.nvidia_smi([gpu(i, pending=pending if i == 6 else "0", failure=failure if i == 6 else "0")
+                     for i in range(8)])
+    node.fi_info(p5_domains())
+    run = node.run()
+    assert run.returncode == 1
+    assert f"row-remap: {P5_BUS_IDS[6]}: {reason}" in run.stderr
+
+
+def test_row_remap_query_unsupported_is_a_note(node):
+    """Pre-Ampere GPUs / old drivers reject --query-remapped-rows: not a reason to drain."""
+    node.nvidia_smi([gpu(i) for i in range(8)], remap_rc=2, error="Not supported")
+    node.fi_info(p5_domains())
+    run = node.run()
+    assert run.returncode == 0, run.stderr
+    assert check_lines(run.stdout)["row-remap"].startswith("note: not queried (nvidia-smi exit 2")
+
+
+def test_efa_device_missing_fails(node):
+    node.nvidia_smi([gpu(i) for i in range(8)])
+    node.fi_info(p5_domains(31))
+    run = node.run()
+    assert run.returncode == 1
+    assert check_lines(run.stdout)["efa"] == "FAIL"
+    assert "efa: expected 32 EFA devices, fi_info lists 31" in run.stderr
+
+
+def test_efa_domains_counted_once(node):
+    """A domain listed by several endpoint blocks is one device."""
+    node.healthy()
+    (node.bin / "fi_info.out").write_text(efa_blocks(p5_domains() * 2))
+    run = node.run()
+    assert run.returncode == 0, run.stderr
+    assert check_lines(run.stdout)["efa"] == "ok (32 of 32 devices)"
+
+
+def test_no_efa_provider_fails(node):
+    node.nvidia_smi([gpu(i) for i in range(8)])
+    node.fi_info([])
+    run = node.run()
+    assert run.returncode == 1
+    assert "expected 32 EFA devices, fi_info found none (exit 1: fi_getinfo: -61 (No data available))" in run.stderr
+
+
+def test_fi_info_missing_fails(node):
+    node.nvidia_smi([gpu(i) for i in range(8)])
+    run = node.run()
+    assert run.returncode == 1
+    assert "efa: expected 32 EFA devices but fi_info is not installed" in run.stderr
+
+
+def test_nvidia_smi_missing_fails(node):
+    node.fi_info(p5_domains())
+    run = node.run()
+    assert run.returncode == 1
+    assert "gpu-count: expected 8 GPUs but nvidia-smi is not installed" in run.stderr
+    assert check_lines(run.stdout)["efa"].startswith("ok")  # the other checks still ran
+
+
+def test_nvidia_smi_failing_fails(node):
+    node.nvidia_smi([gpu(i) for i in range(8)], gpu_rc=9)
+    node.fi_info(p5_domains())
+    run = node.run()
+    assert run.returncode == 1
+    assert "nvidia-smi failed (exit 9): NVIDIA-SMI has failed because it couldn't communicate" in run.stderr
+
+
+def test_non_gpu_node_skips_gpu_and_efa_checks(node):
+    node.healthy()  # present but must not be called
+    node.write_env("AICLUSTER_GPUS=0\nAICLUSTER_FABRIC_DEVICES=0\n")
+    run = node.run()
+    assert run.returncode == 0, run.stderr
+    lines = check_lines(run.stdout)
+    assert lines["gpu-count"].startswith("skipped") and lines["efa"].startswith("skipped")
+    assert node.calls("nvidia-smi") == [] and node.calls("fi_info") == []
+
+
+def test_hanging_nvidia_smi_is_cut_off(node):
+    node.hanging_nvidia_smi()
+    node.fi_info(p5_domains())
+    start = time.monotonic()
+    run = node.run(timeout=60)
+    elapsed = time.monotonic() - start
+    assert run.returncode == 1
+    assert elapsed < 15, f"the health check took {elapsed:.1f}s"
+    assert "nvidia-smi did not answer within" in run.stderr
+
+
+@pytest.mark.parametrize("text", [
+    "AICLUSTER_GPUS=$(touch {marker})\nAICLUSTER_FABRIC_DEVICES=0\n",
+    "AICLUSTER_GPUS=`touch {marker}`\nAICLUSTER_FABRIC_DEVICES=0\n",
+    "AICLUSTER_GPUS=0; touch {marker}\nAICLUSTER_FABRIC_DEVICES=0\n",
+    "AICLUSTER_GPUS=0\nAICLUSTER_FABRIC_DEVICES=0 && touch {marker}\n",
+])
+def test_malicious_values_are_rejected_not_executed(node, text):
+    marker = node.tmp / "pwned"
+    node.write_env(text.format(marker=marker))
+    run = node.run()
+    assert not marker.exists(), "the env file was executed"
+    assert run.returncode == 1
+    assert "must be a number" in run.stderr
+
+
+def test_other_lines_are_never_executed(node):
+    marker = node.tmp / "pwned"
+    node.write_env(f"$(touch {marker})\n`touch {marker}`\nAICLUSTER_POOL=$(touch {marker})\n"
+                   f"touch {marker}\nAICLUSTER_GPUS=0\nAICLUSTER_FABRIC_DEVICES=0\n")
+    run = node.run()
+    assert not marker.exists(), "the env file was executed"
+    assert run.returncode == 0, run.stderr
+
+
+@pytest.mark.parametrize("text,reason", [
+    (None, "cannot read"),
+    ("AICLUSTER_FABRIC_DEVICES=32\n", "does not set: AICLUSTER_GPUS"),
+    ("AICLUSTER_GPUS=8\nAICLUSTER_FABRIC_DEVICES=\n", "AICLUSTER_FABRIC_DEVICES must be a number"),
+    ("AICLUSTER_GPUS=-1\nAICLUSTER_FABRIC_DEVICES=0\n", "AICLUSTER_GPUS must be a number"),
+])
+def test_bad_env_file_fails(node, text, reason):
+    node.healthy()
+    if text is None:
+        node.env_file.unlink()
+    else:
+        node.write_env(text)
+    run = node.run()
+    assert run.returncode == 1
+    assert reason in run.stderr
+    assert node.calls("nvidia-smi") == []
+
+
+def test_prolog_without_path_ignores_the_current_directory(node):
+    """slurmd runs prologs with no PATH; bash's fallback ends in '.', which must not be searched."""
+    marker = node.tmp / "pwned"
+    trap = node.tmp / "nvidia-smi"
+    trap.write_text(f"#!/bin/bash\n: > {marker}\n")
+    trap.chmod(0o755)
+    node.write_env("AICLUSTER_GPUS=1\nAICLUSTER_FABRIC_DEVICES=0\n")
+    run = subprocess.run([str(SCRIPT)], env={"AICLUSTER_NODE_ENV": str(node.env_file)}, cwd=node.tmp,
+                         capture_output=True, text=True, timeout=30)
+    assert not marker.exists(), "nvidia-smi was run from the current directory"
+    assert "gpu-count" in run.stdout
+
+
+def test_dcgm_diag_opt_in(node):
+    node.healthy()
+    node.dcgmi()
+    assert node.run().returncode == 0
+    assert node.calls("dcgmi") == []  # off by default
+    run = node.run({"AICLUSTER_DCGM_LEVEL": "1"})
+    assert run.returncode == 0, run.stderr
+    assert check_lines(run.stdout)["dcgm"] == "ok (dcgmi diag -r 1)"
+    assert node.calls("dcgmi") == ["diag -r 1"]
+
+
+def test_dcgm_level_from_env_file(node):
+    node.healthy()
+    node.dcgmi()
+    node.write_env("AICLUSTER_GPUS=8\nAICLUSTER_FABRIC_DEVICES=32\nAICLUSTER_DCGM_LEVEL=2\n")
+    assert node.run().returncode == 0
+    assert node.calls("dcgmi") == ["diag -r 2"]
+
+
+def test_dcgm_diag_failure_fails(node):
+    node.healthy()
+    node.dcgmi(rc=226, output="+---------------------------+\n| Diagnostic | Result |\n"
+                              "| Memory | Fail - GPU: 2 |\n+---------------------------+\n")
+    run = node.run({"AICLUSTER_DCGM_LEVEL": "1"})
+    assert run.returncode == 1
+    assert "dcgm: dcgmi diag -r 1 failed (exit 226): | Memory | Fail - GPU: 2 |" in run.stderr
+
+
+def test_dcgm_hang_is_cut_off(node):
+    node.healthy()
+    node._stub("dcgmi", f"#!/bin/bash\n{shutil.which('sleep')} 60\n")
+    start = time.monotonic()
+    run = node.run({"AICLUSTER_DCGM_LEVEL": "1", "AICLUSTER_DCGM_TIMEOUT": "2"}, timeout=60)
+    assert time.monotonic() - start < 15
+    assert run.returncode == 1
+    assert "dcgmi diag -r 1 did not finish within 2s" in run.stderr
+
+
+def test_dcgm_requested_but_not_installed_is_a_note(node):
+    node.healthy()
+    run = node.run({"AICLUSTER_DCGM_LEVEL": "2"})
+    assert run.returncode == 0, run.stderr
+    assert "dcgmi is not installed" in check_lines(run.stdout)["dcgm"]
