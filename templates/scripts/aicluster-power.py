@@ -1,0 +1,478 @@
+#!/usr/bin/python3
+"""Slurm power-saving programs for aicluster on AWS: resume, suspend and resume-fail.
+
+slurmctld runs this file through three links, each with one argument, a Slurm hostlist:
+
+    aicluster-resume      gpu-[3-5,9],infer-1   launch one instance per node (EC2 CreateFleet)
+    aicluster-suspend     gpu-[3-5]             terminate the nodes' instances
+    aicluster-resume-fail gpu-4                 the same termination; Slurm has set them down
+
+or directly: aicluster-power.py resume|suspend|resume-fail HOSTLIST.
+
+It runs with the head node's system python3 and python3-boto3 only. The cluster's facts come
+from /etc/aicluster/cluster.json (AICLUSTER_CONFIG overrides), written by the head node.
+Resume never fails silently: nodes it cannot launch are set DOWN with the EC2 error as the
+reason, so their jobs requeue, and it exits non-zero after handling every pool.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import subprocess
+import sys
+import time
+
+import boto3
+import botocore.config
+from botocore.exceptions import BotoCoreError, ClientError
+
+DEFAULT_CONFIG = "/etc/aicluster/cluster.json"
+DEFAULT_LOG = "/var/log/aicluster/power.log"
+ACTIONS = ("resume", "suspend", "resume-fail")
+LIVE_STATES = ("pending", "running", "stopping", "stopped")
+MAX_REASON = 200            # characters of an EC2 error kept in a Slurm node reason
+MAX_HOSTS = 100_000         # a hostlist that expands further is a typo, not a cluster
+IP_WAIT_S = 90              # DescribeInstances is eventually consistent after CreateFleet
+FILTER_CHUNK = 199          # values per DescribeInstances filter
+TERMINATE_CHUNK = 500
+# CreateFleet reports an override it skipped because another failed with this pair; it points
+# at the real error instead of being one.
+POINTER_ERROR = ("UnfulfillableCapacity", "Failed to fulfill capacity. Please review errors in the response.")
+NODE_RE = re.compile(r"^([a-z0-9](?:[a-z0-9-]*[a-z0-9])?)-([0-9]+)$")
+
+log = logging.getLogger("aicluster-power")
+
+
+# --- hostlists ------------------------------------------------------------------------------
+
+
+def expand_hostlist(expr: str) -> list[str]:
+    """Expand a Slurm hostlist as `scontrol show hostnames` does: comma or space separated
+    groups, each with any number of bracket sets of numbers and zero-padded ranges
+    (`gpu-[08-10,3]`, `rack[1-2]-n[1-4]`). Order and duplicates are kept. Raises ValueError."""
+    names: list[str] = []
+    for group in _split_top(expr):
+        names.extend(_expand_group(group))
+        if len(names) > MAX_HOSTS:
+            raise ValueError(f"hostlist {expr!r} expands to more than {MAX_HOSTS} names")
+    return names
+
+
+def _split_top(expr: str) -> list[str]:
+    groups, current, depth = [], "", 0
+    for char in expr:
+        if char == "[":
+            if depth:
+                raise ValueError(f"nested '[' in hostlist {expr!r}")
+            depth = 1
+        elif char == "]":
+            if not depth:
+                raise ValueError(f"unmatched ']' in hostlist {expr!r}")
+            depth = 0
+        if not depth and (char == "," or char.isspace()):
+            if current:
+                groups.append(current)
+            current = ""
+            continue
+        current += char
+    if depth:
+        raise ValueError(f"unclosed '[' in hostlist {expr!r}")
+    if current:
+        groups.append(current)
+    return groups
+
+
+def _expand_group(group: str) -> list[str]:
+    start = group.find("[")
+    if start < 0:
+        return [group]
+    end = group.index("]", start)
+    head, body, tail = group[:start], group[start + 1:end], group[end + 1:]
+    rest = _expand_group(tail)
+    return [f"{head}{number}{suffix}" for number in _expand_range(body, group) for suffix in rest]
+
+
+def _expand_range(body: str, group: str) -> list[str]:
+    numbers: list[str] = []
+    for item in body.split(","):
+        lo, dash, hi = item.partition("-")
+        if not lo.isdigit() or (dash and not hi.isdigit()):
+            raise ValueError(f"bad range {item!r} in hostlist {group!r}")
+        if not dash:
+            numbers.append(lo)
+            continue
+        first, last = int(lo), int(hi)
+        if last < first:
+            raise ValueError(f"descending range {item!r} in hostlist {group!r}")
+        if last - first + len(numbers) > MAX_HOSTS:
+            raise ValueError(f"range {item!r} in hostlist {group!r} is too large")
+        numbers.extend(str(n).zfill(len(lo)) for n in range(first, last + 1))
+    return numbers
+
+
+def compress_hostlist(names) -> str:
+    """The inverse, for log lines and `scontrol update nodename=`: `gpu-[1-3,5],infer-1`."""
+    groups: dict[tuple[str, int], list[int]] = {}
+    plain: list[str] = []
+    for name in dict.fromkeys(names):
+        match = re.match(r"^(.*?)([0-9]+)$", name)
+        if not match:
+            plain.append(name)
+            continue
+        prefix, digits = match.groups()
+        width = len(digits) if digits.startswith("0") and len(digits) > 1 else 0
+        groups.setdefault((prefix, width), []).append(int(digits))
+    parts = []
+    for (prefix, width), numbers in groups.items():
+        numbers.sort()
+        ranges, first = [], numbers[0]
+        for prev, cur in zip(numbers, numbers[1:] + [None]):
+            if cur is not None and cur == prev + 1:
+                continue
+            lo, hi = str(first).zfill(width), str(prev).zfill(width)
+            ranges.append(lo if first == prev else f"{lo}-{hi}")
+            first = cur
+        parts.append(f"{prefix}{ranges[0]}" if len(numbers) == 1 else f"{prefix}[{','.join(ranges)}]")
+    return ",".join(parts + plain)
+
+
+def pool_of(node: str) -> str | None:
+    """`gpu-a-12` -> `gpu-a`: the pool is everything before the last `-<digits>`."""
+    match = NODE_RE.match(node)
+    return match.group(1) if match else None
+
+
+# --- slurm ----------------------------------------------------------------------------------
+
+
+def scontrol(*args: str) -> bool:
+    """Run scontrol (AICLUSTER_SCONTROL overrides the path); log and return False on failure."""
+    command = [os.environ.get("AICLUSTER_SCONTROL", "scontrol"), *args]
+    try:
+        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as err:
+        log.error("scontrol %s failed: %s", " ".join(args), err)
+        return False
+    if done.returncode != 0:
+        log.error("scontrol %s exited %d: %s", " ".join(args), done.returncode,
+                  (done.stderr or done.stdout).strip())
+        return False
+    return True
+
+
+def reason_text(code: str, message: str) -> str:
+    """`<code>: <message>` on one line, without double quotes, short enough for sinfo -R."""
+    text = " ".join(f"{code}: {message}".replace('"', "'").split())
+    return text if len(text) <= MAX_REASON else text[:MAX_REASON - 3] + "..."
+
+
+def mark_down(nodes: list[str], code: str, message: str) -> None:
+    reason = reason_text(code, message)
+    hostlist = compress_hostlist(nodes)
+    log.error("resume: marking %s DOWN: %s", hostlist, reason)
+    scontrol("update", f"nodename={hostlist}", "state=down", f'reason="{reason}"')
+
+
+# --- EC2 ------------------------------------------------------------------------------------
+
+
+class LaunchError(Exception):
+    def __init__(self, code: str, message: str):
+        super().__init__(f"{code}: {message}")
+        self.code, self.message = code, message
+
+
+def error_of(err: Exception) -> tuple[str, str]:
+    if isinstance(err, ClientError):
+        error = err.response.get("Error", {})
+        return error.get("Code") or "ClientError", error.get("Message") or str(err)
+    return type(err).__name__, str(err)
+
+
+def fleet_request(config: dict, pool_name: str, count: int) -> dict:
+    """The CreateFleet request for `count` nodes of one pool: instant, all or nothing, from the
+    pool's launch template (it carries the subnet on its interfaces, the placement group and the
+    capacity reservation or block), so the only override is the instance type."""
+    pool = config["pools"][pool_name]
+    capacity = pool.get("capacity") or "on-demand"
+    tags = [{"Key": config["cluster_tag"], "Value": config["cluster"]}, {"Key": config["pool_tag"], "Value": pool_name}]
+    all_or_nothing = {"MinTargetCapacity": count, "SingleInstanceType": True, "SingleAvailabilityZone": True}
+    request = {
+        "Type": "instant",
+        "LaunchTemplateConfigs": [{
+            "LaunchTemplateSpecification": {"LaunchTemplateId": pool["launch_template_id"], "Version": "$Latest"},
+            "Overrides": [{"InstanceType": pool["instance_type"]}],
+        }],
+        "TargetCapacitySpecification": {
+            "TotalTargetCapacity": count,
+            "DefaultTargetCapacityType": {"spot": "spot", "capacity-block": "capacity-block"}.get(capacity, "on-demand"),
+        },
+        # The fleet too: the head node may only create resources tagged for its cluster.
+        "TagSpecifications": [{"ResourceType": kind, "Tags": tags} for kind in ("instance", "fleet")],
+    }
+    if capacity == "spot":
+        request["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized", **all_or_nothing}
+    else:
+        # On-demand pools use a matching open reservation first too; for a reservation or a
+        # capacity block the launch template targets it.
+        request["OnDemandOptions"] = {
+            **all_or_nothing,
+            "CapacityReservationOptions": {"UsageStrategy": "use-capacity-reservations-first"},
+        }
+    return request
+
+
+def launch(ec2, config: dict, pool_name: str, count: int) -> list[str]:
+    """CreateFleet; the ids of exactly `count` instances, or LaunchError after terminating any
+    instance a partial fleet left behind."""
+    try:
+        response = ec2.create_fleet(**fleet_request(config, pool_name, count))
+    except (ClientError, BotoCoreError) as err:
+        raise LaunchError(*error_of(err)) from err
+    ids = [iid for item in response.get("Instances") or [] for iid in item.get("InstanceIds") or []]
+    errors = [(e.get("ErrorCode") or "UnknownError", e.get("ErrorMessage") or "") for e in response.get("Errors") or []]
+    for code, message in errors:
+        log.warning("resume: CreateFleet for pool %s reported %s: %s", pool_name, code, message)
+    if len(ids) == count:
+        return ids
+    if ids:
+        log.error("resume: CreateFleet for pool %s launched %d of %d instances; terminating %s",
+                  pool_name, len(ids), count, " ".join(ids))
+        terminate(ec2, ids)
+    real = [e for e in errors if e != POINTER_ERROR] or errors
+    if real:
+        raise LaunchError(*real[0])
+    raise LaunchError("UnfulfillableCapacity", f"CreateFleet launched {len(ids)} of {count} instances")
+
+
+def terminate(ec2, ids: list[str]) -> bool:
+    ok = True
+    for i in range(0, len(ids), TERMINATE_CHUNK):
+        try:
+            ec2.terminate_instances(InstanceIds=ids[i:i + TERMINATE_CHUNK])
+        except (ClientError, BotoCoreError) as err:
+            log.error("terminate %s failed: %s: %s", " ".join(ids[i:i + TERMINATE_CHUNK]), *error_of(err))
+            ok = False
+    return ok
+
+
+def addresses(ec2, ids: list[str]) -> dict[str, tuple[str, str]]:
+    """instance id -> (private IP, short private DNS name), waiting out eventual consistency."""
+    found: dict[str, tuple[str, str]] = {}
+    if not ids:
+        return found            # DescribeInstances with no ids would list every instance
+    deadline, delay = time.monotonic() + IP_WAIT_S, 0.5
+    while True:
+        missing = [i for i in ids if i not in found]
+        try:
+            pages = ec2.get_paginator("describe_instances").paginate(InstanceIds=missing)
+            for page in pages:
+                for reservation in page.get("Reservations", []):
+                    for instance in reservation.get("Instances", []):
+                        ip = instance.get("PrivateIpAddress")
+                        if ip:
+                            host = (instance.get("PrivateDnsName") or "").split(".")[0] or ip
+                            found[instance["InstanceId"]] = (ip, host)
+        except (ClientError, BotoCoreError) as err:
+            log.warning("resume: DescribeInstances %s: %s: %s", " ".join(missing), *error_of(err))
+        if len(found) == len(ids) or time.monotonic() + delay > deadline:
+            return found
+        time.sleep(delay)
+        delay = min(delay * 2, 10)
+
+
+def resume_pool(ec2, config: dict, pool_name: str, nodes: list[str]) -> list[str]:
+    """Launch one pool's nodes; returns the nodes that failed (already set down)."""
+    hostlist = compress_hostlist(nodes)
+    log.info("resume: launching %s (%d x %s, pool %s)", hostlist, len(nodes),
+             config["pools"][pool_name].get("instance_type"), pool_name)
+    try:
+        ids = launch(ec2, config, pool_name, len(nodes))
+    except LaunchError as err:
+        mark_down(nodes, err.code, err.message)
+        return list(nodes)
+
+    failed: list[str] = []
+    bad_ids: list[str] = []
+    tagged: dict[str, str] = {}
+    for node, iid in zip(nodes, ids):
+        try:
+            ec2.create_tags(Resources=[iid], Tags=[{"Key": config["node_tag"], "Value": node}])
+            tagged[node] = iid
+            log.info("resume: %s is %s", node, iid)
+        except (ClientError, BotoCoreError) as err:
+            code, message = error_of(err)
+            log.error("resume: tagging %s as %s failed: %s: %s", iid, node, code, message)
+            failed.append(node)
+            bad_ids.append(iid)
+            mark_down([node], code, message)
+
+    found = addresses(ec2, list(tagged.values()))
+    for node, iid in tagged.items():
+        if iid not in found:
+            failed.append(node)
+            bad_ids.append(iid)
+            mark_down([node], "NoPrivateAddress", f"{iid} has no private IP after {IP_WAIT_S} s")
+            continue
+        ip, host = found[iid]
+        if scontrol("update", f"nodename={node}", f"nodeaddr={ip}", f"nodehostname={host}"):
+            log.info("resume: %s -> %s %s (%s)", node, ip, host, iid)
+        else:
+            failed.append(node)
+            bad_ids.append(iid)
+            mark_down([node], "ScontrolFailed", f"could not set the address of {node} to {ip}")
+    if bad_ids:
+        log.error("resume: terminating %s, the instances of failed nodes", " ".join(bad_ids))
+        terminate(ec2, bad_ids)
+    return failed
+
+
+def resume(ec2, config: dict, nodes: list[str]) -> int:
+    """Launch every pool's nodes; the number of nodes that failed and were set down."""
+    by_pool: dict[str, list[str]] = {}
+    for node in dict.fromkeys(nodes):
+        by_pool.setdefault(pool_of(node) or "", []).append(node)
+    failed = 0
+    for pool_name, pool_nodes in by_pool.items():
+        if pool_name not in config["pools"]:
+            known = ", ".join(sorted(config["pools"])) or "none"
+            what = f"no pool {pool_name!r} in cluster {config['cluster']}" if pool_name else "not a <pool>-<n> name"
+            mark_down(pool_nodes, "UnknownPool", f"{what} (pools: {known})")
+            failed += len(pool_nodes)
+            continue
+        try:
+            failed += len(resume_pool(ec2, config, pool_name, pool_nodes))
+        except Exception as err:  # never silent: a bug or a bad config entry still sets them down
+            log.exception("resume: pool %s failed", pool_name)
+            mark_down(pool_nodes, type(err).__name__, str(err))
+            failed += len(pool_nodes)
+    return failed
+
+
+def find_instances(ec2, config: dict, nodes: list[str]) -> dict[str, list[str]]:
+    """node name -> ids of this cluster's live instances tagged with it."""
+    found: dict[str, list[str]] = {}
+    unique = list(dict.fromkeys(nodes))
+    for i in range(0, len(unique), FILTER_CHUNK):
+        filters = [
+            {"Name": f"tag:{config['cluster_tag']}", "Values": [config["cluster"]]},
+            {"Name": f"tag:{config['node_tag']}", "Values": unique[i:i + FILTER_CHUNK]},
+            {"Name": "instance-state-name", "Values": list(LIVE_STATES)},
+        ]
+        for page in ec2.get_paginator("describe_instances").paginate(Filters=filters):
+            for reservation in page.get("Reservations", []):
+                for instance in reservation.get("Instances", []):
+                    tags = {t["Key"]: t["Value"] for t in instance.get("Tags", [])}
+                    found.setdefault(tags[config["node_tag"]], []).append(instance["InstanceId"])
+    return found
+
+
+def suspend(ec2, config: dict, nodes: list[str], action: str = "suspend") -> int:
+    """Terminate the instances of `nodes`; 0, or 1 when EC2 refused."""
+    try:
+        found = find_instances(ec2, config, nodes)
+    except (ClientError, BotoCoreError) as err:
+        log.error("%s: finding the instances of %s failed: %s: %s", action, compress_hostlist(nodes), *error_of(err))
+        return 1
+    missing = [n for n in dict.fromkeys(nodes) if n not in found]
+    if missing:
+        log.info("%s: no instance for %s", action, compress_hostlist(missing))
+    for node, ids in found.items():
+        log.info("%s: terminating %s (%s)", action, node, " ".join(ids))
+    ids = [i for node_ids in found.values() for i in node_ids]
+    return 0 if terminate(ec2, ids) else 1
+
+
+# --- entry point ----------------------------------------------------------------------------
+
+
+def load_config(path: str) -> dict:
+    with open(path, encoding="utf-8") as handle:
+        config = json.load(handle)
+    for key in ("cluster", "region", "cluster_tag", "node_tag", "pool_tag", "pools"):
+        if key not in config:
+            raise ValueError(f"{path}: missing {key!r}")
+    return config
+
+
+def setup_logging(path: str | None) -> None:
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    for old in list(log.handlers):
+        log.removeHandler(old)
+        old.close()
+    formatter = logging.Formatter(f"%(asctime)s %(levelname)s aicluster-power[{os.getpid()}] %(message)s")
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    problem = None
+    if path:
+        try:
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            handlers.append(logging.FileHandler(path, encoding="utf-8"))
+        except OSError as err:
+            problem = f"cannot write {path}: {err}; logging to stderr only"
+    for handler in handlers:
+        handler.setFormatter(formatter)
+        log.addHandler(handler)
+    if problem:
+        log.warning(problem)
+
+
+def parse_args(argv: list[str]) -> tuple[str, str] | None:
+    """(action, hostlist) from the link name (aicluster-resume HOSTLIST) or from the first
+    argument (aicluster-power.py resume HOSTLIST); None when neither fits."""
+    name = os.path.basename(argv[0])
+    if name.startswith("aicluster-") and name[len("aicluster-"):] in ACTIONS and len(argv) >= 2:
+        return name[len("aicluster-"):], ",".join(argv[1:])
+    if len(argv) >= 3 and argv[1] in ACTIONS:
+        return argv[1], ",".join(argv[2:])
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv if argv is None else argv)
+    parsed = parse_args(argv)
+    if parsed is None:
+        print(f"usage: aicluster-power.py {'|'.join(ACTIONS)} HOSTLIST, or through the links "
+              "aicluster-resume, aicluster-suspend, aicluster-resume-fail HOSTLIST", file=sys.stderr)
+        return 2
+    action, expr = parsed
+    config_path = os.environ.get("AICLUSTER_CONFIG", DEFAULT_CONFIG)
+    config, problem = None, None
+    try:
+        config = load_config(config_path)
+    except (OSError, ValueError) as err:
+        problem = f"cannot read {config_path}: {err}"
+    setup_logging(os.environ.get("AICLUSTER_LOG") or (config or {}).get("log_file") or DEFAULT_LOG)
+
+    try:
+        nodes = expand_hostlist(expr)
+    except ValueError as err:
+        log.error("%s: %s", action, err)
+        if action == "resume":
+            scontrol("update", f"nodename={expr}", "state=down", f'reason="{reason_text("BadHostlist", str(err))}"')
+        return 1
+    hostlist = compress_hostlist(nodes)
+    log.info("%s %s (%d nodes)", action, hostlist, len(nodes))
+    if config is None:
+        log.error("%s %s: %s", action, hostlist, problem)
+        if action == "resume":
+            mark_down(nodes, "ConfigError", problem or "")
+        return 1
+
+    ec2 = boto3.client("ec2", region_name=config["region"], config=botocore.config.Config(
+        retries={"max_attempts": 8, "mode": "standard"}, connect_timeout=10, read_timeout=60))
+    if action == "resume":
+        failed = resume(ec2, config, nodes)
+        if failed:
+            log.error("resume %s: %d of %d nodes failed and are DOWN", hostlist, failed, len(nodes))
+            return 1
+        log.info("resume %s: done", hostlist)
+        return 0
+    return suspend(ec2, config, nodes, action)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

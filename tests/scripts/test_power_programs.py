@@ -1,0 +1,448 @@
+"""The Slurm resume/suspend programs (templates/scripts/aicluster-power.py).
+
+They run as slurmctld runs them: a subprocess through the aicluster-resume/-suspend/-resume-fail
+links, against moto's EC2 server on loopback, with a recording `scontrol`. Capacity errors come
+from botocore's Stubber, in process, since moto always has capacity.
+"""
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+from types import SimpleNamespace
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "templates" / "scripts" / "aicluster-power.py"
+REGION = "us-east-1"
+CLUSTER = "p5-train"
+FAKE_AWS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": REGION,
+    "AWS_CONFIG_FILE": os.devnull,
+    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+
+
+def load_power():
+    spec = importlib.util.spec_from_file_location("aicluster_power", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+power = load_power()
+
+
+# --- the file itself -------------------------------------------------------------------------
+
+
+def test_compiles_with_python3(tmp_path):
+    python = shutil.which("python3") or sys.executable
+    subprocess.run([python, "-m", "py_compile", str(SCRIPT)], check=True,
+                   env={**os.environ, "PYTHONPYCACHEPREFIX": str(tmp_path)})
+
+
+def test_imports_only_stdlib_and_boto():
+    tree = ast.parse(SCRIPT.read_text())
+    roots = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+             for alias in node.names}
+    roots |= {node.module.split(".")[0] for node in ast.walk(tree)
+              if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
+    third_party = {r for r in roots if r not in sys.stdlib_module_names} - {"__future__"}
+    assert third_party <= {"boto3", "botocore"}, third_party
+
+
+# --- hostlists -------------------------------------------------------------------------------
+
+EXPANSIONS = {
+    "gpu-1": ["gpu-1"],
+    "gpu-[3-5,9],infer-1": ["gpu-3", "gpu-4", "gpu-5", "gpu-9", "infer-1"],
+    "gpu-[08-10,3]": ["gpu-08", "gpu-09", "gpu-10", "gpu-3"],
+    "gpu-[9-11]": ["gpu-9", "gpu-10", "gpu-11"],
+    "gpu-[001-3]": ["gpu-001", "gpu-002", "gpu-003"],
+    "gpu-[1-010]": [f"gpu-{n}" for n in range(1, 11)],
+    "a[1-2]b[3-4]": ["a1b3", "a1b4", "a2b3", "a2b4"],
+    "gpu-a-[1-2],x[7]": ["gpu-a-1", "gpu-a-2", "x7"],
+    "gpu-1 gpu-2,,gpu-3": ["gpu-1", "gpu-2", "gpu-3"],
+    "gpu-[1,1]": ["gpu-1", "gpu-1"],
+}
+
+
+@pytest.mark.parametrize("expr", sorted(EXPANSIONS))
+def test_expand_hostlist(expr):
+    assert power.expand_hostlist(expr) == EXPANSIONS[expr]
+
+
+@pytest.mark.parametrize("expr", ["gpu-[]", "gpu-[1-2", "gpu-1-2]", "gpu-[3-1]", "gpu-[a-b]",
+                                  "gpu-[1-3:2]", "gpu-[[1]]", "gpu-[1-999999999]"])
+def test_expand_hostlist_rejects(expr):
+    with pytest.raises(ValueError):
+        power.expand_hostlist(expr)
+
+
+def test_expand_hostlist_agrees_with_scontrol(tmp_path):
+    """Slurm's own expander (scontrol needs a slurm.conf to start, nothing more)."""
+    scontrol = shutil.which("scontrol")
+    assert scontrol, "scontrol (slurm-client) is required; CI installs Slurm 22.05"
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=t\nSlurmctldHost=localhost\n")
+    for expr, expected in EXPANSIONS.items():
+        done = subprocess.run([scontrol, "show", "hostnames", expr], capture_output=True, text=True,
+                              env={**os.environ, "SLURM_CONF": str(conf)}, check=True)
+        assert done.stdout.split() == expected, expr
+
+
+@pytest.mark.parametrize("names, expected", [
+    (["gpu-1", "gpu-2", "gpu-3", "gpu-5", "infer-1"], "gpu-[1-3,5],infer-1"),
+    (["gpu-7"], "gpu-7"),
+    (["gpu-9", "gpu-10", "gpu-08", "gpu-09"], "gpu-[9-10],gpu-[08-09]"),
+])
+def test_compress_hostlist(names, expected):
+    assert power.compress_hostlist(names) == expected
+    assert sorted(power.expand_hostlist(expected)) == sorted(names)
+
+
+@pytest.mark.parametrize("node, pool", [("gpu-12", "gpu"), ("gpu-a-3", "gpu-a"), ("p5en-1", "p5en"),
+                                        ("gpu", None), ("GPU-1", None), ("gpu-", None)])
+def test_pool_of(node, pool):
+    assert power.pool_of(node) == pool
+
+
+# --- CreateFleet request ---------------------------------------------------------------------
+
+
+def config_for(capacity="on-demand", **pool):
+    return {
+        "cluster": CLUSTER, "region": REGION, "cluster_tag": "aicluster-cluster",
+        "node_tag": "aicluster-node", "pool_tag": "aicluster-pool", "log_file": "/dev/null",
+        "pools": {"gpu": {"launch_template_id": "lt-0abc", "instance_type": "p5.48xlarge",
+                          "subnet_id": "subnet-0abc", "placement_group": "p5-train-gpu-placement-1234",
+                          "capacity": capacity, "reservation_id": None, "min_nodes": 0, "max_nodes": 16,
+                          **pool}},
+    }
+
+
+@pytest.mark.parametrize("capacity, target_type, options", [
+    ("on-demand", "on-demand", "OnDemandOptions"),
+    ("reservation", "on-demand", "OnDemandOptions"),
+    ("capacity-block", "capacity-block", "OnDemandOptions"),
+    ("spot", "spot", "SpotOptions"),
+])
+def test_fleet_request_is_instant_all_or_nothing(capacity, target_type, options):
+    request = power.fleet_request(config_for(capacity), "gpu", 4)
+    assert request["Type"] == "instant"
+    assert request["LaunchTemplateConfigs"] == [{
+        "LaunchTemplateSpecification": {"LaunchTemplateId": "lt-0abc", "Version": "$Latest"},
+        "Overrides": [{"InstanceType": "p5.48xlarge"}],
+    }]
+    assert request["TargetCapacitySpecification"] == {"TotalTargetCapacity": 4, "DefaultTargetCapacityType": target_type}
+    assert request[options]["MinTargetCapacity"] == 4
+    assert request[options]["SingleInstanceType"] and request[options]["SingleAvailabilityZone"]
+    if options == "OnDemandOptions":
+        assert request[options]["CapacityReservationOptions"] == {"UsageStrategy": "use-capacity-reservations-first"}
+    tags = [{"Key": "aicluster-cluster", "Value": CLUSTER}, {"Key": "aicluster-pool", "Value": "gpu"}]
+    assert request["TagSpecifications"] == [{"ResourceType": "instance", "Tags": tags},
+                                            {"ResourceType": "fleet", "Tags": tags}]
+    # The request is valid for the EC2 API model (botocore validates before the stub answers).
+    client = boto3.client("ec2", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    with Stubber(client) as stub:
+        stub.add_response("create_fleet", {"FleetId": "fleet-1", "Instances": []}, request)
+        client.create_fleet(**request)
+
+
+# --- in process, with Stubber: capacity errors -----------------------------------------------
+
+
+def recorder(tmp_path) -> tuple[Path, Path]:
+    """A `scontrol` that appends its arguments, tab-separated, one call per line."""
+    record = tmp_path / "scontrol.calls"
+    stub = tmp_path / "bin" / "scontrol"
+    stub.parent.mkdir(exist_ok=True)
+    stub.write_text(f'#!/bin/sh\nfor a in "$@"; do printf "%s\\t" "$a"; done >> "{record}"\necho >> "{record}"\n')
+    stub.chmod(0o755)
+    return stub, record
+
+
+def calls(record: Path) -> list[list[str]]:
+    if not record.exists():
+        return []
+    return [line.rstrip("\t").split("\t") for line in record.read_text().splitlines()]
+
+
+@pytest.fixture
+def stubbed(tmp_path, monkeypatch):
+    stub, record = recorder(tmp_path)
+    monkeypatch.setenv("AICLUSTER_SCONTROL", str(stub))
+    client = boto3.client("ec2", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    with Stubber(client) as stubber:
+        yield client, stubber, record
+        stubber.assert_no_pending_responses()
+
+
+ICE = "We currently do not have sufficient p5.48xlarge capacity in the Availability Zone you requested"
+
+
+def test_insufficient_capacity_marks_exactly_those_nodes_down(stubbed):
+    client, stubber, record = stubbed
+    config = config_for()
+    config["pools"]["infer"] = {**config["pools"]["gpu"], "launch_template_id": "lt-0def", "instance_type": "g6.xlarge"}
+    stubber.add_client_error("create_fleet", service_error_code="InsufficientInstanceCapacity",
+                             service_message=ICE, http_status_code=500,
+                             expected_params=power.fleet_request(config, "gpu", 3))
+    stubber.add_response("create_fleet", {"FleetId": "fleet-2", "Instances": [
+        {"InstanceIds": ["i-0aaa"], "InstanceType": "g6.xlarge", "Lifecycle": "on-demand"}]},
+        power.fleet_request(config, "infer", 1))
+    stubber.add_response("create_tags", {}, {"Resources": ["i-0aaa"],
+                                             "Tags": [{"Key": "aicluster-node", "Value": "infer-1"}]})
+    stubber.add_response("describe_instances", {"Reservations": [{"Instances": [
+        {"InstanceId": "i-0aaa", "PrivateIpAddress": "10.0.0.7", "PrivateDnsName": "ip-10-0-0-7.ec2.internal"}]}]},
+        {"InstanceIds": ["i-0aaa"]})
+
+    failed = power.resume(client, config, power.expand_hostlist("gpu-[1-3],infer-1"))
+
+    assert failed == 3
+    assert calls(record) == [
+        ["update", "nodename=gpu-[1-3]", "state=down", f'reason="InsufficientInstanceCapacity: {ICE}"'],
+        ["update", "nodename=infer-1", "nodeaddr=10.0.0.7", "nodehostname=ip-10-0-0-7"],
+    ]
+
+
+def test_partial_fleet_is_terminated_and_its_nodes_set_down(stubbed):
+    client, stubber, record = stubbed
+    config = config_for()
+    stubber.add_response("create_fleet", {
+        "FleetId": "fleet-3",
+        "Instances": [{"InstanceIds": ["i-0bbb"], "InstanceType": "p5.48xlarge", "Lifecycle": "on-demand"}],
+        "Errors": [
+            {"ErrorCode": "UnfulfillableCapacity",
+             "ErrorMessage": "Failed to fulfill capacity. Please review errors in the response."},
+            {"ErrorCode": "InsufficientInstanceCapacity", "ErrorMessage": "only \"1\" left\nsorry"},
+        ]}, power.fleet_request(config, "gpu", 2))
+    stubber.add_response("terminate_instances", {}, {"InstanceIds": ["i-0bbb"]})
+
+    assert power.resume(client, config, ["gpu-4", "gpu-5"]) == 2
+    assert calls(record) == [["update", "nodename=gpu-[4-5]", "state=down",
+                              "reason=\"InsufficientInstanceCapacity: only '1' left sorry\""]]
+
+
+def test_quota_error_reason_is_truncated(stubbed):
+    client, stubber, record = stubbed
+    stubber.add_client_error("create_fleet", service_error_code="VcpuLimitExceeded",
+                             service_message="You have requested more vCPU capacity " + "x" * 500,
+                             expected_params=None)
+    assert power.resume(client, config_for(), ["gpu-1"]) == 1
+    (call,) = calls(record)
+    assert call[-1].startswith('reason="VcpuLimitExceeded: You have requested more vCPU capacity')
+    assert len(call[-1]) <= power.MAX_REASON + len('reason=""')
+
+
+def test_fleet_short_without_errors_is_not_silent(stubbed):
+    """moto does this for capacity-block: no instances and no Errors."""
+    client, stubber, record = stubbed
+    stubber.add_response("create_fleet", {"FleetId": "fleet-4", "Instances": []}, None)
+    assert power.resume(client, config_for("capacity-block"), ["gpu-1", "gpu-2"]) == 2
+    assert calls(record) == [["update", "nodename=gpu-[1-2]", "state=down",
+                              'reason="UnfulfillableCapacity: CreateFleet launched 0 of 2 instances"']]
+
+
+def test_untaggable_instance_is_terminated_and_its_node_set_down(stubbed):
+    client, stubber, record = stubbed
+    stubber.add_response("create_fleet", {"FleetId": "fleet-5", "Instances": [
+        {"InstanceIds": ["i-01", "i-02"], "InstanceType": "p5.48xlarge", "Lifecycle": "on-demand"}]}, None)
+    stubber.add_response("create_tags", {}, {"Resources": ["i-01"], "Tags": [{"Key": "aicluster-node", "Value": "gpu-1"}]})
+    stubber.add_client_error("create_tags", service_error_code="UnauthorizedOperation", service_message="denied")
+    stubber.add_response("describe_instances", {"Reservations": [{"Instances": [
+        {"InstanceId": "i-01", "PrivateIpAddress": "10.0.0.1", "PrivateDnsName": "ip-10-0-0-1.ec2.internal"}]}]},
+        {"InstanceIds": ["i-01"]})
+    stubber.add_response("terminate_instances", {}, {"InstanceIds": ["i-02"]})
+    assert power.resume(client, config_for(), ["gpu-1", "gpu-2"]) == 1
+    assert calls(record) == [
+        ["update", "nodename=gpu-2", "state=down", 'reason="UnauthorizedOperation: denied"'],
+        ["update", "nodename=gpu-1", "nodeaddr=10.0.0.1", "nodehostname=ip-10-0-0-1"],
+    ]
+
+
+def test_unreadable_config_sets_the_nodes_down(tmp_path, monkeypatch):
+    stub, record = recorder(tmp_path)
+    monkeypatch.setenv("AICLUSTER_SCONTROL", str(stub))
+    monkeypatch.setenv("AICLUSTER_CONFIG", str(tmp_path / "missing.json"))
+    monkeypatch.setenv("AICLUSTER_LOG", str(tmp_path / "log" / "power.log"))
+    assert power.main(["/opt/aicluster/bin/aicluster-resume", "gpu-[1-2]"]) == 1
+    ((*head, reason),) = calls(record)
+    assert head == ["update", "nodename=gpu-[1-2]", "state=down"]
+    assert reason.startswith('reason="ConfigError: cannot read') and "missing.json" in reason
+    assert "ConfigError" in (tmp_path / "log" / "power.log").read_text()
+    assert power.main(["/opt/aicluster/bin/aicluster-suspend", "gpu-1"]) == 1
+    assert power.main(["aicluster-power.py", "stop", "gpu-1"]) == 2
+
+
+# --- as slurmctld runs it: a subprocess against moto's EC2 server ----------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def moto_endpoint():
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def aws(moto_endpoint, tmp_path):
+    """A fresh moto EC2 with our network, placement group and launch template; the environment
+    and links a subprocess needs to run the programs against it."""
+    urllib.request.urlopen(urllib.request.Request(f"{moto_endpoint}/moto-api/reset", method="POST")).close()
+    ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=moto_endpoint,
+                       aws_access_key_id="testing", aws_secret_access_key="testing")
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.0.0/20", AvailabilityZone="us-east-1a")["Subnet"]["SubnetId"]
+    sg = ec2.create_security_group(GroupName="p5-train-efa", Description="efa", VpcId=vpc)["GroupId"]
+    # moto 5.2 has no CreatePlacementGroup (NotImplementedError); the template names the group,
+    # which moto neither checks nor applies.
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    labels = [{"Key": "aicluster-cluster", "Value": CLUSTER}, {"Key": "aicluster-role", "Value": "compute"},
+              {"Key": "aicluster-pool", "Value": "gpu"}]
+    template = ec2.create_launch_template(LaunchTemplateName="p5-train-gpu", LaunchTemplateData={
+        "ImageId": image,
+        "InstanceType": "p5.48xlarge",
+        "NetworkInterfaces": [
+            {"NetworkCardIndex": 0, "DeviceIndex": 0, "InterfaceType": "interface", "SubnetId": subnet,
+             "Groups": [sg], "AssociatePublicIpAddress": False, "DeleteOnTermination": True},
+            {"NetworkCardIndex": 0, "DeviceIndex": 1, "InterfaceType": "efa-only", "SubnetId": subnet,
+             "Groups": [sg], "DeleteOnTermination": True},
+        ],
+        "Placement": {"AvailabilityZone": "us-east-1a", "GroupName": "p5-train-gpu-placement-1234"},
+        "MetadataOptions": {"HttpTokens": "required", "InstanceMetadataTags": "enabled"},
+        "TagSpecifications": [{"ResourceType": kind, "Tags": labels}
+                              for kind in ("instance", "volume", "network-interface")],
+    })["LaunchTemplate"]["LaunchTemplateId"]
+
+    config = config_for(launch_template_id=template, subnet_id=subnet)
+    config["log_file"] = str(tmp_path / "log" / "power.log")
+    (tmp_path / "cluster.json").write_text(json.dumps(config))
+    stub, record = recorder(tmp_path)
+    for action in ("resume", "suspend", "resume-fail"):
+        (tmp_path / f"aicluster-{action}").symlink_to(SCRIPT)
+    env = {
+        "PATH": f"{stub.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "HOME": str(tmp_path),
+        **FAKE_AWS,
+        "AWS_ENDPOINT_URL": moto_endpoint,
+        "AICLUSTER_CONFIG": str(tmp_path / "cluster.json"),
+        "AICLUSTER_SCONTROL": str(stub),
+    }
+
+    aws = SimpleNamespace(ec2=ec2, template=template, image=image, record=record, config=config, env=env,
+                          log=Path(config["log_file"]))
+
+    def run(link: str, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(tmp_path / link), *args], env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    def instances(**tags) -> dict[str, dict]:
+        filters = [{"Name": f"tag:{k.replace('_', '-')}", "Values": [v]} for k, v in tags.items()]
+        found = {}
+        for reservation in ec2.describe_instances(Filters=filters)["Reservations"]:
+            for instance in reservation["Instances"]:
+                found[instance["InstanceId"]] = {**instance, "TagMap": {t["Key"]: t["Value"] for t in instance.get("Tags", [])}}
+        return found
+
+    aws.run, aws.instances = run, instances
+    return aws
+
+
+def test_resume_launches_tagged_instances_from_the_template(aws):
+    done = aws.run("aicluster-resume", "gpu-[1-3]")
+    assert done.returncode == 0, done.stderr
+
+    launched = aws.instances(aicluster_cluster=CLUSTER)
+    assert len(launched) == 3
+    by_node = {i["TagMap"]["aicluster-node"]: i for i in launched.values()}
+    assert sorted(by_node) == ["gpu-1", "gpu-2", "gpu-3"]
+    for instance in launched.values():
+        assert instance["TagMap"]["aicluster-pool"] == "gpu"
+        assert instance["TagMap"]["aicluster-role"] == "compute"   # from the template's tag specs
+        assert instance["InstanceType"] == "p5.48xlarge"
+        assert instance["ImageId"] == aws.image
+        assert instance["State"]["Name"] in ("pending", "running")
+
+    (fleet,) = aws.ec2.describe_fleets()["Fleets"]
+    assert fleet["Type"] == "instant"
+    assert fleet["LaunchTemplateConfigs"][0]["LaunchTemplateSpecification"]["LaunchTemplateId"] == aws.template
+    assert fleet["TargetCapacitySpecification"]["TotalTargetCapacity"] == 3
+    assert {"Key": "aicluster-cluster", "Value": CLUSTER} in fleet["Tags"]
+
+    assert sorted(calls(aws.record)) == sorted(
+        ["update", f"nodename={node}", f"nodeaddr={i['PrivateIpAddress']}",
+         f"nodehostname={i['PrivateDnsName'].split('.')[0]}"]
+        for node, i in by_node.items())
+    log = aws.log.read_text()
+    assert all(node in log for node in by_node), log
+
+
+def test_suspend_terminates_exactly_the_named_nodes(aws):
+    assert aws.run("aicluster-resume", "gpu-[1-3]").returncode == 0
+    # Another cluster's node with the same name must survive.
+    other = aws.ec2.run_instances(ImageId=aws.image, MinCount=1, MaxCount=1, TagSpecifications=[
+        {"ResourceType": "instance", "Tags": [{"Key": "aicluster-cluster", "Value": "other"},
+                                              {"Key": "aicluster-node", "Value": "gpu-1"}]}])["Instances"][0]["InstanceId"]
+
+    done = aws.run("aicluster-suspend", "gpu-[1-2]")
+    assert done.returncode == 0, done.stderr
+
+    states = {i["TagMap"].get("aicluster-node") + "@" + i["TagMap"]["aicluster-cluster"]: i["State"]["Name"]
+              for i in aws.instances().values()}
+    assert states["gpu-1@p5-train"] == states["gpu-2@p5-train"] == "terminated"
+    assert states["gpu-3@p5-train"] == states["gpu-1@other"] == "running"
+    assert aws.instances()[other]["State"]["Name"] == "running"
+    assert "suspend: terminating gpu-1" in aws.log.read_text()
+
+    done = aws.run("aicluster-resume-fail", "gpu-3")
+    assert done.returncode == 0, done.stderr
+    assert [i["State"]["Name"] for i in aws.instances(aicluster_node="gpu-3").values()] == ["terminated"]
+
+
+def test_resume_of_an_unknown_pool_marks_it_down(aws):
+    done = aws.run("aicluster-resume", "infer-[1-2],gpu-1")
+    assert done.returncode != 0
+    assert "UnknownPool" in done.stderr
+    recorded = calls(aws.record)
+    assert recorded[0] == ["update", "nodename=infer-[1-2]", "state=down",
+                           "reason=\"UnknownPool: no pool 'infer' in cluster p5-train (pools: gpu)\""]
+    assert recorded[1][:2] == ["update", "nodename=gpu-1"] and recorded[1][2].startswith("nodeaddr=")
+    assert [i["TagMap"]["aicluster-node"] for i in aws.instances(aicluster_cluster=CLUSTER).values()] == ["gpu-1"]
+
+
+def test_cli_forms(aws, tmp_path):
+    done = aws.run("aicluster-resume")                        # no hostlist
+    assert done.returncode == 2 and "usage" in done.stderr
+    direct_log = tmp_path / "direct.log"
+    done = subprocess.run([sys.executable, str(SCRIPT), "resume", "gpu-2"],
+                          env={**aws.env, "AICLUSTER_LOG": str(direct_log)},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "resume: gpu-2 is i-" in direct_log.read_text()
+    assert not aws.log.exists()                               # AICLUSTER_LOG overrides log_file
