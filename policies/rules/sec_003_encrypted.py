@@ -1,0 +1,58 @@
+"""AIC-SEC-003: volumes and filesystems are encrypted at rest.
+
+Judged where encryption is optional: EBS volumes in launch templates (blockDeviceMappings[].ebs),
+instances (root and EBS block devices), aws:ebs/volume and aws:efs/fileSystem. FSx for Lustre and
+every GCP disk and filesystem are always encrypted at rest by the service, so they pass by
+construction. A launch template or instance with no block device mapping takes the image's
+volumes as they are and is not judged.
+"""
+from __future__ import annotations
+
+from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, Severity
+
+from ._base import schema
+from ._props import get, is_unknown, items, kind, plain, truthy
+
+ID = "AIC-SEC-003"
+SUPPORTED = ("aws:ec2/launchTemplate", "aws:ec2/instance", "aws:ebs/volume", "aws:efs/fileSystem")
+
+
+def validate(args, report_violation) -> None:
+    k = kind(args.resource_type)
+    if k not in SUPPORTED:
+        return
+    p = plain(args.props)
+    plain_text: list[str] = []
+
+    def judge(label: str, value) -> None:
+        if not is_unknown(value) and truthy(value) is not True:
+            plain_text.append(f"{label} ({'unset' if value is None else repr(value)})")
+
+    if k == "aws:ec2/launchTemplate":
+        for i, m in enumerate(items(p, "blockDeviceMappings")):
+            if get(m, "ebs") is not None:
+                judge(f"blockDeviceMappings[{i}] {get(m, 'deviceName', default='')}".rstrip(), get(m, "ebs", "encrypted"))
+    elif k == "aws:ec2/instance":
+        if get(p, "rootBlockDevice") is not None:
+            judge("rootBlockDevice", get(p, "rootBlockDevice", "encrypted"))
+        for i, d in enumerate(items(p, "ebsBlockDevices")):
+            judge(f"ebsBlockDevices[{i}] {get(d, 'deviceName', default='')}".rstrip(), get(d, "encrypted"))
+    else:
+        judge("encrypted", get(p, "encrypted"))
+    if plain_text:
+        report_violation(f"{k} {args.name!r} has unencrypted storage: {', '.join(plain_text)}", None)
+
+
+POLICY = ResourceValidationPolicy(
+    name=ID,
+    display_name="storage-encrypted",
+    description="EBS volumes (in launch templates, instances or on their own) and EFS filesystems are encrypted at rest.",
+    severity=Severity.HIGH,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps=(
+        "Set encrypted='true' on every launch-template EBS mapping (a string in pulumi_aws v7), encrypted=True on "
+        "instance block devices, aws.ebs.Volume and aws.efs.FileSystem (optionally with a KMS key)."),
+    config_schema=schema(),
+    tags=["security", "aws"],
+    validate=validate,
+)

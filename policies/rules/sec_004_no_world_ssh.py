@@ -1,0 +1,97 @@
+"""AIC-SEC-004: no SSH open to the whole internet.
+
+Refused: an ingress rule from 0.0.0.0/0 or ::/0 that covers TCP 22 (protocol tcp with the port in
+range, or all protocols) - inline on aws:ec2/securityGroup, aws:vpc/securityGroupIngressRule,
+aws:ec2/securityGroupRule of type ingress, and GCP firewalls (direction INGRESS, source 0.0.0.0/0,
+tcp 22 or all). Use SSM Session Manager / IAP, or a named CIDR.
+"""
+from __future__ import annotations
+
+from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, Severity
+
+from ._base import schema
+from ._props import get, integer, items, kind, plain
+
+ID = "AIC-SEC-004"
+SUPPORTED = ("aws:ec2/securityGroup", "aws:vpc/securityGroupIngressRule", "aws:ec2/securityGroupRule",
+             "gcp:compute/firewall")
+WORLD = ("0.0.0.0/0", "::/0")
+SSH = 22
+
+
+def _covers(protocol, low, high) -> bool:
+    protocol = str(protocol if protocol is not None else "").lower()
+    if protocol in ("-1", "all"):
+        return True
+    if protocol not in ("tcp", "6"):
+        return False
+    low, high = integer(low), integer(high)
+    if low is None and high is None:
+        return True
+    return (low if low is not None else 0) <= SSH <= (high if high is not None else 65535)
+
+
+def _gcp_ports(allow) -> bool:
+    protocol = str(get(allow, "protocol", default="")).lower()
+    if protocol == "all":
+        return True
+    if protocol not in ("tcp", "6"):
+        return False
+    ports = items(allow, "ports")
+    if not ports:
+        return True
+    for spec in ports:
+        text = str(spec)
+        low, _, high = text.partition("-")
+        if integer(low) is not None and integer(low) <= SSH <= integer(high or low):
+            return True
+    return False
+
+
+def _ports(rule, protocol_key: str = "protocol") -> str:
+    low, high = integer(get(rule, "fromPort")), integer(get(rule, "toPort"))
+    span = "" if low is None and high is None else f" {low}" if low == high else f" {low}-{high}"
+    return f"{get(rule, protocol_key)}{span}"
+
+
+def validate(args, report_violation) -> None:
+    k = kind(args.resource_type)
+    if k not in SUPPORTED:
+        return
+    p = plain(args.props)
+    open_rules: list[str] = []
+    if k == "aws:ec2/securityGroup":
+        for i, rule in enumerate(items(p, "ingress")):
+            world = [c for c in items(rule, "cidrBlocks") + items(rule, "ipv6CidrBlocks") if c in WORLD]
+            if world and _covers(get(rule, "protocol"), get(rule, "fromPort"), get(rule, "toPort")):
+                open_rules.append(f"ingress[{i}] {_ports(rule)} from {', '.join(world)}")
+    elif k == "aws:vpc/securityGroupIngressRule":
+        world = [c for c in (get(p, "cidrIpv4"), get(p, "cidrIpv6")) if c in WORLD]
+        if world and _covers(get(p, "ipProtocol"), get(p, "fromPort"), get(p, "toPort")):
+            open_rules.append(f"{_ports(p, 'ipProtocol')} from {', '.join(world)}")
+    elif k == "aws:ec2/securityGroupRule":
+        world = [c for c in items(p, "cidrBlocks") + items(p, "ipv6CidrBlocks") if c in WORLD]
+        if get(p, "type") == "ingress" and world and _covers(get(p, "protocol"), get(p, "fromPort"), get(p, "toPort")):
+            open_rules.append(f"{_ports(p)} from {', '.join(world)}")
+    else:
+        direction = str(get(p, "direction", default="INGRESS")).upper()
+        world = [c for c in items(p, "sourceRanges") if c in WORLD]
+        if direction == "INGRESS" and world and any(_gcp_ports(a) for a in items(p, "allows")):
+            open_rules.append(f"allows tcp:22 from {', '.join(world)}")
+    if open_rules:
+        report_violation(f"{k} {args.name!r} opens SSH (tcp/22) to the internet: {'; '.join(open_rules)}", None)
+
+
+POLICY = ResourceValidationPolicy(
+    name=ID,
+    display_name="no-world-open-ssh",
+    description="No security group rule or firewall opens SSH (tcp/22) to 0.0.0.0/0 or ::/0.",
+    severity=Severity.CRITICAL,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    remediation_steps=(
+        "Use SSM Session Manager (AWS) or IAP TCP forwarding (GCP) instead of SSH ingress, or allow only named "
+        "CIDRs (the spec's network.ssh_ingress_cidrs)."),
+    config_schema=schema(),
+    tags=["security", "network", "aws", "gcp"],
+    validate=validate,
+)

@@ -1,0 +1,44 @@
+"""AIC-SEC-003 storage-encrypted, over hand-written stacks."""
+from __future__ import annotations
+
+import pulumi_aws as aws
+import pytest
+
+import handwritten as hw
+
+RULE = "AIC-SEC-003"
+
+
+def test_encrypted_volumes_pass():
+    def program():
+        _, subnet, sg = hw.network()
+        hw.launch_template("lt", subnet, sg)
+        hw.instance("i", subnet, sg)
+        aws.ebs.Volume("data", availability_zone=hw.ZONE, size=100, encrypted=True)
+    assert hw.check(RULE, program).status == "pass"
+
+
+@pytest.mark.parametrize("encrypted, shown", [("false", "'false'"), (None, "unset")])
+def test_unencrypted_launch_template_volume_fails(encrypted, shown):
+    def program():
+        _, subnet, sg = hw.network()
+        hw.launch_template("lt", subnet, sg, encrypted=encrypted)
+    verdict = hw.check(RULE, program)
+    assert verdict.status == "fail" and f"blockDeviceMappings[0] /dev/sda1 ({shown})" in hw.messages(verdict)
+
+
+def test_unencrypted_instance_root_and_volume_fail():
+    def program():
+        _, subnet, sg = hw.network()
+        hw.instance("i", subnet, sg, root_encrypted=False)
+        aws.ebs.Volume("data", availability_zone=hw.ZONE, size=100)
+    verdict = hw.check(RULE, program)
+    assert verdict.status == "fail"
+    assert len(verdict.violations) == 2 and "rootBlockDevice (False)" in hw.messages(verdict)
+
+
+def test_fsx_is_always_encrypted_and_not_judged():
+    def program():
+        _, subnet, sg = hw.network()
+        hw.fsx("fs", subnet, sg)
+    assert hw.check(RULE, program).status == "n/a"

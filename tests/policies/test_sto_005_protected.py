@@ -1,0 +1,36 @@
+"""AIC-STO-005 stateful-storage-protected, over hand-written stacks."""
+from __future__ import annotations
+
+import pytest
+
+import handwritten as hw
+
+RULE = "AIC-STO-005"
+
+
+def _fsx(**kwargs):
+    def program():
+        _, subnet, sg = hw.network()
+        hw.fsx("fs", subnet, sg, **kwargs)
+    return program
+
+
+def test_protected_and_retained_passes():
+    assert hw.check(RULE, _fsx()).status == "pass"
+
+
+@pytest.mark.parametrize("protect, retain, missing", [
+    (False, False, "protect and retainOnDelete"),
+    (True, False, "retainOnDelete"),
+    (False, True, "protect"),
+])
+def test_unprotected_persistent_filesystem_fails(protect, retain, missing):
+    verdict = hw.check(RULE, _fsx(protect=protect, retain=retain))
+    assert verdict.status == "fail"
+    assert f"without the resource option(s) {missing}:" in hw.messages(verdict)
+
+
+def test_scratch_is_exempt_by_default_and_configurable():
+    program = _fsx(protect=False, retain=False, capacity=2400, throughput=None, deployment="SCRATCH_2")
+    assert hw.check(RULE, program).status == "n/a"
+    assert hw.check(RULE, program, {"exemptDeploymentTypes": []}).status == "fail"
