@@ -1,0 +1,99 @@
+"""Slurm configuration files rendered from the design: slurm.conf, gres.conf, cgroup.conf and
+topology.conf.
+
+Pure: a ClusterDesign plus a SlurmRuntime (where things live on the head node) in, file texts
+out. The head node publishes nothing itself: these texts are published outside its user data
+(so a spec edit never replaces it), pulled by its sync timer, and compute nodes read them from
+slurmctld (configless). The same texts are fed to a real slurmctld by tests/slurm/.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from components.design import ClusterDesign, SlurmNodeSet
+from components.render import render
+
+SLURM_CONFIG_FILES = ("slurm.conf", "gres.conf", "cgroup.conf", "topology.conf")
+
+# Seconds slurmctld waits after SuspendProgram before the node may be resumed again: long enough
+# for EC2 to finish terminating a large GPU instance.
+SUSPEND_TIMEOUT_S = 300
+
+
+@dataclass(frozen=True)
+class SlurmRuntime:
+    """Where Slurm lives on the head node. Tests point every path and port at a temp dir."""
+
+    controller_host: str            # SlurmctldHost short name (slurmctld checks it is its own)
+    controller_addr: str            # its private IP
+    conf_dir: str = "/etc/slurm"
+    bin_dir: str = "/opt/aicluster/bin"
+    state_dir: str = "/var/spool/slurmctld"
+    slurmd_spool_dir: str = "/var/spool/slurmd"
+    log_dir: str = "/var/log/slurm"
+    run_dir: str = "/run/slurm"
+    slurm_user: str = "slurm"
+    slurmctld_port: int = 6817
+    slurmd_port: int = 6818
+    accounting_host: str | None = None     # slurmdbd host when accounting is on (the head itself)
+
+
+@dataclass(frozen=True)
+class _NodeLine:
+    hostlist: str
+    features: tuple[str, ...]
+    nodeset: SlurmNodeSet
+
+
+@dataclass(frozen=True)
+class _Switch:
+    name: str
+    nodes: str | None = None        # leaf switch: a hostlist
+    switches: str | None = None     # top switch: the leaf switches it joins
+
+
+def render_slurm_configs(design: ClusterDesign, runtime: SlurmRuntime) -> dict[str, str]:
+    """{"slurm.conf": ..., "gres.conf": ..., "cgroup.conf": ..., "topology.conf": ...}"""
+    if design.slurm is None:
+        raise ValueError(f"cluster {design.name!r} has scheduler {design.scheduler!r}, not slurm")
+    slurm = design.slurm
+    context = {
+        "cluster": design.name,
+        "slurm": slurm,
+        "rt": runtime,
+        "node_lines": _node_lines(slurm.nodesets),
+        "accounting_host": runtime.accounting_host or runtime.controller_addr,
+        "suspend_timeout_s": SUSPEND_TIMEOUT_S,
+        "gpu_nodesets": [n for n in slurm.nodesets if n.gres],
+        "switches": _switches(slurm.nodesets),
+    }
+    return {name: render(f"slurm/{name}.j2", **context) for name in SLURM_CONFIG_FILES}
+
+
+def _node_lines(nodesets: tuple[SlurmNodeSet, ...]) -> list[_NodeLine]:
+    """Per pool: the always-on (min_nodes) line and the elastic line, each only when non-empty.
+    The static|dynamic feature lets users and the resume program tell them apart
+    (ParallelCluster's convention)."""
+    lines = []
+    for ns in nodesets:
+        if ns.static_hostlist:
+            lines.append(_NodeLine(ns.static_hostlist, (*ns.features, "static"), ns))
+        if ns.dynamic_hostlist:
+            lines.append(_NodeLine(ns.dynamic_hostlist, (*ns.features, "dynamic"), ns))
+    return lines
+
+
+def _switches(nodesets: tuple[SlurmNodeSet, ...]) -> list[_Switch]:
+    """topology/tree: one leaf switch per placement group; a top switch joins them when there
+    are several, so Slurm still sees one connected tree (nodes on disjoint trees can never share
+    a job, and Slurm logs every disconnected switch)."""
+    members: dict[str, list[str]] = {}
+    for ns in nodesets:
+        members.setdefault(ns.switch, []).append(ns.hostlist)
+    leaves = [_Switch(name, nodes=",".join(hostlists)) for name, hostlists in members.items()]
+    if len(leaves) < 2:
+        return leaves
+    top = "top"
+    while top in members:           # a pool may be called "top"
+        top += "-root"
+    return [*leaves, _Switch(top, switches=",".join(members))]

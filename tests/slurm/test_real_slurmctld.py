@@ -1,0 +1,408 @@
+"""A real slurmctld (Debian's Slurm 22.05) reads the configuration aicluster renders.
+
+For every Slurm stack in stacks/ (and one extra spec with mixed pools) the test writes the
+rendered files into a temp dir, starts a private munged and `slurmctld -D` on free loopback
+ports, and asks the controller through scontrol/sinfo/sbatch what it made of them: partitions,
+node GRES/features/states, topology, and that a job powers nodes up through ResumeProgram with
+the job's hostlist. The resume, suspend, resume-fail and prolog programs are recorders that
+append their argv to a file.
+
+The Slurm and munge programs are required: a missing one fails the test with an install hint.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import pwd
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from components.design import ClusterDesign, design_cluster
+from components.slurm_config import SlurmRuntime, render_slurm_configs
+from components.spec import parse_spec
+from conftest import STACK_NAMES, stack_spec
+
+INSTALL_HINT = ("install Slurm and munge (Debian/Ubuntu: apt-get install slurmctld slurm-client munge; "
+                "CI does it in .ci/run)")
+SBIN = ("/usr/sbin", "/sbin", "/usr/local/sbin")
+RECORDERS = ("aicluster-resume", "aicluster-suspend", "aicluster-resume-fail", "aicluster-gpu-healthcheck")
+START_TIMEOUT_S = 30
+RESUME_TIMEOUT_S = 30
+COMMAND_TIMEOUT_S = 30
+
+# Mixed pools beyond the example stacks: a Trainium pool (no GRES), a single-node GPU pool (not
+# exclusive) and a pool with always-on nodes, which makes a topology with a top switch.
+MIXED_POOLS = {
+    "name": "mixed",
+    "cloud": "aws",
+    "region": "us-east-1",
+    "zone": "us-east-1a",
+    "pools": [
+        {"name": "trn", "instance_type": "trn1n.32xlarge", "max_nodes": 2},
+        {"name": "a100", "instance_type": "p4d.24xlarge", "min_nodes": 1, "max_nodes": 3},
+        {"name": "solo", "instance_type": "p5.48xlarge", "max_nodes": 1},
+    ],
+}
+
+
+def _slurm_stacks() -> list[str]:
+    return [s for s in STACK_NAMES if stack_spec(s).get("scheduler", "slurm") == "slurm"]
+
+
+CASES = {f"stack-{s}": stack_spec(s) for s in _slurm_stacks()} | {"spec-mixed-pools": MIXED_POOLS}
+
+
+def tool(name: str) -> str:
+    path = shutil.which(name) or shutil.which(name, path=os.pathsep.join(SBIN))
+    assert path, f"`{name}` not found on PATH or in {', '.join(SBIN)}: {INSTALL_HINT}"
+    return path
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def fields(line: str) -> dict[str, str]:
+    """`Key=Value Key=Value ...` of `scontrol -o show ...`."""
+    return dict(re.findall(r"(\w+)=(\S*)", line))
+
+
+def wait_for(what: str, check, timeout_s: float, diagnostics=lambda: ""):
+    deadline = time.monotonic() + timeout_s
+    delay = 0.05
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}\n{diagnostics()}")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.5)
+
+
+@dataclass
+class Controller:
+    """A private munged + slurmctld on the rendered config, all under one temp dir."""
+
+    case: str
+    design: ClusterDesign
+    root: Path
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    munge_dir: Path | None = None
+    munge_socket: Path | None = None
+    runtime: SlurmRuntime | None = None
+
+    def __post_init__(self):
+        self.conf = self.root / "etc" / "slurm.conf"
+        self.calls = self.root / "calls.log"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+        self.env["SLURM_CONF"] = str(self.conf)
+
+    # --- start and stop ---
+
+    def start(self) -> None:
+        munged = tool("munged")
+        for name in ("slurmctld", "scontrol", "sinfo", "sbatch"):
+            tool(name)
+        dirs = {d: self.root / d for d in ("etc", "bin", "state", "spool", "log", "run", "munge")}
+        for d in dirs.values():
+            d.mkdir(parents=True, exist_ok=True)
+        self._write_recorders(dirs["bin"])
+        # munged insists on a socket directory that everyone can traverse and on a short path
+        # (sun_path is 108 bytes): its own dir under the system temp dir, not pytest's deep one.
+        self.munge_dir = Path(tempfile.mkdtemp(prefix="aicl-munge-"))
+        self.munge_dir.chmod(0o755)
+        self.munge_socket = self.munge_dir / "munge.socket"
+        key = dirs["munge"] / "munge.key"
+        key.write_bytes(os.urandom(1024))
+        key.chmod(0o600)
+        self.runtime = SlurmRuntime(
+            controller_host=socket.gethostname().split(".")[0],   # slurmctld checks it is itself
+            controller_addr="127.0.0.1",
+            conf_dir=str(dirs["etc"]),
+            bin_dir=str(dirs["bin"]),
+            state_dir=str(dirs["state"]),
+            slurmd_spool_dir=str(dirs["spool"]),
+            log_dir=str(dirs["log"]),
+            run_dir=str(dirs["run"]),
+            slurm_user=_current_user(),
+            slurmctld_port=free_port(),
+            slurmd_port=free_port(),
+        )
+        self.write_configs(self.design)
+        # --force: munged runs despite file permissions it finds too open (CI temp dirs vary).
+        self._spawn("munged", [munged, "--foreground", "--force", f"--key-file={key}",
+                               f"--socket={self.munge_socket}", f"--pid-file={dirs['munge'] / 'munged.pid'}",
+                               f"--log-file={dirs['munge'] / 'munged.log'}",
+                               f"--seed-file={dirs['munge'] / 'munged.seed'}"])
+        wait_for("munged's socket", lambda: self._alive("munged") and self.munge_socket.exists(),
+                 START_TIMEOUT_S, self.diagnostics)
+        self.start_slurmctld()
+
+    def write_configs(self, design: ClusterDesign) -> None:
+        self.design = design
+        for name, text in render_slurm_configs(design, self.runtime).items():
+            if name == "slurm.conf":
+                # The test's copy only: daemons and commands reach the private munged.
+                text += f"\n# test only\nAuthInfo=socket={self.munge_socket}\n"
+            (self.conf.parent / name).write_text(text)
+
+    def start_slurmctld(self) -> None:
+        self._spawn("slurmctld", [tool("slurmctld"), "-D", "-f", str(self.conf)])
+        wait_for("slurmctld to answer `scontrol ping`", self._ping_up, START_TIMEOUT_S, self.diagnostics)
+
+    def stop_slurmctld(self) -> None:
+        self._stop("slurmctld")
+
+    def stop(self) -> None:
+        self._stop("slurmctld")             # first: it still talks to munged
+        self._stop("munged")
+        if self.munge_dir:
+            shutil.rmtree(self.munge_dir, ignore_errors=True)
+
+    def _stop(self, name: str) -> None:
+        proc = self.procs.pop(name, None)
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)     # its own session: slurmscriptd too
+            proc.wait(timeout=10)
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        out = open(self.root / f"{name}.out", "ab")
+        try:
+            self.procs[name] = subprocess.Popen(argv, env=self.env, cwd=self.root, stdin=subprocess.DEVNULL,
+                                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        finally:
+            out.close()
+
+    def _alive(self, name: str) -> bool:
+        proc = self.procs[name]
+        if proc.poll() is not None:
+            raise AssertionError(f"{name} exited with {proc.returncode}\n{self.diagnostics()}")
+        return True
+
+    def _ping_up(self) -> bool:
+        self._alive("munged")
+        self._alive("slurmctld")
+        ping = subprocess.run([tool("scontrol"), "ping"], env=self.env, capture_output=True, text=True,
+                              timeout=COMMAND_TIMEOUT_S)
+        return ping.returncode == 0 and "is UP" in ping.stdout
+
+    def _write_recorders(self, bin_dir: Path) -> None:
+        for prog in RECORDERS:
+            path = bin_dir / prog
+            path.write_text(f'#!/bin/sh\necho "$(basename "$0") $*" >> {self.calls}\n')
+            path.chmod(0o755)     # slurmctld refuses programs that group or others may write
+
+    def diagnostics(self) -> str:
+        parts = []
+        for name in ("munged.out", "munge/munged.log", "slurmctld.out", "log/slurmctld.log", "calls.log"):
+            path = self.root / name
+            if path.exists():
+                tail = path.read_text(errors="replace").splitlines()[-40:]
+                parts.append(f"--- {name} (tail)\n" + "\n".join(tail))
+        return "\n".join(parts)
+
+    # --- asking the controller ---
+
+    def run(self, *argv: str) -> str:
+        self._alive("slurmctld")
+        proc = subprocess.run([tool(argv[0]), *argv[1:]], env=self.env, cwd=self.root, capture_output=True,
+                              text=True, timeout=COMMAND_TIMEOUT_S)
+        assert proc.returncode == 0, (f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr}\n"
+                                      f"{self.diagnostics()}")
+        return proc.stdout
+
+    def config(self) -> dict[str, str]:
+        """`scontrol show config` as a dict (`Key   = value` lines)."""
+        return dict(re.findall(r"^(\w+)\s+= (.*)$", self.run("scontrol", "show", "config"), re.M))
+
+    def hostnames(self, hostlist: str) -> list[str]:
+        return self.run("scontrol", "show", "hostnames", hostlist).split()
+
+    def resume_calls(self) -> list[str]:
+        if not self.calls.exists():
+            return []
+        return [ln.split(" ", 1)[1] for ln in self.calls.read_text().splitlines()
+                if ln.startswith("aicluster-resume ")]
+
+
+def _current_user() -> str:
+    return pwd.getpwuid(os.getuid()).pw_name
+
+
+@pytest.fixture(scope="module", params=sorted(CASES), ids=sorted(CASES))
+def ctl(request, tmp_path_factory):
+    design = design_cluster(parse_spec(CASES[request.param]))
+    controller = Controller(request.param, design, tmp_path_factory.mktemp(f"slurmctld-{request.param}"))
+    try:
+        controller.start()
+        yield controller
+    finally:
+        controller.stop()
+
+
+def test_spec_edits_reach_a_running_slurmctld(tmp_path):
+    """What the head node's sync does after a spec edit, on a real slurmctld.
+
+    An idle-time edit: `scontrol reconfigure` applies it in place. More nodes and a new pool:
+    Slurm before 23.11 cannot take a node-count change on reconfigure (22.05 logs "node count
+    has changed before reconfiguration ... You have to restart slurmctld" and exits), so the sync
+    must restart slurmctld then; the restart keeps the queue and shows the new nodes."""
+    spec = copy.deepcopy(stack_spec("aws-p4d-small"))
+    ctl = Controller("edits", design_cluster(parse_spec(spec)), tmp_path)
+    try:
+        ctl.start()
+        out = ctl.run("sbatch", "-H", "-N", "1", "-p", "a100", "-o", "/dev/null", "--wrap", "hostname")
+        job_id = re.search(r"Submitted batch job (\d+)", out).group(1)
+
+        spec["slurm"] = {"suspend_idle_min": 30}
+        ctl.write_configs(design_cluster(parse_spec(spec)))
+        ctl.run("scontrol", "reconfigure")
+        wait_for("SuspendTime 1800 after reconfigure", lambda: ctl.config()["SuspendTime"] == "1800 sec",
+                 START_TIMEOUT_S, ctl.diagnostics)
+
+        spec["pools"][0]["max_nodes"] = 4
+        spec["pools"].append({"name": "h100", "instance_type": "p5.48xlarge", "max_nodes": 2})
+        ctl.write_configs(design_cluster(parse_spec(spec)))
+        ctl.stop_slurmctld()
+        ctl.start_slurmctld()
+        rows = {tuple(ln.split()) for ln in ctl.run("sinfo", "-h", "-o", "%R %D %G").splitlines()}
+        assert rows == {("a100", "4", "gpu:a100:8"), ("h100", "2", "gpu:h100:8")}
+        assert fields(ctl.run("scontrol", "-o", "show", "job", job_id))["JobState"] == "PENDING"
+        assert fields(ctl.run("scontrol", "-o", "show", "node", "a100-4"))["AvailableFeatures"].endswith(",dynamic")
+    finally:
+        ctl.stop()
+
+
+def test_slurm_stacks_are_covered():
+    assert "stack-aws-p5-slurm" in CASES and "stack-aws-p4d-small" in CASES
+
+
+def test_slurmctld_accepts_the_config(ctl):
+    values = ctl.config()
+    slurm = ctl.design.slurm
+    assert values["ClusterName"] == ctl.design.name
+    assert values["SlurmctldParameters"].split(",") == ["enable_configless", "cloud_dns", "idle_on_node_suspend"]
+    assert values["SelectType"] == "select/cons_tres"
+    assert values["SelectTypeParameters"] == "CR_CORE_MEMORY"
+    assert values["GresTypes"] == "gpu"
+    assert values["TopologyPlugin"] == "topology/tree"
+    assert values["PrologFlags"] == "Alloc,Contain"
+    assert values["ReturnToService"] == "2"
+    assert values["TreeWidth"] == "65533"
+    assert values["SuspendTime"] == f"{slurm.suspend_time_s} sec"
+    assert values["ResumeTimeout"] == f"{slurm.resume_timeout_s} sec"
+    assert values["ResumeProgram"].endswith("/bin/aicluster-resume")
+    assert values["SuspendExcNodes"] == (",".join(slurm.suspend_exc_nodes) or "(null)")
+    log = (ctl.root / "log" / "slurmctld.log").read_text()
+    assert "fatal" not in log.lower(), ctl.diagnostics()
+    # Power saving is on: slurmctld disables it (and says so) when a program is unusable.
+    assert "power_save module disabled" not in log, ctl.diagnostics()
+
+
+def test_partitions(ctl):
+    spec = CASES[ctl.case]
+    parts = {f["PartitionName"]: f for f in map(fields, ctl.run("scontrol", "-o", "show", "partition").splitlines())}
+    assert list(parts) == [p["name"] for p in spec["pools"]]
+    for i, pool in enumerate(spec["pools"]):
+        part = parts[pool["name"]]
+        assert part["State"] == "UP"
+        assert part["TotalNodes"] == str(pool["max_nodes"])
+        assert part["Default"] == ("YES" if i == 0 else "NO")
+        # Multi-node partitions are exclusive, single nodes are shared.
+        assert part["OverSubscribe"] == ("EXCLUSIVE" if pool["max_nodes"] >= 2 else "NO")
+
+
+def test_nodes(ctl):
+    for ns in ctl.design.slurm.nodesets:
+        for hostlist, kind in ((ns.static_hostlist, "static"), (ns.dynamic_hostlist, "dynamic")):
+            if not hostlist:
+                continue
+            name = ctl.hostnames(hostlist)[0]
+            node = fields(ctl.run("scontrol", "-o", "show", "node", name))
+            assert node["NodeName"] == name
+            assert node["Gres"] == (ns.gres or "(null)")
+            assert node["AvailableFeatures"].split(",") == [*ns.features, kind]
+            assert node["CPUTot"] == str(ns.cpus)
+            assert node["RealMemory"] == str(ns.real_memory_mib)
+            assert node["Partitions"] == ns.pool
+            # Slurm 22.05 and later name it IDLE+CLOUD+POWERED_DOWN (`idle~` in sinfo).
+            states = node["State"].split("+")
+            assert "CLOUD" in states and "POWERED_DOWN" in states, node["State"]
+
+
+def test_topology_has_one_switch_per_pool(ctl):
+    switches = [fields(ln) for ln in ctl.run("scontrol", "show", "topology").splitlines() if ln.strip()]
+    leaves = {s["SwitchName"]: s for s in switches if s["Level"] == "0"}
+    pools = [ns.pool for ns in ctl.design.slurm.nodesets]
+    assert sorted(leaves) == sorted(pools)
+    for ns in ctl.design.slurm.nodesets:
+        assert ctl.hostnames(leaves[ns.pool]["Nodes"]) == ctl.hostnames(ns.hostlist)
+    tops = [s for s in switches if s["Level"] != "0"]
+    if len(pools) > 1:
+        assert len(tops) == 1
+        assert sorted(tops[0]["Switches"].split(",")) == sorted(pools)
+    else:
+        assert tops == []
+
+
+def test_every_partition_carries_its_gres(ctl):
+    """sinfo per partition: node count and GRES. For aws-p5-slurm this is the issue's Done-when:
+    a partition of 16 nodes carrying gres/gpu:h100:8."""
+    for ns in ctl.design.slurm.nodesets:
+        rows = [ln.split() for ln in ctl.run("sinfo", "-h", "-p", ns.pool, "-o", "%D %G").splitlines()]
+        assert sum(int(count) for count, _ in rows) == len(ctl.hostnames(ns.hostlist))
+        assert {gres for _, gres in rows} == {ns.gres or "(null)"}
+    if ctl.case == "stack-aws-p5-slurm":
+        assert ctl.run("sinfo", "-h", "-p", "gpu", "-o", "%D %G").split() == ["16", "gpu:h100:8"]
+        part = fields(ctl.run("scontrol", "-o", "show", "partition", "gpu"))
+        assert (part["TotalNodes"], part["OverSubscribe"]) == ("16", "EXCLUSIVE")
+        nodes = [fields(ln) for ln in ctl.run("scontrol", "-o", "show", "node", "gpu-[1-16]").splitlines()]
+        assert len(nodes) == 16 and {n["Gres"] for n in nodes} == {"gpu:h100:8"}
+
+
+# Last: it allocates nodes, which changes their state for any test after it.
+def test_jobs_power_up_their_nodes_through_resume_program(ctl):
+    """sbatch -N 2 on each pool -> slurmctld calls ResumeProgram with exactly the jobs' nodes."""
+    jobs = {}
+    for ns in ctl.design.slurm.nodesets:
+        pool_nodes = ctl.hostnames(ns.hostlist)
+        count = min(2, len(pool_nodes))
+        out = ctl.run("sbatch", "-N", str(count), "-p", ns.pool, "-o", str(ctl.root / "job-%j.out"),
+                      "--wrap", "hostname")
+        jobs[re.search(r"Submitted batch job (\d+)", out).group(1)] = pool_nodes[:count]
+
+    expected = sorted(n for nodes in jobs.values() for n in nodes)
+
+    def resumed() -> list[str]:
+        # slurmctld may resume the nodes of several jobs in one call.
+        return sorted(n for hostlist in ctl.resume_calls() for n in ctl.hostnames(hostlist))
+
+    wait_for(f"ResumeProgram to be called for {expected}", lambda: len(resumed()) >= len(expected),
+             RESUME_TIMEOUT_S, ctl.diagnostics)
+    assert resumed() == expected
+    for job_id, nodes in jobs.items():
+        job = fields(ctl.run("scontrol", "-o", "show", "job", job_id))
+        # The lowest-numbered powered-down nodes of the pool, now powering up for the job.
+        assert ctl.hostnames(job["NodeList"]) == nodes
+        assert job["JobState"] == "CONFIGURING", job["JobState"]
+    if ctl.case == "stack-aws-p5-slurm":
+        assert ctl.resume_calls() == ["gpu-[1-2]"]
+    # Suspend and resume-fail are not due yet (SuspendTime, ResumeTimeout): only resume ran.
+    assert {ln.split()[0] for ln in ctl.calls.read_text().splitlines()} == {"aicluster-resume"}
