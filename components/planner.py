@@ -55,10 +55,22 @@ def _user_data(resource: CapturedResource) -> str | None:
         return encoded  # instances take plain text user data
 
 
-# Where each resource type keeps a file it renders, and the name it gets under --out.
-_RENDERED: dict[str, tuple[Callable[[CapturedResource], str | None], str]] = {
-    "aws:ec2/launchTemplate:LaunchTemplate": (_user_data, "user-data/{name}.yaml"),
-    "aws:ec2/instance:Instance": (_user_data, "user-data/{name}.yaml"),
+def _object_content(resource: CapturedResource) -> str | None:
+    content = reveal(resource.inputs.get("content"))
+    return content if isinstance(content, str) else None
+
+
+def _object_path(resource: CapturedResource) -> str:
+    """S3 key "head/slurm/slurm.conf" -> "slurm/slurm.conf" (published files keep their layout)."""
+    key = str(resource.inputs.get("key", resource.name))
+    return key.split("/", 1)[1] if key.startswith("head/") else key
+
+
+# Where each resource type keeps a file it renders, and the path it gets under --out.
+_RENDERED: dict[str, tuple[Callable[[CapturedResource], str | None], Callable[[CapturedResource], str]]] = {
+    "aws:ec2/launchTemplate:LaunchTemplate": (_user_data, lambda r: f"user-data/{r.name}.yaml"),
+    "aws:ec2/instance:Instance": (_user_data, lambda r: f"user-data/{r.name}.yaml"),
+    "aws:s3/bucketObjectv2:BucketObjectv2": (_object_content, _object_path),
 }
 
 
@@ -69,7 +81,7 @@ def rendered_files(plan: Plan) -> dict[str, str]:
         if extractor:
             content = extractor[0](resource)
             if content is not None:
-                files[extractor[1].format(name=resource.name)] = content
+                files[extractor[1](resource)] = content
     return files
 
 

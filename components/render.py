@@ -25,3 +25,8 @@ def environment() -> jinja2.Environment:
 
 def render(template: str, **context: Any) -> str:
     return environment().get_template(template).render(**context)
+
+
+def static(name: str) -> str:
+    """A file under templates/ installed as it is (scripts with `${#...}` are not jinja)."""
+    return (TEMPLATES / name).read_text(encoding="utf-8")

@@ -65,3 +65,23 @@ def run_spec(spec: dict, stack: str = "test"):
 @pytest.fixture
 def plan_spec():
     return run_spec
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def moto_endpoint():
+    """moto's server on loopback (EC2, S3, Secrets Manager), for scripts run as subprocesses."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()

@@ -59,7 +59,13 @@ def test_out_writes_plan_json_and_rendered_files(tmp_path):
     run = aicluster("plan", "--stack", "aws-p5-slurm", "--out", str(tmp_path))
     assert run.returncode == 0, run.stderr
     plan = json.loads((tmp_path / "plan.json").read_text())
-    assert plan["files"] == ["user-data/p5-train-gpu-template.yaml"]
+    assert {"user-data/p5-train-gpu-template.yaml", "user-data/p5-train-slurm-head.yaml", "slurm/slurm.conf",
+            "slurm/gres.conf", "slurm/cgroup.conf", "slurm/topology.conf", "aicluster/cluster.json",
+            "manifest.json"} <= set(plan["files"])
+    for name in plan["files"]:
+        assert (tmp_path / name).is_file(), name
+    slurm_conf = (tmp_path / "slurm" / "slurm.conf").read_text()
+    assert "PartitionName=gpu Nodes=gpu-[1-16]" in slurm_conf and "Gres=gpu:h100:8" in slurm_conf
     user_data = (tmp_path / "user-data" / "p5-train-gpu-template.yaml").read_text()
     assert user_data.startswith("#cloud-config")
     assert yaml.safe_load(user_data)["write_files"]

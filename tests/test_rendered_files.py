@@ -28,6 +28,8 @@ def test_user_data_passes_cloud_init_schema(rendered, tmp_path):
     cloud_init = require("cloud-init")
     for stack, files in rendered.items():
         for name, content in files.items():
+            if not name.startswith("user-data/"):
+                continue
             path = tmp_path / name.replace("/", "_")
             path.write_text(content)
             run = subprocess.run([cloud_init, "schema", "--config-file", str(path)], capture_output=True, text=True)
@@ -39,6 +41,14 @@ def test_embedded_scripts_pass_shellcheck(rendered, tmp_path):
     checked = 0
     for stack, files in rendered.items():
         for name, content in files.items():
+            if name.startswith("bin/") and content.startswith("#!/bin/bash"):
+                path = tmp_path / f"{stack}-{name.replace('/', '-')}"
+                path.write_text(content)
+                run = subprocess.run([shellcheck, "--severity=style", str(path)], capture_output=True, text=True)
+                assert run.returncode == 0, f"{stack} {name}:\n{run.stdout}"
+                checked += 1
+            if not name.startswith("user-data/"):
+                continue
             for entry in yaml.safe_load(content).get("write_files", []):
                 if entry["content"].startswith("#!/bin/bash"):
                     path = tmp_path / f"{stack}-{entry['path'].rsplit('/', 1)[-1]}.sh"
@@ -72,3 +82,14 @@ def test_mount_script_runs_and_is_idempotent(tmp_path):
     assert (tree / "etc" / "fstab").read_text().splitlines() == [mount.fstab_line()]
     assert (tree / "fsx").is_dir()
     assert calls.read_text().splitlines() == ["mount /fsx", "mount /fsx"]
+
+
+def test_published_python_programs_compile(rendered):
+    """The head node runs these with its system python3: they must at least compile."""
+    compiled = 0
+    for stack, files in rendered.items():
+        for name, content in files.items():
+            if content.startswith("#!") and "python3" in content.splitlines()[0]:
+                compile(content, f"{stack}:{name}", "exec")
+                compiled += 1
+    assert compiled >= 2 * len([s for s in STACK_NAMES])

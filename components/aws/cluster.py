@@ -1,7 +1,9 @@
-"""The AWS cluster: network, node identity, filesystems, then one GpuPool per pool.
+"""The AWS cluster: network, node identity, filesystems, the Slurm controller, then one GpuPool
+per pool, then the Slurm configuration that follows the pools.
 
-Order matters only through data: pools consume the filesystems' mounts (for their user data);
-filesystems consume nothing from pools, so scaling or adding pools never touches storage.
+Order matters only through data: pools consume the filesystems' mounts and the controller's
+address (for their user data); filesystems and the controller consume nothing from pools, so
+scaling or adding pools never touches storage or the head node.
 """
 from __future__ import annotations
 
@@ -9,18 +11,33 @@ import pulumi
 
 from ..design import ClusterDesign
 from ..mounts import Mount
-from ..render import render
+from ..render import render, static
 from .gpu_pool import GpuPool, GpuPoolArgs
 from .iam import NodeIdentity, NodeIdentityArgs
 from .network import Network, NetworkArgs
+from .slurm import (NODE_TAG, SlurmConfiguration, SlurmConfigurationArgs, SlurmController, SlurmControllerArgs)
 from .storage import LustreFilesystem, LustreFilesystemArgs
 
+SLURMCTLD_PORT = 6817
 
-def compute_user_data(design: ClusterDesign, pool_name: str, mounts: list[Mount]) -> str:
+
+def compute_user_data(design: ClusterDesign, pool_name: str, mounts: list[Mount],
+                      controller_addr: str | None = None, munge_secret: str | None = None) -> str:
     pool = design.pool(pool_name)
-    script = render("scripts/mount-storage.sh.j2", mounts=mounts)
-    return render("cloud-init/compute.yaml.j2", cluster=design.name, pool=pool.name,
-                  fabric_devices=pool.efa_devices, mount_script=script)
+    slurm = None
+    if controller_addr:
+        slurm = {
+            "controller": f"{controller_addr}:{SLURMCTLD_PORT}",
+            "munge_secret": munge_secret,
+            "node_tag": NODE_TAG,
+            "secret_script": static("scripts/aicluster-secret.py"),
+            "bootstrap_script": static("scripts/aicluster-node-bootstrap"),
+            "healthcheck_script": static("scripts/aicluster-gpu-healthcheck"),
+        }
+    gpus = pool.instance.accelerator_count if pool.instance.accelerator.kind == "gpu" else 0
+    return render("cloud-init/compute.yaml.j2", cluster=design.name, pool=pool.name, gpus=gpus,
+                  fabric_devices=pool.efa_devices, gpudirect_rdma=bool(pool.instance.gpudirect_rdma),
+                  mount_script=render("scripts/mount-storage.sh.j2", mounts=mounts), slurm=slurm)
 
 
 def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
@@ -33,17 +50,37 @@ def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
         for fs in design.storage
     ]
     mounts = pulumi.Output.all(*[fs.mount for fs in filesystems]) if filesystems else pulumi.Output.from_input([])
+
+    controller = None
+    if design.slurm:
+        controller = SlurmController(f"{design.name}-slurm", SlurmControllerArgs(
+            cluster=design, vpc_id=network.vpc_id, subnet_id=network.subnet_id,
+            public_subnet_id=network.public_subnet_id,
+            nodes_security_group_id=network.nodes_security_group_id,
+            compute_role_name=nodes.role_name, mounts=mounts))
+        node_inputs = pulumi.Output.all(mounts, controller.controller_addr, controller.munge_secret_arn)
+    else:
+        node_inputs = pulumi.Output.all(mounts, None, None)
+
     pools = {
         pool.name: GpuPool(f"{design.name}-{pool.name}", GpuPoolArgs(
             cluster=design, pool=pool, subnet_id=network.subnet_id,
             security_group_ids=[network.nodes_security_group_id],
             instance_profile_arn=nodes.instance_profile_arn,
-            user_data=mounts.apply(lambda ms, p=pool.name: compute_user_data(design, p, list(ms)))))
+            user_data=node_inputs.apply(
+                lambda a, p=pool.name: compute_user_data(design, p, list(a[0]), a[1], a[2]))))
         for pool in design.pools
     }
-    return {
+    outputs = {
         "vpc_id": network.vpc_id,
         "subnet_id": network.subnet_id,
         "launch_templates": {name: p.launch_template_id for name, p in pools.items()},
         "filesystems": {fs.name: f.file_system_id for fs, f in zip(design.storage, filesystems)},
     }
+    if controller:
+        SlurmConfiguration(f"{design.name}-slurm-config", SlurmConfigurationArgs(
+            cluster=design, controller=controller, compute_role_arn=nodes.role_arn, pools=pools,
+            subnet_id=network.subnet_id))
+        outputs["slurm_controller"] = controller.controller_addr
+        outputs["slurm_config_bucket"] = controller.bucket_name
+    return outputs

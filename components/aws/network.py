@@ -28,6 +28,7 @@ class NetworkArgs:
 class Network(pulumi.ComponentResource):
     vpc_id: pulumi.Output[str]
     subnet_id: pulumi.Output[str]
+    public_subnet_id: pulumi.Output[str] | None   # None with an existing network
     nodes_security_group_id: pulumi.Output[str]
     storage_security_group_id: pulumi.Output[str]
 
@@ -38,10 +39,11 @@ class Network(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
 
         if net.create_vpc:
-            self.vpc_id, self.subnet_id = self._create_vpc(name, design, tags, child)
+            self.vpc_id, self.subnet_id, self.public_subnet_id = self._create_vpc(name, design, tags, child)
         else:
             self.vpc_id = pulumi.Output.from_input(net.existing_vpc_id)
             self.subnet_id = pulumi.Output.from_input(net.existing_subnet_id)
+            self.public_subnet_id = None
 
         storage_sg = aws.ec2.SecurityGroup(
             f"{name}-storage",
@@ -137,4 +139,4 @@ class Network(pulumi.ComponentResource):
         # Checkpoints and datasets move to and from S3 without NAT charges or NAT bandwidth limits.
         aws.ec2.VpcEndpoint(f"{name}-s3", vpc_id=vpc.id, service_name=f"com.amazonaws.{design.region}.s3",
                             vpc_endpoint_type="Gateway", route_table_ids=[private_rt.id], tags=tags, opts=child)
-        return vpc.id, private.id
+        return vpc.id, private.id, public.id

@@ -57,6 +57,10 @@ def test_node_role_is_least_privilege(plan_spec, base_spec):
     plan = plan_spec(base_spec)
     role = plan.named("demo-compute-role", "aws:iam/role:Role").inputs
     assert '"Service": "ec2.amazonaws.com"' in role["assumeRolePolicy"]
-    attachments = [r.inputs["policyArn"] for r in plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")]
+    compute = plan.named("demo-compute-role", "aws:iam/role:Role")
+    attachments = [r.inputs["policyArn"] for r in plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+                   if r.inputs["role"] == compute.outputs["name"]]
     assert attachments == ["arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"]
-    assert plan.of_type("aws:iam/rolePolicy:RolePolicy") == []
+    # The only inline policy compute nodes get: reading the munge key (tests/aws/test_slurm_controller.py).
+    inline = [r.name for r in plan.of_type("aws:iam/rolePolicy:RolePolicy") if r.inputs["role"] == compute.outputs["name"]]
+    assert inline == ["demo-slurm-compute-munge"]

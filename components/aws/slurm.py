@@ -1,0 +1,316 @@
+"""Slurm on AWS, in two components:
+
+- aicluster:aws:SlurmController: the munge key in Secrets Manager, the configuration bucket, the
+  head node (role, security group, instance). Its inputs never depend on pools, node counts, the
+  idle time or accounting, so routine edits never stop or replace it (ParallelCluster #6743).
+- aicluster:aws:SlurmConfiguration: everything that follows the pools: the rendered Slurm files
+  and cluster.json published to the bucket with a manifest (the head's aicluster-sync timer pulls
+  them and runs `scontrol reconfigure`), and the head's EC2 permissions scoped to the pools'
+  launch templates.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_random as random
+
+from ..catalog import load_catalog
+from ..design import ClusterDesign
+from ..mounts import Mount
+from ..render import render, static
+from ..slurm_config import SlurmRuntime, render_slurm_configs
+from .iam import ec2_assume_role_policy, partition
+
+NODE_TAG = "aicluster-node"
+CLUSTER_TAG = "aicluster-cluster"
+POOL_TAG = "aicluster-pool"
+CONFIG_PREFIX = "head/"
+BIN = "/opt/aicluster/bin"
+
+
+def head_hostname(design: ClusterDesign) -> str:
+    return f"{design.name}-head"
+
+
+def secret_prefix(design: ClusterDesign) -> str:
+    """Every secret of the cluster lives under this name, so IAM can scope reads to it."""
+    return f"aicluster/{design.name}/"
+
+
+@dataclass(frozen=True)
+class SlurmControllerArgs:
+    cluster: ClusterDesign
+    vpc_id: pulumi.Input[str]
+    subnet_id: pulumi.Input[str]                 # private cluster subnet
+    public_subnet_id: pulumi.Input[str] | None   # only for head_node.public_ip
+    nodes_security_group_id: pulumi.Input[str]
+    compute_role_name: pulumi.Input[str]
+    mounts: pulumi.Input[list]                   # list[Mount]
+
+
+class SlurmController(pulumi.ComponentResource):
+    controller_addr: pulumi.Output[str]
+    munge_secret_arn: pulumi.Output[str]
+    bucket_name: pulumi.Output[str]
+    bucket_arn: pulumi.Output[str]
+    role_name: pulumi.Output[str]
+    role_arn: pulumi.Output[str]
+    accounting_secret_arn: pulumi.Output[str] | None
+
+    def __init__(self, name: str, args: SlurmControllerArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aicluster:aws:SlurmController", name, None, opts)
+        design = args.cluster
+        slurm = design.slurm
+        assert slurm is not None
+        child = pulumi.ResourceOptions(parent=self)
+        # Secrets and controller state: protected and kept (DESIGN.md, stateful resources).
+        stateful = pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True)
+        head_tags = design.labels("head")
+
+        # The munge key: 1 KiB of randomness, stored base64 in Secrets Manager, secret in Pulumi.
+        munge_bytes = random.RandomBytes(f"{name}-munge-bytes", length=1024, opts=stateful)
+        munge = aws.secretsmanager.Secret(
+            f"{name}-munge", name=f"{secret_prefix(design)}munge-key",
+            description=f"aicluster {design.name}: munge key shared by every Slurm node",
+            recovery_window_in_days=7, tags=head_tags, opts=stateful)
+        aws.secretsmanager.SecretVersion(f"{name}-munge-value", secret_id=munge.id,
+                                         secret_string=munge_bytes.base64, opts=stateful)
+        self.munge_secret_arn = munge.arn
+
+        # The accounting password exists only once accounting is on; its name is under the
+        # cluster's prefix, so the head's permissions do not change when it appears.
+        self.accounting_secret_arn = None
+        if slurm.accounting:
+            password = random.RandomPassword(f"{name}-slurmdbd-password", length=40, special=False, opts=stateful)
+            db_secret = aws.secretsmanager.Secret(
+                f"{name}-slurmdbd", name=f"{secret_prefix(design)}slurmdbd-password",
+                description=f"aicluster {design.name}: slurmdbd database password",
+                recovery_window_in_days=7, tags=head_tags, opts=stateful)
+            aws.secretsmanager.SecretVersion(f"{name}-slurmdbd-value", secret_id=db_secret.id,
+                                             secret_string=password.result, opts=stateful)
+            self.accounting_secret_arn = db_secret.arn
+
+        bucket = aws.s3.Bucket(f"{name}-config", force_destroy=True, tags=head_tags, opts=child)
+        aws.s3.BucketPublicAccessBlock(f"{name}-config-private", bucket=bucket.id, block_public_acls=True,
+                                       block_public_policy=True, ignore_public_acls=True,
+                                       restrict_public_buckets=True, opts=child)
+        aws.s3.BucketServerSideEncryptionConfiguration(
+            f"{name}-config-encryption", bucket=bucket.id,
+            rules=[aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
+                apply_server_side_encryption_by_default=aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
+                    sse_algorithm="AES256"))],
+            opts=child)
+        aws.s3.BucketVersioning(f"{name}-config-versions", bucket=bucket.id,
+                                versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(
+                                    status="Enabled"),
+                                opts=child)
+        self.bucket_name, self.bucket_arn = bucket.bucket, bucket.arn
+
+        # Compute nodes may read the munge key and nothing else of the cluster's secrets.
+        aws.iam.RolePolicy(f"{name}-compute-munge", role=args.compute_role_name,
+                           policy=munge.arn.apply(lambda arn: json.dumps({
+                               "Version": "2012-10-17",
+                               "Statement": [{"Sid": "ReadMungeKey", "Effect": "Allow",
+                                              "Action": "secretsmanager:GetSecretValue", "Resource": arn}]})),
+                           opts=child)
+
+        role = aws.iam.Role(f"{name}-head-role", description=f"aicluster {design.name}: Slurm head node",
+                            assume_role_policy=ec2_assume_role_policy(design.region), tags=head_tags, opts=child)
+        aws.iam.RolePolicyAttachment(
+            f"{name}-head-ssm", role=role.name,
+            policy_arn=f"arn:{partition(design.region)}:iam::aws:policy/AmazonSSMManagedInstanceCore", opts=child)
+        aws.iam.RolePolicy(f"{name}-head-read", role=role.name,
+                           policy=pulumi.Output.all(role.arn, bucket.arn).apply(
+                               lambda a: json.dumps(head_read_policy(design, account_of(a[0]), a[1]))),
+                           opts=child)
+        profile = aws.iam.InstanceProfile(f"{name}-head-profile", role=role.name, tags=head_tags, opts=child)
+        self.role_name, self.role_arn = role.name, role.arn
+
+        ssh_rules = [aws.ec2.SecurityGroupIngressArgs(protocol="tcp", from_port=22, to_port=22, cidr_blocks=[cidr],
+                                                      description="SSH (network.ssh_ingress_cidrs)")
+                     for cidr in design.network.ssh_ingress_cidrs]
+        head_sg = aws.ec2.SecurityGroup(
+            f"{name}-head", description=f"aicluster {design.name}: head node (SSH only from the spec's CIDRs)",
+            vpc_id=args.vpc_id, ingress=ssh_rules, tags=head_tags, opts=child)
+
+        image = load_catalog().images["head"]
+        user_data = pulumi.Output.all(bucket.bucket, munge.arn, args.mounts).apply(
+            lambda a: head_user_data(design, bucket=a[0], munge_secret=a[1], mounts=list(a[2])))
+        public = slurm.head_public_ip and args.public_subnet_id is not None
+        head = aws.ec2.Instance(
+            f"{name}-head",
+            ami=f"resolve:ssm:{image['ssm_parameter']}",
+            instance_type=slurm.head_instance_type,
+            subnet_id=args.public_subnet_id if public else args.subnet_id,
+            vpc_security_group_ids=[args.nodes_security_group_id, head_sg.id],
+            associate_public_ip_address=public,
+            iam_instance_profile=profile.name,
+            metadata_options=aws.ec2.InstanceMetadataOptionsArgs(
+                http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1),
+            root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
+                volume_size=slurm.head_root_volume_gib, volume_type="gp3", encrypted=True,
+                delete_on_termination=False),   # slurmctld state survives an accidental termination
+            user_data=user_data,
+            disable_api_termination=True,
+            tags={**head_tags, "Name": head_hostname(design)},
+            volume_tags=head_tags,
+            # EC2 reports the resolved AMI id, never the "resolve:ssm:" string it was given: without
+            # this, every `pulumi up` after a new Ubuntu release would replace the head node.
+            opts=pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True, ignore_changes=["ami"]),
+        )
+        self.controller_addr = head.private_ip
+        self.register_outputs({"controller_addr": head.private_ip, "bucket": bucket.bucket,
+                               "munge_secret_arn": munge.arn})
+
+
+def account_of(arn: str) -> str:
+    return arn.split(":")[4]
+
+
+def head_read_policy(design: ClusterDesign, account: str, bucket_arn: str) -> dict:
+    """What the head reads: its published files and the cluster's own secrets, nothing else."""
+    part = partition(design.region)
+    return {"Version": "2012-10-17", "Statement": [
+        {"Sid": "ReadPublishedConfiguration", "Effect": "Allow", "Action": "s3:GetObject",
+         "Resource": f"{bucket_arn}/{CONFIG_PREFIX}*"},
+        {"Sid": "ListPublishedConfiguration", "Effect": "Allow", "Action": "s3:ListBucket",
+         "Resource": bucket_arn, "Condition": {"StringLike": {"s3:prefix": [f"{CONFIG_PREFIX}*"]}}},
+        {"Sid": "ReadClusterSecrets", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
+         "Resource": f"arn:{part}:secretsmanager:{design.region}:{account}:secret:{secret_prefix(design)}*"},
+    ]}
+
+
+def head_fleet_policy(design: ClusterDesign, account: str, launch_template_ids: list[str],
+                      compute_role_arn: str) -> dict:
+    """Launch from this cluster's launch templates only, tag what it launches, terminate only
+    instances tagged for this cluster (the resume and suspend programs)."""
+    part, region = partition(design.region), design.region
+    ec2 = f"arn:{part}:ec2:{region}:{account}"
+    tagged_request = {"StringEquals": {f"aws:RequestTag/{CLUSTER_TAG}": design.name}}
+    tagged_resource = {"StringEquals": {f"aws:ResourceTag/{CLUSTER_TAG}": design.name}}
+    return {"Version": "2012-10-17", "Statement": [
+        {"Sid": "LaunchFromClusterTemplates", "Effect": "Allow",
+         "Action": ["ec2:CreateFleet", "ec2:RunInstances"],
+         "Resource": [f"{ec2}:launch-template/{lt}" for lt in launch_template_ids]},
+        {"Sid": "CreateTaggedInstances", "Effect": "Allow",
+         "Action": ["ec2:CreateFleet", "ec2:RunInstances"],
+         "Resource": [f"{ec2}:instance/*", f"{ec2}:fleet/*"],
+         "Condition": tagged_request},
+        # Volumes and interfaces come only with an instance (which must carry the cluster tag);
+        # their tags come from the launch template, which a request-tag condition may not see.
+        {"Sid": "LaunchIntoClusterNetwork", "Effect": "Allow",
+         "Action": ["ec2:CreateFleet", "ec2:RunInstances"],
+         "Resource": [f"{ec2}:volume/*", f"{ec2}:network-interface/*", f"{ec2}:subnet/*",
+                      f"{ec2}:security-group/*", f"arn:{part}:ec2:{region}::image/*",
+                      f"{ec2}:placement-group/*", f"{ec2}:capacity-reservation/*"]},
+        {"Sid": "TagAtLaunch", "Effect": "Allow", "Action": "ec2:CreateTags",
+         "Resource": [f"{ec2}:instance/*", f"{ec2}:volume/*", f"{ec2}:network-interface/*", f"{ec2}:fleet/*"],
+         "Condition": {"StringEquals": {"ec2:CreateAction": ["CreateFleet", "RunInstances"]}}},
+        {"Sid": "NameClusterInstances", "Effect": "Allow", "Action": "ec2:CreateTags",
+         "Resource": f"{ec2}:instance/*", "Condition": tagged_resource},
+        {"Sid": "TerminateClusterInstances", "Effect": "Allow", "Action": "ec2:TerminateInstances",
+         "Resource": f"{ec2}:instance/*", "Condition": tagged_resource},
+        {"Sid": "Describe", "Effect": "Allow",   # EC2 Describe calls cannot be scoped to resources
+         "Action": ["ec2:DescribeInstances", "ec2:DescribeInstanceStatus", "ec2:DescribeLaunchTemplates",
+                    "ec2:DescribeLaunchTemplateVersions", "ec2:DescribeCapacityReservations"],
+         "Resource": "*"},
+        {"Sid": "PassComputeRole", "Effect": "Allow", "Action": "iam:PassRole", "Resource": compute_role_arn,
+         "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}},
+    ]}
+
+
+def head_user_data(design: ClusterDesign, *, bucket: str, munge_secret: str, mounts: list[Mount]) -> str:
+    return render("cloud-init/head.yaml.j2", cluster=design.name, bucket=bucket, prefix=CONFIG_PREFIX,
+                  region=design.region, munge_secret=munge_secret,
+                  secret_script=static("scripts/aicluster-secret.py"),
+                  sync_script=static("scripts/aicluster-sync.py"),
+                  mount_script=render("scripts/mount-storage.sh.j2", mounts=mounts))
+
+
+@dataclass(frozen=True)
+class SlurmConfigurationArgs:
+    cluster: ClusterDesign
+    controller: SlurmController
+    compute_role_arn: pulumi.Input[str]
+    pools: dict                                   # pool name -> GpuPool
+    subnet_id: pulumi.Input[str]
+
+
+class SlurmConfiguration(pulumi.ComponentResource):
+    def __init__(self, name: str, args: SlurmConfigurationArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aicluster:aws:SlurmConfiguration", name, None, opts)
+        design, controller = args.cluster, args.controller
+        child = pulumi.ResourceOptions(parent=self)
+        names = list(args.pools)
+        pool_facts = pulumi.Output.all(
+            *[args.pools[n].launch_template_id for n in names],
+            *[args.pools[n].placement_group_name or "" for n in names],
+        )
+        files = pulumi.Output.all(controller.controller_addr, args.subnet_id, pool_facts,
+                                  controller.accounting_secret_arn or "").apply(
+            lambda a: published_files(design, controller_addr=a[0], subnet_id=a[1],
+                                      launch_templates=dict(zip(names, a[2][:len(names)])),
+                                      placement_groups=dict(zip(names, a[2][len(names):])),
+                                      accounting_secret=a[3] or None))
+        for key in PUBLISHED_KEYS:
+            aws.s3.BucketObjectv2(f"{name}-{key.replace('/', '-').replace('.', '-')}",
+                                  bucket=controller.bucket_name, key=CONFIG_PREFIX + key,
+                                  content=files.apply(lambda f, k=key: f[k]),
+                                  server_side_encryption="AES256", opts=child)
+        aws.iam.RolePolicy(
+            f"{name}-head-fleet", role=controller.role_name,
+            policy=pulumi.Output.all(controller.role_arn, args.compute_role_arn,
+                                     *[args.pools[n].launch_template_id for n in names]).apply(
+                lambda a: json.dumps(head_fleet_policy(design, account_of(a[0]), list(a[2:]), a[1]))),
+            opts=child)
+        self.register_outputs({})
+
+
+# The published files: S3 key (under CONFIG_PREFIX) -> where aicluster-sync installs it.
+_SLURM_FILES = ("slurm.conf", "gres.conf", "cgroup.conf", "topology.conf")
+_SCRIPTS = {"aicluster-power.py": "scripts/aicluster-power.py", "aicluster-secret": "scripts/aicluster-secret.py",
+            "aicluster-accounting": "scripts/aicluster-accounting"}
+PUBLISHED_KEYS = (*[f"slurm/{f}" for f in _SLURM_FILES], "aicluster/cluster.json", "aicluster/accounting.json",
+                  *[f"bin/{s}" for s in _SCRIPTS], "manifest.json")
+
+
+def published_files(design: ClusterDesign, *, controller_addr: str, subnet_id: str, launch_templates: dict,
+                    placement_groups: dict, accounting_secret: str | None) -> dict[str, str]:
+    # Pid files where Ubuntu's slurm units expect them (/run/slurmctld.pid, /run/slurmd.pid).
+    runtime = SlurmRuntime(controller_host=head_hostname(design), controller_addr=controller_addr, run_dir="/run",
+                           accounting_host=head_hostname(design) if design.slurm.accounting else None)
+    configs = render_slurm_configs(design, runtime)
+    cluster = {
+        "cluster": design.name, "region": design.region,
+        "cluster_tag": CLUSTER_TAG, "node_tag": NODE_TAG, "pool_tag": POOL_TAG,
+        "pools": {p.name: {
+            "launch_template_id": launch_templates[p.name], "instance_type": p.instance.name,
+            "subnet_id": subnet_id, "placement_group": placement_groups[p.name] or None,
+            "capacity": p.capacity.type, "reservation_id": p.capacity.reservation_id,
+            "min_nodes": p.min_nodes, "max_nodes": p.max_nodes,
+        } for p in design.pools},
+        "log_file": "/var/log/aicluster/power.log",
+    }
+    accounting = {"enabled": design.slurm.accounting, "password_secret": accounting_secret}
+    files = {f"slurm/{f}": configs[f] for f in _SLURM_FILES}
+    files["aicluster/cluster.json"] = json.dumps(cluster, indent=2, sort_keys=True) + "\n"
+    files["aicluster/accounting.json"] = json.dumps(accounting, indent=2, sort_keys=True) + "\n"
+    files |= {f"bin/{name}": static(path) for name, path in _SCRIPTS.items()}
+    manifest = {
+        "files": [
+            *[{"key": f"slurm/{f}", "path": f"{runtime.conf_dir}/{f}", "mode": "0644", "reconfigure": True}
+              for f in _SLURM_FILES],
+            {"key": "aicluster/cluster.json", "path": "/etc/aicluster/cluster.json", "mode": "0644"},
+            *[{"key": f"bin/{name}", "path": f"{BIN}/{name}", "mode": "0755"} for name in _SCRIPTS],
+            # After the scripts, so the set-up it asks for is installed.
+            {"key": "aicluster/accounting.json", "path": "/etc/aicluster/accounting.json", "mode": "0644",
+             "run": [f"{BIN}/aicluster-accounting"]},
+        ],
+        "links": [{"path": f"{BIN}/{link}", "target": "aicluster-power.py"}
+                  for link in ("aicluster-resume", "aicluster-suspend", "aicluster-resume-fail")],
+    }
+    files["manifest.json"] = json.dumps(manifest, indent=2) + "\n"
+    return files

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Keep the head node's Slurm configuration in step with the cluster (slurm-gcp's slurmsync
+pattern). aicluster publishes every rendered file to S3 with a manifest; this script, run at boot
+and by a systemd timer, pulls what changed, installs it and runs `scontrol reconfigure`.
+
+So adding a pool, resizing one or changing the idle time never touches the head node's own
+inputs: its user data only knows where the manifest lives.
+
+    aicluster-sync [--bootstrap]     # --bootstrap: first run at boot, slurmctld not started yet
+
+Settings: /etc/aicluster/sync.json {"bucket", "prefix", "region"}. For tests: AICLUSTER_ROOT
+prefixes every local path; AICLUSTER_SCONTROL / AICLUSTER_SYSTEMCTL replace those commands.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import boto3
+
+ROOT = os.environ.get("AICLUSTER_ROOT", "")
+SCONTROL = os.environ.get("AICLUSTER_SCONTROL", "scontrol")
+SYSTEMCTL = os.environ.get("AICLUSTER_SYSTEMCTL", "systemctl")
+
+
+def local(path: str) -> str:
+    return ROOT + path
+
+
+def log(message: str) -> None:
+    print(f"aicluster-sync: {message}", file=sys.stderr, flush=True)
+
+
+def write_if_changed(path: str, data: bytes, mode: int) -> bool:
+    target = local(path)
+    try:
+        with open(target, "rb") as fh:
+            if fh.read() == data and (os.stat(target).st_mode & 0o7777) == mode:
+                return False
+    except FileNotFoundError:
+        pass
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".aicluster-sync-")
+    os.fchmod(fd, mode)
+    os.write(fd, data)
+    os.close(fd)
+    os.replace(tmp, target)
+    return True
+
+
+def ensure_link(path: str, target: str) -> bool:
+    link = local(path)
+    if os.path.islink(link) and os.readlink(link) == target:
+        return False
+    os.makedirs(os.path.dirname(link), exist_ok=True)
+    if os.path.lexists(link):
+        os.unlink(link)
+    os.symlink(target, link)
+    return True
+
+
+def sync(s3, bucket: str, prefix: str) -> list[dict]:
+    """Install every file of the manifest that differs; return the entries that changed."""
+    manifest = json.loads(s3.get_object(Bucket=bucket, Key=prefix + "manifest.json")["Body"].read())
+    changed = []
+    for entry in manifest["files"]:
+        data = s3.get_object(Bucket=bucket, Key=prefix + entry["key"])["Body"].read()
+        if write_if_changed(entry["path"], data, int(entry.get("mode", "0644"), 8)):
+            log(f"updated {entry['path']}")
+            changed.append(entry)
+    for link in manifest.get("links", []):
+        if ensure_link(link["path"], link["target"]):
+            log(f"linked {link['path']} -> {link['target']}")
+    return changed
+
+
+def slurmctld_active() -> bool:
+    return subprocess.run([SYSTEMCTL, "is-active", "--quiet", "slurmctld"], check=False).returncode == 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="aicluster-sync")
+    parser.add_argument("--bootstrap", action="store_true")
+    args = parser.parse_args(argv)
+    with open(local("/etc/aicluster/sync.json"), encoding="utf-8") as fh:
+        settings = json.load(fh)
+    s3 = boto3.client("s3", region_name=settings["region"])
+    changed = sync(s3, settings["bucket"], settings["prefix"])
+    # Set-up steps a file asks for (e.g. accounting) run before slurmctld rereads its config.
+    for entry in changed:
+        if entry.get("run"):
+            log(f"running {' '.join(entry['run'])}")
+            subprocess.run([local(entry["run"][0]), *entry["run"][1:]], check=True)
+    if any(entry.get("reconfigure") for entry in changed) and not args.bootstrap and slurmctld_active():
+        subprocess.run([SCONTROL, "reconfigure"], check=True)
+        log("scontrol reconfigure")
+    for entry in changed:
+        for unit in entry.get("restart", []):
+            subprocess.run([SYSTEMCTL, "try-restart", unit], check=False)
+    if not changed:
+        log("up to date")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

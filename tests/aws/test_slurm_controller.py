@@ -1,0 +1,166 @@
+"""aicluster:aws:SlurmController / SlurmConfiguration under mocks: the head node, the munge
+secret, the published configuration and the head's least-privilege IAM."""
+from __future__ import annotations
+
+import base64
+import copy
+import json
+
+import pytest
+
+from components.offline.capture import Secret, reveal
+
+INSTANCE = "aws:ec2/instance:Instance"
+OBJECT = "aws:s3/bucketObjectv2:BucketObjectv2"
+POLICY = "aws:iam/rolePolicy:RolePolicy"
+
+
+def head(plan):
+    (instance,) = [r for r in plan.of_type(INSTANCE) if r.name.endswith("-head")]
+    return instance
+
+
+def published(plan) -> dict[str, str]:
+    return {r.inputs["key"]: reveal(r.inputs["content"]) for r in plan.of_type(OBJECT)}
+
+
+def policy(plan, suffix):
+    (found,) = [r for r in plan.of_type(POLICY) if r.name.endswith(suffix)]
+    return json.loads(found.inputs["policy"])
+
+
+def test_head_node_is_private_imdsv2_encrypted_and_protected(plan_spec, base_spec):
+    plan = plan_spec(base_spec)
+    node = head(plan)
+    i = node.inputs
+    assert i["instanceType"] == "m7i.2xlarge"
+    assert i["ami"].startswith("resolve:ssm:/aws/service/canonical/ubuntu/server/24.04/")
+    assert i["associatePublicIpAddress"] is False
+    assert i["subnetId"] == plan.named("demo-network-private", "aws:ec2/subnet:Subnet").id
+    assert i["metadataOptions"]["httpTokens"] == "required"
+    assert i["rootBlockDevice"]["encrypted"] is True
+    assert "networkInterfaces" not in i  # no EFA on the head node
+    assert node.protect and node.retain_on_delete
+    assert "ami" in node.ignore_changes
+    head_sg = plan.named("demo-slurm-head", "aws:ec2/securityGroup:SecurityGroup")
+    assert head_sg.inputs.get("ingress", []) == []  # no SSH unless asked for
+    assert head_sg.id in i["vpcSecurityGroupIds"]
+
+
+def test_ssh_only_from_the_spec_cidrs(plan_spec, base_spec):
+    base_spec["network"] = {"ssh_ingress_cidrs": ["203.0.113.0/24"]}
+    plan = plan_spec(base_spec)
+    (rule,) = plan.named("demo-slurm-head", "aws:ec2/securityGroup:SecurityGroup").inputs["ingress"]
+    assert (rule["fromPort"], rule["toPort"], rule["cidrBlocks"]) == (22, 22, ["203.0.113.0/24"])
+
+
+def test_public_head_goes_to_the_public_subnet(plan_spec, base_spec):
+    base_spec["slurm"] = {"head_node": {"public_ip": True}}
+    plan = plan_spec(base_spec)
+    i = head(plan).inputs
+    assert i["associatePublicIpAddress"] is True
+    assert i["subnetId"] == plan.named("demo-network-public", "aws:ec2/subnet:Subnet").id
+
+
+def test_munge_key_is_a_protected_secret(plan_spec, base_spec):
+    plan = plan_spec(base_spec)
+    secret = plan.named("demo-slurm-munge", "aws:secretsmanager/secret:Secret")
+    assert secret.inputs["name"] == "aicluster/demo/munge-key"
+    version = plan.named("demo-slurm-munge-value", "aws:secretsmanager/secretVersion:SecretVersion")
+    assert isinstance(version.inputs["secretString"], Secret)
+    assert len(base64.b64decode(reveal(version.inputs["secretString"]))) == 1024
+    for resource in (secret, version, plan.named("demo-slurm-munge-bytes")):
+        assert resource.protect and resource.retain_on_delete
+
+
+def test_no_secret_value_in_any_rendered_file_or_output(plan_spec, base_spec):
+    from components.planner import rendered_files
+
+    base_spec["slurm"] = {"accounting": True}
+    plan = plan_spec(base_spec)
+    secrets = [reveal(v) for r in plan.resources for v in {**r.inputs, **r.outputs}.values() if isinstance(v, Secret)]
+    assert len(secrets) >= 2  # munge key and database password
+    texts = list(rendered_files(plan).values()) + [json.dumps(plan.to_json())]
+    for secret in secrets:
+        for text in texts:
+            assert str(secret) not in text
+
+
+def test_published_slurm_conf_has_the_pool(plan_spec, base_spec):
+    plan = plan_spec(base_spec)
+    files = published(plan)
+    conf = files["head/slurm/slurm.conf"]
+    assert "PartitionName=gpu Nodes=gpu-[1-16]" in conf
+    assert "Gres=gpu:h100:8" in conf
+    addr = head(plan).outputs["privateIp"]
+    assert f"SlurmctldHost=demo-head({addr})" in conf
+    cluster = json.loads(files["head/aicluster/cluster.json"])
+    lt = plan.named("demo-gpu-template", "aws:ec2/launchTemplate:LaunchTemplate")
+    assert cluster["pools"]["gpu"]["launch_template_id"] == lt.id
+    assert cluster["pools"]["gpu"]["placement_group"] == plan.named("demo-gpu-placement").outputs["name"]
+    manifest = json.loads(files["head/manifest.json"])
+    assert {f"head/{e['key']}" for e in manifest["files"]} | {"head/manifest.json"} == set(files)
+    assert {l["path"] for l in manifest["links"]} == {
+        "/opt/aicluster/bin/aicluster-resume", "/opt/aicluster/bin/aicluster-suspend",
+        "/opt/aicluster/bin/aicluster-resume-fail"}
+
+
+def test_head_fleet_permissions_are_scoped_to_the_cluster(plan_spec, base_spec):
+    base_spec["pools"].append({"name": "b200", "instance_type": "b200", "max_nodes": 2})
+    plan = plan_spec(base_spec)
+    statements = {s["Sid"]: s for s in policy(plan, "-head-fleet")["Statement"]}
+    lt_ids = sorted(r.id for r in plan.of_type("aws:ec2/launchTemplate:LaunchTemplate"))
+    launch = statements["LaunchFromClusterTemplates"]["Resource"]
+    assert sorted(arn.rsplit("/", 1)[1] for arn in launch) == lt_ids
+    terminate = statements["TerminateClusterInstances"]
+    assert terminate["Action"] == "ec2:TerminateInstances"
+    assert terminate["Condition"] == {"StringEquals": {"aws:ResourceTag/aicluster-cluster": "demo"}}
+    assert statements["PassComputeRole"]["Resource"] == plan.named("demo-compute-role").outputs["arn"]
+    read = {s["Sid"]: s for s in policy(plan, "-head-read")["Statement"]}
+    assert read["ReadClusterSecrets"]["Resource"].endswith(":secret:aicluster/demo/*")
+    munge_read = policy(plan, "-compute-munge")["Statement"]
+    assert [s["Resource"] for s in munge_read] == [plan.named("demo-slurm-munge").outputs["arn"]]
+    for document in (policy(plan, "-head-fleet"), policy(plan, "-head-read"), policy(plan, "-compute-munge")):
+        for statement in document["Statement"]:
+            actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+            assert "*" not in actions and not any(a.endswith(":*") for a in actions)
+            if statement["Resource"] == "*":
+                assert all(a.startswith("ec2:Describe") for a in actions), statement
+
+
+def test_compute_user_data_joins_the_controller(plan_spec, base_spec):
+    import yaml
+
+    plan = plan_spec(base_spec)
+    lt = plan.named("demo-gpu-template", "aws:ec2/launchTemplate:LaunchTemplate")
+    doc = yaml.safe_load(base64.b64decode(lt.inputs["userData"]).decode())
+    files = {f["path"]: f["content"] for f in doc["write_files"]}
+    env = files["/etc/aicluster/node.env"]
+    assert f"AICLUSTER_CONTROLLER={head(plan).outputs['privateIp']}:6817" in env
+    assert f"AICLUSTER_MUNGE_SECRET={plan.named('demo-slurm-munge').outputs['arn']}" in env
+    assert "AICLUSTER_GPUS=8" in env and "AICLUSTER_FABRIC_DEVICES=32" in env
+    assert "/opt/aicluster/bin/aicluster-gpu-healthcheck" in files
+    assert "export FI_EFA_USE_DEVICE_RDMA=1" in files["/etc/profile.d/aicluster-nccl.sh"]
+    assert doc["runcmd"][-1] == ["/opt/aicluster/bin/aicluster-node-bootstrap"]
+
+
+ROUTINE_EDITS = {
+    "scale max_nodes": lambda s: s["pools"][0].update(max_nodes=64),
+    "change min_nodes": lambda s: s["pools"][0].update(min_nodes=2),
+    "add a pool": lambda s: s["pools"].append({"name": "b200", "instance_type": "b200", "max_nodes": 4}),
+    "change instance type": lambda s: s["pools"][0].update(instance_type="p5en.48xlarge"),
+    "idle time": lambda s: s.setdefault("slurm", {}).update(suspend_idle_min=45),
+    "enable accounting": lambda s: s.setdefault("slurm", {}).update(accounting=True),
+    "tags on pools' side": lambda s: s["pools"][0].update(capacity="spot"),
+}
+
+
+@pytest.mark.parametrize("edit", list(ROUTINE_EDITS))
+def test_routine_edits_leave_the_head_node_untouched(plan_spec, base_spec, edit):
+    """Same URN, same inputs (user data byte-identical): `pulumi up` neither stops nor replaces it."""
+    before = head(plan_spec(base_spec))
+    changed = copy.deepcopy(base_spec)
+    ROUTINE_EDITS[edit](changed)
+    after = head(plan_spec(changed))
+    assert after.urn == before.urn
+    assert after.inputs == before.inputs
