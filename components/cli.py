@@ -36,6 +36,20 @@ def _parser() -> argparse.ArgumentParser:
                          help="an instance type, alias, TPU generation or FSx deployment type")
     catalog.add_argument("--format", "-f", choices=("text", "json"), default="text")
 
+    check = sub.add_parser("check", help="run the policy pack offline over stacks: exit 1 on a mandatory violation")
+    check.add_argument("file", nargs="?", metavar="FILE",
+                       help="a stack file, a bare spec YAML, or a hand-written Pulumi program (.py)")
+    check.add_argument("--stack", "-s", metavar="NAME", help="a stack in stacks/")
+    check.add_argument("--all", "-a", action="store_true", dest="all_stacks",
+                       help="every stack in stacks/ (the default without FILE or --stack)")
+    check.add_argument("--config", "-c", metavar="FILE",
+                       help="policy config JSON, as for `pulumi preview --policy-pack-config` "
+                            "(default: the pack's own defaults = policies/config/default.json)")
+    check.add_argument("--waivers", "-w", metavar="FILE",
+                       help="waivers YAML/JSON: rule, resource, reason, expires (an expired waiver fails)")
+    check.add_argument("--format", "-f", choices=("text", "markdown", "json", "sarif", "junit", "github"),
+                       default="text")
+
     sub.add_parser("schema", help="print the JSON Schema of the cluster spec (for editors)")
     sub.add_parser("stacks", help="list the stacks in stacks/")
     return parser
@@ -81,6 +95,14 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_check(args: argparse.Namespace) -> int:
+    from .check import render, run_check
+
+    report = run_check(args.file, args.stack, args.all_stacks, args.config, args.waivers)
+    print(render(report, args.format))
+    return report.exit_code
+
+
 def _cmd_catalog(args: argparse.Namespace) -> int:
     from .catalog_view import describe, describe_json, overview
 
@@ -105,7 +127,7 @@ def _cmd_stacks(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-_COMMANDS = {"plan": _cmd_plan, "catalog": _cmd_catalog, "schema": _cmd_schema, "stacks": _cmd_stacks}
+_COMMANDS = {"plan": _cmd_plan, "check": _cmd_check, "catalog": _cmd_catalog, "schema": _cmd_schema, "stacks": _cmd_stacks}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -5,7 +5,9 @@ import os
 from typing import Any
 
 from .balance import report_lines, to_dict
+from .check import verdict_lines
 from .design import ClusterDesign, PoolDesign, StorageDesign
+from .offline.capture import reveal
 from .offline.report import resource_table_markdown, resource_tree
 from .planner import PlanResult
 
@@ -67,6 +69,9 @@ def text(result: PlanResult) -> list[str]:
         "",
         "Balance",
         *["  " + line for line in report_lines(result.balance)],
+        "",
+        "Policy pack (aicluster check, pack defaults)",
+        *["  " + line for line in verdict_lines(_verdicts(result))],
     ]
     if result.files:
         lines += ["", "Rendered files (written with --out DIR)", *[f"  {name}" for name in sorted(result.files)]]
@@ -80,6 +85,10 @@ def markdown(result: PlanResult) -> list[str]:
         f"## aicluster plan: `{result.stack.name}`",
         "",
         f"Cluster **{d.name}** on {d.cloud} `{d.zone}`, scheduler {d.scheduler}.",
+        "",
+        "```mermaid",
+        *mermaid(result),
+        "```",
         "",
         "### Pools",
         "",
@@ -98,6 +107,10 @@ def markdown(result: PlanResult) -> list[str]:
         "```",
         *report_lines(result.balance),
         "```",
+        "",
+        "### Policy pack",
+        "",
+        *verdict_table(_verdicts(result)),
         "",
         f"_Note: {_NOT_YET[d.scheduler]}._",
     ]
@@ -121,5 +134,78 @@ def to_json(result: PlanResult) -> dict[str, Any]:
         },
         "plan": result.plan.to_json(),
         "balance": to_dict(result.balance),
+        "policy": [{
+            "id": v.rule_id, "name": v.name, "enforcement": v.enforcement.value, "status": v.status,
+            "not_applicable": v.not_applicable,
+            "violations": [{"message": x.message, "urn": x.urn, "resource": x.resource_name} for x in v.violations],
+        } for v in _verdicts(result)],
         "files": sorted(result.files),
     }
+
+
+# ---------------------------------------------------------------- policy verdicts and the diagram
+
+
+def _verdicts(result: PlanResult) -> list:
+    """The policy pack's verdicts on this plan (pack defaults), computed once per result."""
+    from .check import verdicts_for_plan
+
+    cache = _VERDICTS.get(id(result))
+    if cache is None or cache[0] is not result:
+        cache = _VERDICTS[id(result)] = (result, verdicts_for_plan(result.plan))
+    return cache[1]
+
+
+_VERDICTS: dict[int, tuple] = {}
+
+
+def verdict_table(verdicts) -> list[str]:
+    rows = ["| rule | name | enforcement | result | details |", "|---|---|---|---|---|"]
+    word = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "n/a": "N/A", "disabled": "OFF"}
+    for v in verdicts:
+        details = "<br>".join(x.message for x in v.violations) or (v.not_applicable or "")
+        rows.append(f"| `{v.rule_id}` | {v.name} | {v.enforcement.value} | {word[v.status]} | "
+                    f"{details.replace('|', chr(92) + '|')} |")
+    return rows
+
+
+def _label(*parts: str) -> str:
+    text = "<br/>".join(p for p in parts if p)
+    return '"' + text.replace('"', "#quot;") + '"'
+
+
+def _head(result: PlanResult) -> str | None:
+    for r in result.plan.custom_resources():
+        inputs = reveal(r.inputs)
+        tags = inputs.get("tags") if isinstance(inputs.get("tags"), dict) else {}
+        if tags.get("aicluster-role") in ("head", "control-plane") and r.type.split(":")[1] in ("ec2/instance",
+                                                                                                "compute/instance"):
+            return str(inputs.get("instanceType") or inputs.get("machineType"))
+    return None
+
+
+def mermaid(result: PlanResult) -> list[str]:
+    """A Mermaid flowchart of the cluster for pull-request comments: control plane, pools in their
+    fabric and placement, filesystems, and what connects them."""
+    d = result.design
+    head = _head(result)
+    if d.scheduler == "slurm":
+        control = _label("Slurm head node", head or "not in this plan", "slurmctld")
+    else:
+        control = _label("Kubernetes control plane", head or "not in this plan")
+    lines = ["flowchart LR", '  subgraph cp["control plane"]', f"    head[{control}]", "  end"]
+    for i, pool in enumerate(d.pools):
+        fabric = (f"EFA: {pool.efa_devices} devices per node" if pool.efa else "ENA only, no EFA") \
+            if d.cloud == "aws" else f"{pool.instance.gpu_nics} GPU NICs"
+        placement = f"{pool.placement.strategy} placement group" if pool.placement.strategy else \
+            f"no placement group: {pool.placement.reason}"
+        lines += [f"  subgraph fabric{i}[{_label(f'{pool.name} fabric', placement)}]",
+                  f"    pool{i}[{_label(f'{pool.name}: {pool.max_nodes} x {pool.instance.name}', f'{pool.accelerators} x {pool.instance.accelerator.model}', fabric)}]",
+                  "  end",
+                  f"  head -->|schedules| pool{i}"]
+    for j, fs in enumerate(d.storage):
+        kind = f"FSx for Lustre {fs.deployment_type}" if fs.kind == "fsx-lustre" else "Managed Lustre"
+        lines.append(f"  fs{j}[({_label(f'{fs.name}: {kind}', f'{fs.capacity_gib} GiB x {fs.throughput_mbps_per_tib} MB/s/TiB', f'{fs.throughput_mbps / 1000:.1f} GB/s')})]")
+        lines += [f"  pool{i} ==>|{fs.mount}| fs{j}" for i in range(len(d.pools))]
+        lines.append(f"  head -.->|{fs.mount}| fs{j}")
+    return lines

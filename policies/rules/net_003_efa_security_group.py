@@ -11,7 +11,7 @@ from __future__ import annotations
 from pulumi_policy import EnforcementLevel, Severity, StackValidationPolicy
 
 from . import _model
-from ._base import POOL_NODES, cluster, not_applicable, schema
+from ._base import cluster, not_applicable, schema
 from ._props import get, items, kind, truthy
 
 ID = "AIC-NET-003"
@@ -84,7 +84,7 @@ POLICY = StackValidationPolicy(
         "Give the EFA interfaces a security group with ingress and egress rules protocol '-1', self=True "
         "(inline), or aws.vpc.SecurityGroupIngressRule and SecurityGroupEgressRule with ip_protocol='-1' and "
         "referenced_security_group_id set to the group's own id."),
-    config_schema=schema(poolNodes=POOL_NODES),
+    config_schema=schema(),
     tags=["network", "fabric", "aws"],
     validate=validate,
 )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pulumi_policy import EnforcementLevel, Severity, StackValidationPolicy
 
-from ._base import POOL_NODES, cluster, not_applicable, schema
+from ._base import cluster, not_applicable, schema
 
 ID = "AIC-NET-004"
 SUPPORTED = ("aws:ec2/launchTemplate", "aws:ec2/instance", "aws:autoscaling/group", "aws:eks/nodeGroup",
@@ -42,7 +42,7 @@ POLICY = StackValidationPolicy(
     remediation_steps=(
         "Put every EFA/RDMA pool (its subnets, placement and autoscaling zones) and the parallel filesystem's "
         "subnet in the same Availability Zone (GCP: the same zone)."),
-    config_schema=schema(poolNodes=POOL_NODES),
+    config_schema=schema(),
     tags=["network", "storage", "aws", "gcp"],
     validate=validate,
 )
