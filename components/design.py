@@ -120,6 +120,8 @@ class SlurmNodeSet:
     static_hostlist: str | None
     dynamic_hostlist: str | None
     cpus: int
+    cores: int | None                # physical cores; with threads_per_core, what slurmd will report
+    threads_per_core: int | None
     real_memory_mib: int
     gres: str | None                 # "gpu:h100:8"; None for pools without NVIDIA GPUs
     gpu_count: int
@@ -263,6 +265,8 @@ def _design_slurm(spec: ClusterSpec, pools: tuple[PoolDesign, ...]) -> SlurmDesi
             static_hostlist=pool.static_hostlist,
             dynamic_hostlist=pool.dynamic_hostlist,
             cpus=pool.instance.vcpu or 1,
+            cores=pool.instance.cores,
+            threads_per_core=pool.instance.threads_per_core,
             real_memory_mib=int((pool.instance.memory_gib or 1) * 1024 * SLURM_MEMORY_SHARE),
             gres=f"gpu:{acc.gres_type}:{pool.instance.accelerator_count}" if is_gpu else None,
             gpu_count=pool.instance.accelerator_count if is_gpu else 0,

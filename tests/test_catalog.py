@@ -265,6 +265,8 @@ def _compare(it, moto_type) -> dict[tuple[str, str], tuple]:
     check("accelerator_count", it.accelerator_count, device.get("Count"))
     check("accelerator_memory_mib", it.accelerator.memory_mib, device.get("MemoryInfo", {}).get("SizeInMiB"))
     check("vcpu", it.vcpu, moto_type.get("VCpuInfo", {}).get("DefaultVCpus"))
+    check("cores", it.cores, moto_type.get("VCpuInfo", {}).get("DefaultCores"))
+    check("threads_per_core", it.threads_per_core, moto_type.get("VCpuInfo", {}).get("DefaultThreadsPerCore"))
     check("memory_mib", None if it.memory_gib is None else it.memory_gib * 1024,
           moto_type.get("MemoryInfo", {}).get("SizeInMiB"))
     network = moto_type.get("NetworkInfo", {})

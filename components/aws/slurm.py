@@ -292,6 +292,7 @@ def published_files(design: ClusterDesign, *, controller_addr: str, subnet_id: s
             "capacity": p.capacity.type, "reservation_id": p.capacity.reservation_id,
             "min_nodes": p.min_nodes, "max_nodes": p.max_nodes,
         } for p in design.pools},
+        "static_nodes": [p.static_hostlist for p in design.pools if p.static_hostlist],
         "log_file": "/var/log/aicluster/power.log",
     }
     accounting = {"enabled": design.slurm.accounting, "password_secret": accounting_secret}

@@ -50,6 +50,8 @@ class InstanceType:
     memory_gib: int | None
     network_gbps: float
     source: str
+    cores: int | None = None
+    threads_per_core: int | None = None
     # AWS fabric
     network_cards: int = 1
     max_efa_interfaces: int = 0
@@ -223,6 +225,8 @@ def _instance(cloud: Cloud, name: str, e: dict, accelerators: Mapping[str, Accel
         accelerator_count=int(_need(e, "accelerator_count", where)),
         vcpu=e.get("vcpu"),
         memory_gib=e.get("memory_gib"),
+        cores=e.get("cores"),
+        threads_per_core=e.get("threads_per_core"),
         network_gbps=float(_need(e, "network_gbps", where)),
         source=_sourced(e, where),
         network_cards=int(e.get("network_cards", 1)),

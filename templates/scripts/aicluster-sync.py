@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Keep the head node's Slurm configuration in step with the cluster (slurm-gcp's slurmsync
 pattern). aicluster publishes every rendered file to S3 with a manifest; this script, run at boot
-and by a systemd timer, pulls what changed, installs it and runs `scontrol reconfigure`.
+and by a systemd timer, pulls what changed, installs it, restarts slurmctld and runs `scontrol reconfigure`.
 
 So adding a pool, resizing one or changing the idle time never touches the head node's own
 inputs: its user data only knows where the manifest lives.
@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 import boto3
 
@@ -80,6 +81,44 @@ def slurmctld_active() -> bool:
     return subprocess.run([SYSTEMCTL, "is-active", "--quiet", "slurmctld"], check=False).returncode == 0
 
 
+def apply_slurm_config() -> None:
+    """Restart slurmctld, then push the files to configless slurmd's. A plain reconfigure is not
+    enough: Slurm 22.05 exits on `scontrol reconfigure` when the node list changed, and
+    accounting settings only take effect on restart. Running jobs survive a restart (state is
+    saved in StateSaveLocation)."""
+    subprocess.run([SYSTEMCTL, "restart", "slurmctld"], check=True)
+    log("restarted slurmctld")
+    for attempt in range(15):
+        if subprocess.run([SCONTROL, "reconfigure"], check=False).returncode == 0:
+            log("scontrol reconfigure")
+            return
+        time.sleep(2)
+    raise RuntimeError("scontrol reconfigure kept failing after the restart")
+
+
+def power_up_static_nodes() -> None:
+    """The always-on nodes (min_nodes) start powered down like every CLOUD node: ask Slurm to
+    resume those that are down, so they run without waiting for a job (SuspendExcNodes keeps
+    them up afterwards)."""
+    try:
+        with open(local("/etc/aicluster/cluster.json"), encoding="utf-8") as fh:
+            static = json.load(fh).get("static_nodes", [])
+    except FileNotFoundError:
+        return
+    for hostlist in static:
+        shown = subprocess.run([SCONTROL, "-o", "show", "node", hostlist], check=False,
+                               capture_output=True, text=True).stdout
+        down = []
+        for line in shown.splitlines():
+            fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
+            state = fields.get("State", "")
+            if "POWERED_DOWN" in state and "POWERING_UP" not in state:
+                down.append(fields.get("NodeName", ""))
+        if down:
+            subprocess.run([SCONTROL, "update", f"nodename={','.join(down)}", "state=power_up"], check=False)
+            log(f"powering up static nodes {','.join(down)}")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="aicluster-sync")
     parser.add_argument("--bootstrap", action="store_true")
@@ -93,12 +132,11 @@ def main(argv=None) -> int:
         if entry.get("run"):
             log(f"running {' '.join(entry['run'])}")
             subprocess.run([local(entry["run"][0]), *entry["run"][1:]], check=True)
-    if any(entry.get("reconfigure") for entry in changed) and not args.bootstrap and slurmctld_active():
-        subprocess.run([SCONTROL, "reconfigure"], check=True)
-        log("scontrol reconfigure")
-    for entry in changed:
-        for unit in entry.get("restart", []):
-            subprocess.run([SYSTEMCTL, "try-restart", unit], check=False)
+    running = not args.bootstrap and slurmctld_active()
+    if running and any(entry.get("reconfigure") for entry in changed):
+        apply_slurm_config()
+    if running:
+        power_up_static_nodes()
     if not changed:
         log("up to date")
     return 0

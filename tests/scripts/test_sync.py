@@ -41,7 +41,10 @@ def head(moto_endpoint, tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for name in ("scontrol", "systemctl"):
-        (bin_dir / name).write_text(f'#!/bin/sh\necho "{name} $*" >> {calls}\n')
+        (bin_dir / name).write_text(f'#!/bin/sh\necho "{name} $*" >> {calls}\n'
+                                    # `scontrol -o show node` answers like Slurm 22.05 for a powered-down node
+                                    f'[ "$1 $2 $3" = "-o show node" ] && echo "NodeName=$4 Arch=x86_64 '
+                                    f'State=IDLE+CLOUD+POWERED_DOWN ThreadsPerCore=2"\nexit 0\n')
         (bin_dir / name).chmod(0o755)
     env = {**os.environ, "AICLUSTER_ROOT": str(root), "AICLUSTER_SCONTROL": str(bin_dir / "scontrol"),
            "AICLUSTER_SYSTEMCTL": str(bin_dir / "systemctl"), "AWS_ENDPOINT_URL": moto_endpoint,
@@ -77,6 +80,18 @@ def test_changes_reconfigure_once_and_only_on_change(head):
     changed = files["slurm/slurm.conf"].replace("SuspendTime=600", "SuspendTime=2700")
     assert changed != files["slurm/slurm.conf"]
     s3.put_object(Bucket=BUCKET, Key="head/slurm/slurm.conf", Body=changed.encode())
-    lines = sync()
+    lines = sync()  # every call so far, across the runs of this test
     assert lines.count("scontrol reconfigure") == 1
+    # Slurm 22.05 dies on a reconfigure that changes nodes: restart first, then push to slurmd.
+    assert lines.index("systemctl restart slurmctld") < lines.index("scontrol reconfigure")
     assert (root / "etc" / "slurm" / "slurm.conf").read_text() == changed
+
+
+def test_static_nodes_are_powered_up(head, tmp_path):
+    s3, root, files, sync, calls = head
+    cluster = json.loads(files["aicluster/cluster.json"])
+    cluster["static_nodes"] = ["gpu-[1-2]"]
+    s3.put_object(Bucket=BUCKET, Key="head/aicluster/cluster.json", Body=json.dumps(cluster).encode())
+    lines = sync()
+    assert "scontrol -o show node gpu-[1-2]" in lines
+    assert "scontrol update nodename=gpu-[1-2] state=power_up" in lines

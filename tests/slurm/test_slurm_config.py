@@ -96,7 +96,7 @@ def test_p5_stack_slurm_conf():
     assert not any(k.startswith("AccountingStorage") for k in s)
 
     assert starting(conf, "NodeName=") == [
-        "NodeName=gpu-[1-16] CPUs=192 RealMemory=1992294 Gres=gpu:h100:8 "
+        "NodeName=gpu-[1-16] CPUs=192 Boards=1 SocketsPerBoard=1 CoresPerSocket=96 ThreadsPerCore=2 RealMemory=1992294 Gres=gpu:h100:8 "
         "Features=p5.48xlarge,gpu,h100,efa,dynamic State=CLOUD",
     ]
     assert starting(conf, "PartitionName=") == [
@@ -119,9 +119,9 @@ def test_p4d_stack_static_and_dynamic_nodes():
     conf = files["slurm.conf"]
     assert settings(conf)["ClusterName"] == "p4d-small"
     assert starting(conf, "NodeName=") == [
-        "NodeName=a100-1 CPUs=96 RealMemory=1120665 Gres=gpu:a100:8 "
+        "NodeName=a100-1 CPUs=96 Boards=1 SocketsPerBoard=1 CoresPerSocket=48 ThreadsPerCore=2 RealMemory=1120665 Gres=gpu:a100:8 "
         "Features=p4d.24xlarge,a100,gpu,efa,static State=CLOUD",
-        "NodeName=a100-2 CPUs=96 RealMemory=1120665 Gres=gpu:a100:8 "
+        "NodeName=a100-2 CPUs=96 Boards=1 SocketsPerBoard=1 CoresPerSocket=48 ThreadsPerCore=2 RealMemory=1120665 Gres=gpu:a100:8 "
         "Features=p4d.24xlarge,a100,gpu,efa,dynamic State=CLOUD",
     ]
     assert settings(conf)["SuspendExcNodes"] == "a100-1"
@@ -230,7 +230,7 @@ def test_trainium_pool_has_no_gres_and_no_gres_conf_line():
         {"name": "gpu", "instance_type": "p5.48xlarge", "max_nodes": 2},
     ))
     trn = [ln for ln in starting(files["slurm.conf"], "NodeName=") if ln.startswith("NodeName=trn")]
-    assert trn == ["NodeName=trn-[1-4] CPUs=128 RealMemory=498073 "
+    assert trn == ["NodeName=trn-[1-4] CPUs=128 Boards=1 SocketsPerBoard=1 CoresPerSocket=64 ThreadsPerCore=2 RealMemory=498073 "
                    "Features=trn1n.32xlarge,trn,trainium,efa,dynamic State=CLOUD"]
     assert lines(files["gres.conf"]) == ["NodeName=gpu-[1-2] Name=gpu Type=h100 File=/dev/nvidia[0-7]"]
 
