@@ -12,8 +12,6 @@ from .offline.report import resource_table_markdown, resource_tree
 from .planner import PlanResult
 
 _NOT_YET = {
-    "slurm": "the Slurm control plane (head node, slurmctld) is not built yet: this plan holds the fabric, "
-             "compute templates and storage it will use",
     "kubernetes": "the Kubernetes control plane is not built yet: this plan holds the fabric, compute "
                   "templates and storage it will use",
 }
@@ -75,7 +73,8 @@ def text(result: PlanResult) -> list[str]:
     ]
     if result.files:
         lines += ["", "Rendered files (written with --out DIR)", *[f"  {name}" for name in sorted(result.files)]]
-    lines += ["", f"note: {_NOT_YET[d.scheduler]}."]
+    if d.scheduler in _NOT_YET:
+        lines += ["", f"note: {_NOT_YET[d.scheduler]}."]
     return lines
 
 
@@ -112,7 +111,7 @@ def markdown(result: PlanResult) -> list[str]:
         "",
         *verdict_table(_verdicts(result)),
         "",
-        f"_Note: {_NOT_YET[d.scheduler]}._",
+        *([f"_Note: {_NOT_YET[d.scheduler]}._"] if d.scheduler in _NOT_YET else []),
     ]
 
 
