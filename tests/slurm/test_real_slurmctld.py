@@ -29,7 +29,7 @@ import pytest
 from components.design import ClusterDesign, design_cluster
 from components.slurm_config import SlurmRuntime, render_slurm_configs
 from components.spec import parse_spec
-from conftest import STACK_NAMES, stack_spec
+from conftest import STACK_NAMES, free_port, stack_spec
 
 INSTALL_HINT = ("install Slurm and munge (Debian/Ubuntu: apt-get install slurmctld slurm-client munge; "
                 "CI does it in .ci/run)")
@@ -65,12 +65,6 @@ def tool(name: str) -> str:
     path = shutil.which(name) or shutil.which(name, path=os.pathsep.join(SBIN))
     assert path, f"`{name}` not found on PATH or in {', '.join(SBIN)}: {INSTALL_HINT}"
     return path
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def fields(line: str) -> dict[str, str]:
