@@ -72,26 +72,18 @@ class SlurmController(pulumi.ComponentResource):
 
         # The munge key: 1 KiB of randomness, stored base64 in Secrets Manager, secret in Pulumi.
         munge_bytes = random.RandomBytes(f"{name}-munge-bytes", length=1024, opts=stateful)
-        munge = aws.secretsmanager.Secret(
-            f"{name}-munge", name=f"{secret_prefix(design)}munge-key",
-            description=f"aicluster {design.name}: munge key shared by every Slurm node",
-            recovery_window_in_days=7, tags=head_tags, opts=stateful)
-        aws.secretsmanager.SecretVersion(f"{name}-munge-value", secret_id=munge.id,
-                                         secret_string=munge_bytes.base64, opts=stateful)
+        munge = _stored_secret(f"{name}-munge", design, "munge-key", "munge key shared by every Slurm node",
+                               munge_bytes.base64, stateful)
         self.munge_secret_arn = munge.arn
 
         # The accounting password exists only once accounting is on; its name is under the
         # cluster's prefix, so the head's permissions do not change when it appears.
         self.accounting_secret_arn = None
         if slurm.accounting:
+            # Letters and digits only: it goes into SQL and slurmdbd.conf unquoted.
             password = random.RandomPassword(f"{name}-slurmdbd-password", length=40, special=False, opts=stateful)
-            db_secret = aws.secretsmanager.Secret(
-                f"{name}-slurmdbd", name=f"{secret_prefix(design)}slurmdbd-password",
-                description=f"aicluster {design.name}: slurmdbd database password",
-                recovery_window_in_days=7, tags=head_tags, opts=stateful)
-            aws.secretsmanager.SecretVersion(f"{name}-slurmdbd-value", secret_id=db_secret.id,
-                                             secret_string=password.result, opts=stateful)
-            self.accounting_secret_arn = db_secret.arn
+            self.accounting_secret_arn = _stored_secret(f"{name}-slurmdbd", design, "slurmdbd-password",
+                                                        "slurmdbd database password", password.result, stateful).arn
 
         bucket = aws.s3.Bucket(f"{name}-config", force_destroy=True, tags=head_tags, opts=child)
         aws.s3.BucketPublicAccessBlock(f"{name}-config-private", bucket=bucket.id, block_public_acls=True,
@@ -164,6 +156,16 @@ class SlurmController(pulumi.ComponentResource):
         self.controller_addr = head.private_ip
         self.register_outputs({"controller_addr": head.private_ip, "bucket": bucket.bucket,
                                "munge_secret_arn": munge.arn})
+
+
+def _stored_secret(name: str, design: ClusterDesign, key: str, what: str, value: pulumi.Input[str],
+                   opts: pulumi.ResourceOptions) -> aws.secretsmanager.Secret:
+    """A Secrets Manager secret under the cluster's prefix, holding `value` (secret in Pulumi)."""
+    secret = aws.secretsmanager.Secret(name, name=f"{secret_prefix(design)}{key}",
+                                       description=f"aicluster {design.name}: {what}",
+                                       recovery_window_in_days=7, tags=design.labels("head"), opts=opts)
+    aws.secretsmanager.SecretVersion(f"{name}-value", secret_id=secret.id, secret_string=value, opts=opts)
+    return secret
 
 
 def account_of(arn: str) -> str:
