@@ -146,16 +146,10 @@ def to_json(result: PlanResult) -> dict[str, Any]:
 
 
 def _verdicts(result: PlanResult) -> list:
-    """The policy pack's verdicts on this plan (pack defaults), computed once per result."""
+    """The policy pack's verdicts on this plan, with the pack's default config."""
     from .check import verdicts_for_plan
 
-    cache = _VERDICTS.get(id(result))
-    if cache is None or cache[0] is not result:
-        cache = _VERDICTS[id(result)] = (result, verdicts_for_plan(result.plan))
-    return cache[1]
-
-
-_VERDICTS: dict[int, tuple] = {}
+    return verdicts_for_plan(result.plan)
 
 
 def verdict_table(verdicts) -> list[str]:
