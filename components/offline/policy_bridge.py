@@ -258,7 +258,7 @@ def _references(resources: list[CapturedResource]) -> dict[str, dict[str, list[s
     by_ref: dict[str, str] = {}
     for r in resources:
         state = reveal(_state(r))
-        for key in (r.urn, state.get("id"), state.get("arn"), state.get("selfLink")):
+        for key in (r.urn, state.get("id"), state.get("arn"), state.get("selfLink"), state.get("selfLinkUnique")):
             if isinstance(key, str) and len(key) >= 6:
                 by_ref.setdefault(key, r.urn)
     out: dict[str, dict[str, list[str]]] = {}

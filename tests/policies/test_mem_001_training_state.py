@@ -43,3 +43,19 @@ def test_tpu_slices_count_their_chips():
     assert hw.check(RULE, program("v5p-128")).status == "pass"
     verdict = hw.check(RULE, program("v5litepod-16"))
     assert verdict.status == "fail" and "16 accelerators with 256 GiB HBM" in hw.messages(verdict)
+
+
+def test_gke_tpu_node_pool_sized_by_its_topology():
+    def program(topology: str):
+        def run():
+            gcp.container.NodePool(
+                "v5p", cluster="c", location="us-east5-a",
+                node_config=gcp.container.NodePoolNodeConfigArgs(
+                    machine_type="ct5p-hightpu-4t", resource_labels={"aicluster-model-params-b": "405"}),
+                placement_policy=gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT", tpu_topology=topology))
+        return run
+    # 405B x 16 B = 6480 GB; 4x4x4 = 64 chips x 95 GiB x 0.8 = 5222 GB: no; 4x4x8 = 128 chips: 10445 GB: yes
+    verdict = hw.check(RULE, program("4x4x4"))
+    assert verdict.status == "fail" and "405B parameters (tag on v5p) on 16 x ct5p-hightpu-4t" in hw.messages(verdict)
+    assert "64 accelerators with 6,080 GiB HBM" in hw.messages(verdict)
+    assert hw.check(RULE, program("4x4x8")).status == "pass"

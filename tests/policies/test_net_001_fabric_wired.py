@@ -103,3 +103,22 @@ def test_gke_node_pool_counts_additional_node_networks():
     assert hw.check(RULE, lambda: program(9)).status == "pass"        # 1 + 9 NICs: 2 gVNIC + 8 MRDMA
     verdict = hw.check(RULE, lambda: program(1))
     assert verdict.status == "fail" and "0 of 8 GPU NICs" in hw.messages(verdict)
+
+
+def test_eks_node_groups_with_and_without_an_efa_launch_template():
+    import pulumi_aws as aws
+
+    def program(with_template: bool):
+        def run():
+            _, subnet, sg = hw.network()
+            pg = hw.placement_group()
+            template = hw.launch_template("efa-lt", subnet, sg, placement_group=pg) if with_template else None
+            aws.eks.NodeGroup(
+                "gpus", cluster_name="c", node_role_arn="arn:aws:iam::123456789012:role/n", subnet_ids=[subnet.id],
+                instance_types=None if with_template else ["p5.48xlarge"],
+                launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=template.id, version="1") if template else None,
+                scaling_config=aws.eks.NodeGroupScalingConfigArgs(desired_size=4, max_size=4, min_size=0))
+        return run
+    assert hw.check(RULE, program(True)).status == "pass"
+    verdict = hw.check(RULE, program(False))
+    assert verdict.status == "fail" and "pool gpus (4 x p5.48xlarge): 0 of 32 EFA devices" in hw.messages(verdict)

@@ -72,3 +72,25 @@ def test_a_single_node_or_non_fabric_pool_is_not_judged():
         template = hw.launch_template("lt", subnet, sg, instance_type="g5.48xlarge", layout="ena")
         hw.autoscaling_group("asg", template, subnet, max_size=1)
     assert hw.check(RULE, program).status == "n/a"
+
+
+def test_gcp_instance_template_sized_by_its_instance_group():
+    import pulumi_gcp as gcp
+
+    def program(collocated: bool):
+        def run():
+            _, sub = hw.gcp_network()
+            policy = hw.compact_policy() if collocated else None
+            template = gcp.compute.InstanceTemplate(
+                "a3-template", machine_type="a3-megagpu-8g",
+                disks=[gcp.compute.InstanceTemplateDiskArgs(source_image="debian-cloud/debian-12")],
+                network_interfaces=[gcp.compute.InstanceTemplateNetworkInterfaceArgs(subnetwork=sub.id)
+                                    for _ in range(9)],
+                resource_policies=policy.self_link if policy is not None else None)
+            gcp.compute.InstanceGroupManager(
+                "a3-group", base_instance_name="a3", zone="us-central1-a", target_size=4,
+                versions=[gcp.compute.InstanceGroupManagerVersionArgs(instance_template=template.self_link_unique)])
+        return run
+    assert hw.check(RULE, program(True)).status == "pass"
+    verdict = hw.check(RULE, program(False))
+    assert verdict.status == "fail" and "pool a3-template (4 x a3-megagpu-8g)" in hw.messages(verdict)
