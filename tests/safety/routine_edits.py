@@ -1,0 +1,195 @@
+"""The routine spec edits a cluster owner makes, defined on any spec (never on one stack's
+values), so every stack in stacks/ - including ones added later - gets the same edits.
+
+Each edit turns a stack's spec into a (before, after) pair. Most use the stack's own spec as
+`before`; where the stack has nothing to change (no tags yet, a single pool to remove), `before`
+is the spec with that thing added. An edit that cannot apply to a stack (the Slurm idle time on a
+Kubernetes stack) says why, and the test is skipped with that reason: explicit, never silent.
+"""
+from __future__ import annotations
+
+import copy
+import ipaddress
+from dataclasses import dataclass
+from typing import Callable
+
+Pair = tuple[dict, dict]
+
+
+class NotApplicable(Exception):
+    """This edit has no meaning for this stack (the reason is the message)."""
+
+
+@dataclass(frozen=True)
+class Edit:
+    id: str
+    what: str
+    make: Callable[[dict], Pair]
+    # Tags and labels update in place on every stateful type: a tag edit may change only those keys.
+    changes_tags: bool = False
+
+
+def _copy(spec: dict) -> dict:
+    return copy.deepcopy(spec)
+
+
+def _pool0(spec: dict) -> dict:
+    return spec["pools"][0]
+
+
+def _max_nodes_up(spec: dict) -> Pair:
+    after = _copy(spec)
+    pool = _pool0(after)
+    pool["max_nodes"] = min(pool["max_nodes"] * 4, 100_000)
+    return spec, after
+
+
+def _max_nodes_down(spec: dict) -> Pair:
+    pool = _pool0(spec)
+    floor = max(pool.get("min_nodes", 0), 1)
+    if pool["max_nodes"] > floor:
+        after = _copy(spec)
+        _pool0(after)["max_nodes"] = max(floor, pool["max_nodes"] // 2)
+        return spec, after
+    before = _copy(spec)            # already at its floor: scale down to it from a larger pool
+    _pool0(before)["max_nodes"] = pool["max_nodes"] * 2
+    return before, spec
+
+
+def _min_nodes(spec: dict) -> Pair:
+    after = _copy(spec)
+    pool = _pool0(after)
+    current = pool.get("min_nodes", 0)
+    pool["min_nodes"] = current + 1 if current < pool["max_nodes"] else current - 1
+    return spec, after
+
+
+def _free_pool_name(spec: dict) -> str:
+    taken = {p["name"] for p in spec["pools"]}
+    return next(f"extra{i}" for i in range(1, 100) if f"extra{i}" not in taken)
+
+
+def _with_extra_pool(spec: dict) -> dict:
+    out = _copy(spec)
+    extra = _copy(_pool0(spec))
+    extra.update(name=_free_pool_name(spec), min_nodes=0, max_nodes=2)
+    out["pools"].append(extra)
+    return out
+
+
+def _add_pool(spec: dict) -> Pair:
+    return spec, _with_extra_pool(spec)
+
+
+def _remove_pool(spec: dict) -> Pair:
+    if len(spec["pools"]) >= 2:
+        after = _copy(spec)
+        after["pools"].pop()
+        return spec, after
+    return _with_extra_pool(spec), spec
+
+
+def _other_instance_type(spec: dict) -> Pair:
+    """pools[0] on another type of the same cloud and accelerator kind that the spec accepts."""
+    from components.catalog import load_catalog
+    from components.design import design_cluster
+    from components.errors import SpecError
+    from components.spec import parse_spec
+
+    catalog = load_catalog()
+    current = catalog.resolve(spec["cloud"], _pool0(spec)["instance_type"])
+    if current is None:
+        raise NotApplicable(f"pools[0].instance_type {_pool0(spec)['instance_type']!r} is not a catalog type")
+    candidates = [t for t in catalog.instance_types.get(spec["cloud"], {}).values()
+                  if t.name != current.name and t.accelerator.kind == current.accelerator.kind]
+    for candidate in sorted(candidates, key=lambda t: t.name):
+        after = _copy(spec)
+        _pool0(after)["instance_type"] = candidate.name
+        try:
+            design_cluster(parse_spec(after))
+        except SpecError:
+            continue
+        return spec, after
+    raise NotApplicable(f"no other {spec['cloud']} {current.accelerator.kind} type is valid for this stack")
+
+
+def _add_tag(spec: dict) -> Pair:
+    after = _copy(spec)
+    after.setdefault("tags", {})["cost-center"] = "ml-4242"
+    return spec, after
+
+
+def _change_tag(spec: dict) -> Pair:
+    tags = spec.get("tags") or {}
+    if tags:
+        key = sorted(tags)[0]
+        after = _copy(spec)
+        after["tags"][key] = f"{tags[key]}-renamed"[:63]
+        return spec, after
+    before, after = _copy(spec), _copy(spec)
+    before["tags"], after["tags"] = {"team": "research"}, {"team": "platform"}
+    return before, after
+
+
+_DOC_CIDRS = ["192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24"]   # RFC 5737 documentation ranges
+
+
+def _free_cidrs(spec: dict) -> list[str]:
+    taken = [ipaddress.ip_network(c, strict=False) for c in (spec.get("network") or {}).get("ssh_ingress_cidrs", [])]
+    return [c for c in _DOC_CIDRS if not any(ipaddress.ip_network(c).overlaps(t) for t in taken)]
+
+
+def _add_ssh_cidr(spec: dict) -> Pair:
+    after = _copy(spec)
+    after.setdefault("network", {}).setdefault("ssh_ingress_cidrs", []).append(_free_cidrs(spec)[0])
+    return spec, after
+
+
+def _change_ssh_cidr(spec: dict) -> Pair:
+    cidrs = (spec.get("network") or {}).get("ssh_ingress_cidrs") or []
+    if cidrs:
+        after = _copy(spec)
+        after["network"]["ssh_ingress_cidrs"][0] = _free_cidrs(spec)[0]
+        return spec, after
+    before, after = _copy(spec), _copy(spec)
+    before.setdefault("network", {})["ssh_ingress_cidrs"] = [_DOC_CIDRS[0]]
+    after.setdefault("network", {})["ssh_ingress_cidrs"] = [_DOC_CIDRS[1]]
+    return before, after
+
+
+def _needs_slurm(spec: dict) -> None:
+    scheduler = spec.get("scheduler", "slurm")
+    if scheduler != "slurm":
+        raise NotApplicable(f"scheduler {scheduler} has no Slurm settings")
+
+
+def _idle_time(spec: dict) -> Pair:
+    _needs_slurm(spec)
+    after = _copy(spec)
+    slurm = after.setdefault("slurm", {})
+    slurm["suspend_idle_min"] = slurm.get("suspend_idle_min", 10) + 35
+    return spec, after
+
+
+def _accounting(spec: dict) -> Pair:
+    _needs_slurm(spec)
+    before, after = _copy(spec), _copy(spec)
+    before.setdefault("slurm", {})["accounting"] = False
+    after.setdefault("slurm", {})["accounting"] = True
+    return before, after
+
+
+EDITS = [
+    Edit("max-nodes-up", "pools[0].max_nodes x4", _max_nodes_up),
+    Edit("max-nodes-down", "pools[0].max_nodes halved", _max_nodes_down),
+    Edit("min-nodes", "pools[0].min_nodes +-1", _min_nodes),
+    Edit("add-pool", "a second pool like pools[0]", _add_pool),
+    Edit("remove-pool", "the last pool removed", _remove_pool),
+    Edit("instance-type", "pools[0] on another instance type", _other_instance_type),
+    Edit("add-tag", "a new tag", _add_tag, changes_tags=True),
+    Edit("change-tag", "a tag value changed", _change_tag, changes_tags=True),
+    Edit("add-ssh-cidr", "network.ssh_ingress_cidrs + one CIDR", _add_ssh_cidr),
+    Edit("change-ssh-cidr", "network.ssh_ingress_cidrs[0] changed", _change_ssh_cidr),
+    Edit("idle-time", "slurm.suspend_idle_min +35", _idle_time),
+    Edit("accounting", "slurm.accounting false -> true", _accounting),
+]

@@ -1,0 +1,87 @@
+"""Where an edit really must change a stateful resource, `protect` stops `pulumi up` from
+replacing or deleting it (README: Data safety, "Replacing a protected resource on purpose").
+
+Every stateful resource (components/stateful.py) of every stack carries `protect` and
+`retain_on_delete` on the resource itself (mocks and the policy engine do not see inherited
+options). The one opt-out is a filesystem whose spec entry says `protect: false` (scratch).
+"""
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from components.stateful import STATEFUL_TYPES, stateful_kind, stateful_resources
+from stack_plans import STACK_NAMES, plan_with_spec, stack_plan, stack_spec_data
+from test_replacement_safety import differences
+
+
+def _opted_out(resource, spec: dict) -> bool:
+    """A filesystem of a storage entry with `protect: false` (its resources are named after it)."""
+    if stateful_kind(resource.type, resource.inputs) not in ("filesystem", "volume"):
+        return False
+    return any(fs.get("protect") is False and f"-{fs['name']}-" in f"{resource.name}-"
+               for fs in spec.get("storage") or [])
+
+
+@pytest.mark.parametrize("stack", STACK_NAMES)
+def test_every_stateful_resource_is_protected_and_retained(stack):
+    spec = stack_spec_data(stack)
+    unguarded = [f"{r.name} ({r.type}): protect={r.protect} retain_on_delete={r.retain_on_delete}"
+                 for r in stateful_resources(stack_plan(stack).resources)
+                 if not (r.protect and r.retain_on_delete) and not _opted_out(r, spec)]
+    assert not unguarded, "\n".join(unguarded)
+
+
+def test_scratch_storage_may_opt_out_and_nothing_else_does(plan_spec, base_spec):
+    base_spec["storage"].append({"name": "scratch", "type": "lustre", "mount": "/scratch",
+                                 "capacity_gib": 1200, "deployment_type": "SCRATCH_2", "protect": False})
+    plan = plan_spec(base_spec)
+    unguarded = {r.name for r in stateful_resources(plan.resources) if not r.protect}
+    assert unguarded == {"demo-scratch-fs"}
+    assert all(r.protect and r.retain_on_delete for r in stateful_resources(plan.resources)
+               if r.name != "demo-scratch-fs")
+
+
+# Edits that are not routine: they change what a stateful resource is. Pulumi would replace it;
+# `protect` makes `pulumi up` stop instead, and the README says how to proceed on purpose.
+NON_ROUTINE = {
+    "zone": lambda s: s.update(zone=s["region"] + ("b" if s["cloud"] == "aws" else "-b")
+                               if not s["zone"].endswith(("b", "-b")) else s["region"] + ("c" if s["cloud"] == "aws" else "-c")),
+    "cluster-name": lambda s: s.update(name=(s["name"] + "-2")[:32]),
+}
+
+
+@pytest.mark.parametrize("change", sorted(NON_ROUTINE))
+@pytest.mark.parametrize("stack", STACK_NAMES)
+def test_edits_that_do_change_stateful_resources_hit_protected_ones(stack, change):
+    before_spec = stack_spec_data(stack)
+    after_spec = copy.deepcopy(before_spec)
+    NON_ROUTINE[change](after_spec)
+    before, after = plan_with_spec(stack, before_spec), plan_with_spec(stack, after_spec)
+    touched = {p.split(" ")[1] for p in differences(before, after, allow_tags=False)}
+    assert touched, f"{change} should change a stateful resource of {stack}"
+    by_name = {r.name: r for r in stateful_resources(before.resources)}
+    for name in touched:
+        resource = by_name[name]
+        assert resource.protect or _opted_out(resource, before_spec), \
+            f"{change} on {stack} would replace unprotected {name} ({resource.type})"
+
+
+def test_the_stateful_table_names_real_provider_types():
+    """Each token is `package:module/resource` as Pulumi spells it (checked against the SDKs
+    that are installed), so a typo cannot quietly exempt a resource."""
+    import importlib
+
+    packages = {"aws": "pulumi_aws", "gcp": "pulumi_gcp", "random": "pulumi_random", "tls": "pulumi_tls"}
+    for kind, tokens in STATEFUL_TYPES.items():
+        for token in tokens:
+            package, rest = token.split(":")
+            module, resource = rest.split("/")
+            try:
+                sdk = importlib.import_module(packages[package])
+            except ImportError:
+                continue   # pulumi_tls is not a dependency; its token is the documented one
+            cls_name = resource[0].upper() + resource[1:]
+            owner = getattr(sdk, module) if module != "index" else sdk
+            assert hasattr(owner, cls_name), f"{kind}: {token} is not a {packages[package]} resource"

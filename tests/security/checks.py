@@ -1,0 +1,334 @@
+"""The threat model of SECURITY.md as checks over a plan: each returns the violations it finds
+(empty: the property holds). They read raw resources, like the policy pack, so they also judge
+resource types and stacks added later; a stateful data store of a type no check knows is itself
+a violation (it must be added here, encrypted or explicitly service-encrypted).
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import ipaddress
+import json
+import re
+from typing import Any, Iterable
+
+from components.offline.capture import Secret, reveal
+from components.stateful import stateful_kind
+
+WORLD = {"0.0.0.0/0", "::/0"}
+SSH = 22
+
+
+def _true(value: Any) -> bool:
+    value = reveal(value)
+    return value is True or (isinstance(value, str) and value.lower() == "true")
+
+
+def _ports(rule: dict, from_key="fromPort", to_key="toPort") -> tuple[int, int]:
+    if str(rule.get("protocol", rule.get("ipProtocol", ""))) in ("-1", "all"):
+        return 0, 65535
+    try:
+        return int(rule.get(from_key, 0)), int(rule.get(to_key, 65535))
+    except (TypeError, ValueError):
+        return 0, 65535
+
+
+def _world(cidrs: Iterable[str]) -> list[str]:
+    out = []
+    for cidr in cidrs or []:
+        try:
+            if ipaddress.ip_network(str(cidr), strict=False).prefixlen == 0:
+                out.append(str(cidr))
+        except ValueError:
+            continue
+    return out
+
+
+# --- 1. no ingress from the whole internet, except SSH the spec asked for ----------------------
+
+
+def world_ingress(resources, spec: dict) -> list[str]:
+    """(resource, ports, source) for every ingress rule, API endpoint or firewall open to 0.0.0.0/0
+    or ::/0. SSH (tcp/22 only) is allowed when network.ssh_ingress_cidrs names that source."""
+    asked = set((spec.get("network") or {}).get("ssh_ingress_cidrs") or [])
+    api_asked = set((spec.get("kubernetes") or {}).get("api_access_cidrs") or [])
+    found = []
+
+    def judge(r, ports: tuple[int, int], sources: list[str], what: str):
+        for source in _world(sources):
+            if ports == (SSH, SSH) and source in asked:
+                continue
+            found.append(f"{r.name} ({r.type}): {what} ports {ports[0]}-{ports[1]} open to {source}")
+
+    for r in resources:
+        i = reveal(r.inputs)
+        if r.type == "aws:ec2/securityGroup:SecurityGroup":
+            for rule in i.get("ingress") or []:
+                judge(r, _ports(rule), [*rule.get("cidrBlocks", []), *rule.get("ipv6CidrBlocks", [])], "ingress")
+        elif r.type == "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule":
+            judge(r, _ports(i), [c for c in (i.get("cidrIpv4"), i.get("cidrIpv6")) if c], "ingress")
+        elif r.type == "aws:ec2/securityGroupRule:SecurityGroupRule" and i.get("type") == "ingress":
+            judge(r, _ports(i), [*i.get("cidrBlocks", []), *i.get("ipv6CidrBlocks", [])], "ingress")
+        elif r.type == "gcp:compute/firewall:Firewall" and i.get("direction", "INGRESS") == "INGRESS":
+            for allow in i.get("allows") or []:
+                ports = allow.get("ports") or ["0-65535"]
+                for p in ports:
+                    lo, _, hi = str(p).partition("-")
+                    judge(r, (int(lo), int(hi or lo)), i.get("sourceRanges") or [], "firewall")
+        elif r.type == "aws:eks/cluster:Cluster":
+            vpc = i.get("vpcConfig") or {}
+            if _true(vpc.get("endpointPublicAccess", True)):
+                cidrs = vpc.get("publicAccessCidrs") or ["0.0.0.0/0"]   # the AWS default when unset
+                found += [f"{r.name}: public API endpoint open to {c}" for c in _world(cidrs) if c not in api_asked]
+        elif r.type == "gcp:container/cluster:Cluster":
+            networks = ((i.get("masterAuthorizedNetworksConfig") or {}).get("cidrBlocks") or [])
+            private = (i.get("privateClusterConfig") or {}).get("enablePrivateEndpoint")
+            if not _true(private):
+                found += [f"{r.name}: control plane open to {n.get('cidrBlock')}" for n in networks
+                          if _world([n.get("cidrBlock", "")]) and n.get("cidrBlock") not in api_asked]
+    return found
+
+
+# --- 2. IAM: no `*` action on `*` resource -----------------------------------------------------
+
+# Managed policies that grant everything (or nearly): never attached by aicluster.
+ADMIN_POLICIES = ("AdministratorAccess", "PowerUserAccess", "IAMFullAccess")
+GCP_PRIMITIVE_ROLES = ("roles/owner", "roles/editor")
+
+
+def _statements(document: Any) -> list[dict]:
+    if isinstance(document, str):
+        try:
+            document = json.loads(document)
+        except ValueError:
+            return []
+    if not isinstance(document, dict):
+        return []
+    statements = document.get("Statement", [])
+    return [s for s in (statements if isinstance(statements, list) else [statements]) if isinstance(s, dict)]
+
+
+def _listed(value: Any) -> list[str]:
+    return [str(v) for v in (value if isinstance(value, list) else [value])] if value is not None else []
+
+
+def iam_wildcards(resources) -> list[str]:
+    """Allow statements with a `*` (or `service:*`) action on a `*` resource, NotAction/NotResource
+    allows, admin-like managed policies, primitive GCP roles."""
+    found = []
+    for r in resources:
+        i = reveal(r.inputs)
+        documents = []
+        if r.type in ("aws:iam/rolePolicy:RolePolicy", "aws:iam/policy:Policy", "aws:iam/userPolicy:UserPolicy",
+                      "aws:iam/groupPolicy:GroupPolicy"):
+            documents.append(i.get("policy"))
+        if r.type == "aws:iam/role:Role":
+            documents += [p.get("policy") for p in i.get("inlinePolicies") or [] if isinstance(p, dict)]
+        for document in documents:
+            for s in _statements(document):
+                if s.get("Effect", "Allow") != "Allow":
+                    continue
+                actions, targets = _listed(s.get("Action")), _listed(s.get("Resource"))
+                if "NotAction" in s or "NotResource" in s:
+                    found.append(f"{r.name}: Allow with NotAction/NotResource ({s.get('Sid', 'no Sid')})")
+                wild = [a for a in actions if a == "*" or a.endswith(":*")]
+                if wild and "*" in targets:
+                    found.append(f"{r.name}: {', '.join(wild)} on * ({s.get('Sid', 'no Sid')})")
+        arn = str(i.get("policyArn", ""))
+        if r.type.startswith("aws:iam/") and any(arn.endswith(f":policy/{name}") for name in ADMIN_POLICIES):
+            found.append(f"{r.name}: attaches {arn}")
+        if r.type.startswith("gcp:projects/iAM") and i.get("role") in GCP_PRIMITIVE_ROLES:
+            found.append(f"{r.name}: grants {i.get('role')}")
+    return found
+
+
+# --- 3. secrets live only in the secret store --------------------------------------------------
+
+SECRET_STORE_INPUTS = {
+    "aws:secretsmanager/secretVersion:SecretVersion": {"secretString", "secretBinary"},
+    "gcp:secretmanager/secretVersion:SecretVersion": {"secretData"},
+    "gcp:secretmanager/regionalSecretVersion:RegionalSecretVersion": {"secretData"},
+}
+_PRIVATE_KEY = re.compile(r"-----BEGIN ([A-Z ]+ )?PRIVATE KEY-----")
+_ACCESS_KEY = re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b")
+
+
+def _secret_values(value: Any, out: set[str], inside: bool = False) -> None:
+    if isinstance(value, Secret):
+        _secret_values(value.value, out, True)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _secret_values(v, out, inside)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _secret_values(v, out, inside)
+    elif inside and isinstance(value, str) and len(value) >= 8:
+        out.add(value)
+        try:   # the munge key is stored base64: look for its raw bytes' other spellings too
+            raw = base64.b64decode(value, validate=True)
+            if len(raw) >= 8:
+                out.add(raw.hex())
+        except (binascii.Error, ValueError):
+            pass
+
+
+def secret_values(resources) -> set[str]:
+    """The secret material of this plan: what the generators (random bytes, passwords, keys) make
+    and what the secret store's versions hold. (Not every value Pulumi marks secret: providers
+    also mark ordinary content, e.g. Cloud Storage object bodies, as sensitive.)"""
+    found: set[str] = set()
+    for r in resources:
+        if stateful_kind(r.type, r.inputs) == "secret-material":
+            _secret_values(r.outputs, found)
+        for key in SECRET_STORE_INPUTS.get(r.type, ()):
+            value = r.inputs.get(key)
+            _secret_values(value if isinstance(value, Secret) else Secret(value), found)
+    return found
+
+
+def _text(value: Any) -> str:
+    return json.dumps(reveal(value), sort_keys=True, default=str)
+
+
+def secrets_outside_the_store(resources, files: dict[str, str], outputs: dict) -> list[str]:
+    """Secret material appears only in the secret store's version resources (marked secret) and in
+    the generators that make it; never in another resource's inputs, a rendered file (user data,
+    published configuration), or a stack output. No private key or access key id anywhere."""
+    secrets = secret_values(resources)
+    found = []
+    for r in resources:
+        if stateful_kind(r.type, r.inputs) == "secret-material":
+            continue
+        allowed = SECRET_STORE_INPUTS.get(r.type, set())
+        for key, value in r.inputs.items():
+            if key in allowed:
+                if not isinstance(value, Secret):
+                    found.append(f"{r.name}: {key} holds the secret without Pulumi's secret marker")
+                continue
+            text = _text(value)
+            found += [f"{r.name}: input {key} holds a secret value" for s in secrets if s in text][:1]
+            if _PRIVATE_KEY.search(text) or _ACCESS_KEY.search(text):
+                found.append(f"{r.name}: input {key} holds a private key or access key id")
+    for name, content in files.items():
+        found += [f"rendered file {name} holds a secret value" for s in secrets if s in content][:1]
+        if _PRIVATE_KEY.search(content) or _ACCESS_KEY.search(content):
+            found.append(f"rendered file {name} holds a private key or access key id")
+    text = _text(outputs)
+    if any(isinstance(v, Secret) for v in _walk(outputs)) or any(s in text for s in secrets):
+        found.append("a stack output holds a secret value")
+    return found
+
+
+def _walk(value: Any):
+    yield value
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _walk(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _walk(v)
+
+
+# --- 4. IMDSv2 everywhere ----------------------------------------------------------------------
+
+
+def imds_v1(resources) -> list[str]:
+    """Every launch template and instance requires IMDSv2 tokens with a hop limit of at most 2
+    (1 for aicluster's own nodes; 2 is the most a container host may need). GCP has no IMDSv1,
+    but its legacy metadata endpoints must stay disabled."""
+    found = []
+    for r in resources:
+        i = reveal(r.inputs)
+        if r.type in ("aws:ec2/launchTemplate:LaunchTemplate", "aws:ec2/instance:Instance"):
+            meta = i.get("metadataOptions") or {}
+            if meta.get("httpTokens") != "required":
+                found.append(f"{r.name}: metadataOptions.httpTokens is {meta.get('httpTokens')!r}, not 'required'")
+            hops = meta.get("httpPutResponseHopLimit")
+            if hops is not None and int(hops) > 2:
+                found.append(f"{r.name}: IMDS hop limit {hops} lets containers reach the node's credentials")
+        elif r.type in ("gcp:compute/instance:Instance", "gcp:compute/instanceTemplate:InstanceTemplate"):
+            meta = i.get("metadata") or {}
+            if str(meta.get("disable-legacy-endpoints", "true")).lower() == "false":
+                found.append(f"{r.name}: legacy metadata endpoints enabled")
+    return found
+
+
+# --- 5. encryption at rest everywhere ----------------------------------------------------------
+
+# Stateful data stores the service always encrypts at rest (no setting can turn it off).
+SERVICE_ENCRYPTED = {
+    "aws:fsx/lustreFileSystem": "FSx for Lustre encrypts every file system at rest (AWS KMS)",
+    "aws:fsx/dataRepositoryAssociation": "a link to S3; holds no data itself",
+    "aws:fsx/openZfsFileSystem": "FSx encrypts every file system at rest",
+    "aws:fsx/ontapFileSystem": "FSx encrypts every file system at rest",
+    "aws:fsx/ontapStorageVirtualMachine": "part of an encrypted FSx for ONTAP file system",
+    "gcp:lustre/instance": "Google Cloud encrypts all data at rest",
+    "gcp:filestore/instance": "Google Cloud encrypts all data at rest",
+    "gcp:parallelstore/instance": "Google Cloud encrypts all data at rest",
+    "gcp:compute/disk": "Google Cloud encrypts all data at rest",
+    "gcp:compute/regionDisk": "Google Cloud encrypts all data at rest",
+    "gcp:sql/databaseInstance": "Google Cloud encrypts all data at rest",
+}
+
+
+def unencrypted(resources) -> list[str]:
+    """EBS (launch templates, instances, volumes), EFS, RDS and S3 (bucket default encryption, and
+    objects) are encrypted; every other stateful data store is one the service encrypts itself."""
+    from components.stateful import type_key
+
+    found = []
+    resources = list(resources)
+    encrypted_buckets = {reveal(r.inputs.get("bucket")) for r in resources
+                         if r.type.startswith("aws:s3/bucketServerSideEncryptionConfiguration")}
+    for r in resources:
+        i = reveal(r.inputs)
+        kind = stateful_kind(r.type, r.inputs)
+        if r.type == "aws:ec2/launchTemplate:LaunchTemplate":
+            for m in i.get("blockDeviceMappings") or []:
+                ebs = m.get("ebs") or {}
+                if ebs and not _true(ebs.get("encrypted")):
+                    found.append(f"{r.name}: EBS {m.get('deviceName')} not encrypted")
+        elif r.type == "aws:ec2/instance:Instance":
+            volumes = [("root", i.get("rootBlockDevice") or {})] + [
+                (v.get("deviceName"), v) for v in i.get("ebsBlockDevices") or []]
+            found += [f"{r.name}: {name} volume not encrypted" for name, v in volumes if not _true(v.get("encrypted"))]
+        elif r.type in ("aws:ebs/volume:Volume", "aws:efs/fileSystem:FileSystem"):
+            if not _true(i.get("encrypted")):
+                found.append(f"{r.name}: not encrypted")
+        elif r.type in ("aws:rds/instance:Instance", "aws:rds/cluster:Cluster"):
+            if not _true(i.get("storageEncrypted")):
+                found.append(f"{r.name}: storageEncrypted is not true")
+        elif r.type in ("aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2"):
+            inline = i.get("serverSideEncryptionConfiguration")
+            if not inline and reveal(r.outputs.get("bucket", r.inputs.get("bucket"))) not in encrypted_buckets \
+                    and r.id not in encrypted_buckets:
+                found.append(f"{r.name}: no default encryption configured")
+        elif r.type == "aws:s3/bucketObjectv2:BucketObjectv2":
+            if not i.get("serverSideEncryption") and not i.get("kmsKeyId"):
+                found.append(f"{r.name}: object without server-side encryption")
+        elif kind in ("filesystem", "volume", "database") and type_key(r.type) not in SERVICE_ENCRYPTED:
+            found.append(f"{r.name}: {r.type} stores data and no check here knows how it is encrypted")
+    return found
+
+
+# --- 6. nothing public by default ---------------------------------------------------------------
+
+
+def public_addresses(resources, spec: dict) -> list[str]:
+    """No compute interface gets a public IP; the head node only when head_node.public_ip asks."""
+    head_public = bool(((spec.get("slurm") or {}).get("head_node") or {}).get("public_ip"))
+    found = []
+    for r in resources:
+        i = reveal(r.inputs)
+        if r.type == "aws:ec2/launchTemplate:LaunchTemplate":
+            for nic in i.get("networkInterfaces") or []:
+                if _true(nic.get("associatePublicIpAddress")):
+                    found.append(f"{r.name}: a launch template interface gets a public IP")
+        elif r.type == "aws:ec2/instance:Instance" and _true(i.get("associatePublicIpAddress")):
+            if not (stateful_kind(r.type, r.inputs) == "head-node" and head_public):
+                found.append(f"{r.name}: public IP not asked for")
+        elif r.type in ("gcp:compute/instance:Instance", "gcp:compute/instanceTemplate:InstanceTemplate"):
+            for nic in i.get("networkInterfaces") or []:
+                if nic.get("accessConfigs") and not (stateful_kind(r.type, r.inputs) == "head-node" and head_public):
+                    found.append(f"{r.name}: an interface has an external IP (access config)")
+    return found
