@@ -57,7 +57,7 @@ def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
             cluster=design, vpc_id=network.vpc_id, subnet_id=network.subnet_id,
             public_subnet_id=network.public_subnet_id,
             nodes_security_group_id=network.nodes_security_group_id,
-            compute_role_name=nodes.role_name, mounts=mounts))
+            compute_role_name=nodes.role_name))
         node_inputs = pulumi.Output.all(mounts, controller.controller_addr, controller.munge_secret_arn)
     else:
         node_inputs = pulumi.Output.all(mounts, None, None)
@@ -80,7 +80,7 @@ def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
     if controller:
         SlurmConfiguration(f"{design.name}-slurm-config", SlurmConfigurationArgs(
             cluster=design, controller=controller, compute_role_arn=nodes.role_arn, pools=pools,
-            subnet_id=network.subnet_id))
+            subnet_id=network.subnet_id, mounts=mounts))
         outputs["slurm_controller"] = controller.controller_addr
         outputs["slurm_config_bucket"] = controller.bucket_name
     return outputs

@@ -48,7 +48,6 @@ class SlurmControllerArgs:
     public_subnet_id: pulumi.Input[str] | None   # only for head_node.public_ip
     nodes_security_group_id: pulumi.Input[str]
     compute_role_name: pulumi.Input[str]
-    mounts: pulumi.Input[list]                   # list[Mount]
 
 
 class SlurmController(pulumi.ComponentResource):
@@ -129,8 +128,12 @@ class SlurmController(pulumi.ComponentResource):
             vpc_id=args.vpc_id, ingress=ssh_rules, tags=head_tags, opts=child)
 
         image = load_catalog().images["head"]
-        user_data = pulumi.Output.all(bucket.bucket, munge.arn, args.mounts).apply(
-            lambda a: head_user_data(design, bucket=a[0], munge_secret=a[1], mounts=list(a[2])))
+        # No filesystem among its inputs: the head node is created while FSx still is (a first
+        # `pulumi up` does not wait for one after the other; ParallelCluster #4211) and adding a
+        # filesystem leaves it untouched. It mounts them when SlurmConfiguration publishes their
+        # mount script.
+        user_data = pulumi.Output.all(bucket.bucket, munge.arn).apply(
+            lambda a: head_user_data(design, bucket=a[0], munge_secret=a[1]))
         public = slurm.head_public_ip and args.public_subnet_id is not None
         head = aws.ec2.Instance(
             f"{name}-head",
@@ -224,12 +227,11 @@ def head_fleet_policy(design: ClusterDesign, account: str, launch_template_ids: 
     ]}
 
 
-def head_user_data(design: ClusterDesign, *, bucket: str, munge_secret: str, mounts: list[Mount]) -> str:
+def head_user_data(design: ClusterDesign, *, bucket: str, munge_secret: str) -> str:
     return render("cloud-init/head.yaml.j2", cluster=design.name, bucket=bucket, prefix=CONFIG_PREFIX,
                   region=design.region, munge_secret=munge_secret,
                   secret_script=static("scripts/aicluster-secret.py"),
-                  sync_script=static("scripts/aicluster-sync.py"),
-                  mount_script=render("scripts/mount-storage.sh.j2", mounts=mounts))
+                  sync_script=static("scripts/aicluster-sync.py"))
 
 
 @dataclass(frozen=True)
@@ -239,6 +241,7 @@ class SlurmConfigurationArgs:
     compute_role_arn: pulumi.Input[str]
     pools: dict                                   # pool name -> GpuPool
     subnet_id: pulumi.Input[str]
+    mounts: pulumi.Input[list] = ()               # list[Mount]: the head mounts them when published
 
 
 class SlurmConfiguration(pulumi.ComponentResource):
@@ -252,11 +255,11 @@ class SlurmConfiguration(pulumi.ComponentResource):
             *[args.pools[n].placement_group_name or "" for n in names],
         )
         files = pulumi.Output.all(controller.controller_addr, args.subnet_id, pool_facts,
-                                  controller.accounting_secret_arn or "").apply(
+                                  controller.accounting_secret_arn or "", args.mounts).apply(
             lambda a: published_files(design, controller_addr=a[0], subnet_id=a[1],
                                       launch_templates=dict(zip(names, a[2][:len(names)])),
                                       placement_groups=dict(zip(names, a[2][len(names):])),
-                                      accounting_secret=a[3] or None))
+                                      accounting_secret=a[3] or None, mounts=list(a[4])))
         for key in PUBLISHED_KEYS:
             aws.s3.BucketObjectv2(f"{name}-{key.replace('/', '-').replace('.', '-')}",
                                   bucket=controller.bucket_name, key=CONFIG_PREFIX + key,
@@ -276,11 +279,12 @@ _SLURM_FILES = ("slurm.conf", "gres.conf", "cgroup.conf", "topology.conf")
 _SCRIPTS = {"aicluster-power.py": "scripts/aicluster-power.py", "aicluster-secret": "scripts/aicluster-secret.py",
             "aicluster-accounting": "scripts/aicluster-accounting"}
 PUBLISHED_KEYS = (*[f"slurm/{f}" for f in _SLURM_FILES], "aicluster/cluster.json", "aicluster/accounting.json",
-                  *[f"bin/{s}" for s in _SCRIPTS], "manifest.json")
+                  *[f"bin/{s}" for s in _SCRIPTS], "bin/aicluster-mount-storage", "manifest.json")
 
 
 def published_files(design: ClusterDesign, *, controller_addr: str, subnet_id: str, launch_templates: dict,
-                    placement_groups: dict, accounting_secret: str | None) -> dict[str, str]:
+                    placement_groups: dict, accounting_secret: str | None,
+                    mounts: list[Mount] = ()) -> dict[str, str]:
     # Pid files where Ubuntu's slurm units expect them (/run/slurmctld.pid, /run/slurmd.pid).
     runtime = SlurmRuntime(controller_host=head_hostname(design), controller_addr=controller_addr, run_dir="/run",
                            accounting_host=head_hostname(design) if design.slurm.accounting else None)
@@ -302,13 +306,17 @@ def published_files(design: ClusterDesign, *, controller_addr: str, subnet_id: s
     files["aicluster/cluster.json"] = json.dumps(cluster, indent=2, sort_keys=True) + "\n"
     files["aicluster/accounting.json"] = json.dumps(accounting, indent=2, sort_keys=True) + "\n"
     files |= {f"bin/{name}": static(path) for name, path in _SCRIPTS.items()}
+    files["bin/aicluster-mount-storage"] = render("scripts/mount-storage.sh.j2", mounts=list(mounts))
     manifest = {
         "files": [
             *[{"key": f"slurm/{f}", "path": f"{runtime.conf_dir}/{f}", "mode": "0644", "reconfigure": True}
               for f in _SLURM_FILES],
             {"key": "aicluster/cluster.json", "path": "/etc/aicluster/cluster.json", "mode": "0644"},
             *[{"key": f"bin/{name}", "path": f"{BIN}/{name}", "mode": "0755"} for name in _SCRIPTS],
-            # After the scripts, so the set-up it asks for is installed.
+            # After the scripts, so the set-up they ask for is installed. The mount script runs
+            # whenever it changes (a filesystem added); the fstab lines it writes mount at boot.
+            {"key": "bin/aicluster-mount-storage", "path": "/usr/local/sbin/aicluster-mount-storage",
+             "mode": "0755", "run": ["/usr/local/sbin/aicluster-mount-storage"]},
             {"key": "aicluster/accounting.json", "path": "/etc/aicluster/accounting.json", "mode": "0644",
              "run": [f"{BIN}/aicluster-accounting"]},
         ],

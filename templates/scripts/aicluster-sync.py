@@ -64,7 +64,14 @@ def ensure_link(path: str, target: str) -> bool:
 
 def sync(s3, bucket: str, prefix: str) -> list[dict]:
     """Install every file of the manifest that differs; return the entries that changed."""
-    manifest = json.loads(s3.get_object(Bucket=bucket, Key=prefix + "manifest.json")["Body"].read())
+    try:
+        manifest = json.loads(s3.get_object(Bucket=bucket, Key=prefix + "manifest.json")["Body"].read())
+    except Exception as exc:  # noqa: BLE001 - S3 NoSuchKey, a Cloud Storage 404, ...: logged, retried
+        # The head node is created while the filesystems still are, and `pulumi up` publishes the
+        # configuration once they exist: until then there is nothing to install.
+        log(f"no manifest at {bucket}/{prefix}manifest.json yet ({type(exc).__name__}: {exc}); "
+            "the timer tries again")
+        return []
     changed = []
     for entry in manifest["files"]:
         data = s3.get_object(Bucket=bucket, Key=prefix + entry["key"])["Body"].read()
@@ -132,9 +139,11 @@ def main(argv=None) -> int:
         if entry.get("run"):
             log(f"running {' '.join(entry['run'])}")
             subprocess.run([local(entry["run"][0]), *entry["run"][1:]], check=True)
-    running = not args.bootstrap and slurmctld_active()
-    if running and any(entry.get("reconfigure") for entry in changed):
+    if not args.bootstrap and any(entry.get("reconfigure") for entry in changed):
+        # Also starts a slurmctld that had no configuration at boot (published after the head
+        # node exists, once the filesystems do).
         apply_slurm_config()
+    running = not args.bootstrap and slurmctld_active()
     if running:
         power_up_static_nodes()
     if not changed:

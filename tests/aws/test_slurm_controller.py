@@ -164,3 +164,27 @@ def test_routine_edits_leave_the_head_node_untouched(plan_spec, base_spec, edit)
     after = head(plan_spec(changed))
     assert after.urn == before.urn
     assert after.inputs == before.inputs
+
+
+def test_head_node_does_not_wait_for_the_filesystems(plan_spec, base_spec):
+    """No filesystem output reaches the head node: it is created while FSx still is, and adding a
+    filesystem leaves it untouched. Its mounts arrive with the published configuration, whose
+    manifest runs the mount script (ParallelCluster #4211: the head node timed out waiting on FSx)."""
+    plan = plan_spec(base_spec)
+    node = head(plan)
+    fs = plan.named("demo-fsx-fs", "aws:fsx/lustreFileSystem:LustreFileSystem")
+    assert fs.urn not in node.dependencies
+    assert fs.outputs["dnsName"] not in base64.b64decode(node.inputs["userData"]).decode() \
+        if not node.inputs["userData"].startswith("#cloud-config") else fs.outputs["dnsName"] not in node.inputs["userData"]
+    files = published(plan)
+    script = files["head/bin/aicluster-mount-storage"]
+    assert f"{fs.outputs['dnsName']}@tcp:/{fs.outputs['mountName']}" in script
+    manifest = json.loads(files["head/manifest.json"])
+    (entry,) = [e for e in manifest["files"] if e["key"] == "bin/aicluster-mount-storage"]
+    assert entry["run"] == [entry["path"]] and entry["mode"] == "0755"
+
+    more = copy.deepcopy(base_spec)
+    more["storage"].append({"name": "data", "type": "lustre", "mount": "/data", "capacity_gib": 1200})
+    after = plan_spec(more)
+    assert head(after).inputs == node.inputs
+    assert "/data" in published(after)["head/bin/aicluster-mount-storage"]

@@ -113,6 +113,22 @@ def _other_instance_type(spec: dict) -> Pair:
     raise NotApplicable(f"no other {spec['cloud']} {current.accelerator.kind} type is valid for this stack")
 
 
+def _add_filesystem(spec: dict) -> Pair:
+    """A second Lustre filesystem of the smallest valid size (FSx 1200 GiB; Managed Lustre at the
+    500 MB/s/TiB tier's minimum): existing filesystems and the control plane stay as they are."""
+    from components.catalog import load_catalog
+
+    names = {fs["name"] for fs in spec.get("storage") or []}
+    extra = {"name": next(f"extra{i}" for i in range(1, 100) if f"extra{i}" not in names),
+             "type": "lustre", "mount": "/extra-data", "capacity_gib": 1200}
+    if spec["cloud"] == "gcp":
+        tier = load_catalog().managed_lustre[500]
+        extra.update(capacity_gib=tier.min_capacity_gib, throughput_mbps_per_tib=500)
+    after = _copy(spec)
+    after["storage"] = [*(spec.get("storage") or []), extra]
+    return spec, after
+
+
 def _add_tag(spec: dict) -> Pair:
     after = _copy(spec)
     after.setdefault("tags", {})["cost-center"] = "ml-4242"
@@ -186,6 +202,7 @@ EDITS = [
     Edit("add-pool", "a second pool like pools[0]", _add_pool),
     Edit("remove-pool", "the last pool removed", _remove_pool),
     Edit("instance-type", "pools[0] on another instance type", _other_instance_type),
+    Edit("add-filesystem", "a second Lustre filesystem", _add_filesystem),
     Edit("add-tag", "a new tag", _add_tag, changes_tags=True),
     Edit("change-tag", "a tag value changed", _change_tag, changes_tags=True),
     Edit("add-ssh-cidr", "network.ssh_ingress_cidrs + one CIDR", _add_ssh_cidr),

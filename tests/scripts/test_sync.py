@@ -95,3 +95,25 @@ def test_static_nodes_are_powered_up(head, tmp_path):
     lines = sync()
     assert "scontrol -o show node gpu-[1-2]" in lines
     assert "scontrol update nodename=gpu-[1-2] state=power_up" in lines
+
+
+def test_head_up_before_the_configuration_waits_then_starts_slurmctld(head, tmp_path):
+    """The head node is created while the filesystems still are, so at boot nothing may be
+    published yet: bootstrap succeeds with nothing to do. Once `pulumi up` publishes, the timer
+    installs the files, runs the mount script, and starts slurmctld although it was not running."""
+    s3, root, files, sync, calls = head
+    published = {o["Key"]: s3.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read()
+                 for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"]}
+    for key in published:
+        s3.delete_object(Bucket=BUCKET, Key=key)
+    assert sync("--bootstrap") == []
+    assert not (root / "etc" / "slurm" / "slurm.conf").exists()
+    assert not [c for c in sync() if "restart" in c or c.startswith("scontrol")]   # the timer: still nothing
+    (tmp_path / "bin" / "systemctl").write_text(         # slurmctld could not start without a config
+        f'#!/bin/sh\necho "systemctl $*" >> {calls}\n[ "$1" = "is-active" ] && exit 3\nexit 0\n')
+    for key, body in published.items():
+        s3.put_object(Bucket=BUCKET, Key=key, Body=body)
+    lines = sync()
+    assert (root / "etc" / "slurm" / "slurm.conf").read_text() == files["slurm/slurm.conf"]
+    assert (root / "usr" / "local" / "sbin" / "aicluster-mount-storage").read_text() == files["bin/aicluster-mount-storage"]
+    assert lines.index("systemctl restart slurmctld") < lines.index("scontrol reconfigure")
