@@ -190,11 +190,7 @@ def lines(path: CriticalPath) -> list[str]:
     """The critical path for `aicluster plan` text output."""
     out = [f"pulumi up waits ~{path.total_minutes:.0f} min on this chain (typical creation times, "
            "mostly estimates: components/catalog/provisioning.yaml):"]
-    for s in path.steps:
-        if s.minutes >= 0.5 or s is path.steps[-1] or s is path.steps[0]:
-            out.append(f"  {s.start:5.1f} min  {s.name} ({type_key(s.type)}, ~{s.minutes:g} min)")
-        else:
-            out.append(f"  {s.start:5.1f} min  {s.name}")
+    out += [f"  {s.start:5.1f} min  +{s.minutes:<4g} {s.name} ({s.type})" for s in path.steps]
     if path.storage and path.control_plane:
         if path.parallel:
             first = lambda steps: min(steps, key=lambda s: s.start)  # noqa: E731

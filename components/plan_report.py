@@ -65,6 +65,9 @@ def text(result: PlanResult) -> list[str]:
         f"Resources: {len(custom)} to create, in {len(plan.components())} components",
         *["  " + line for line in resource_tree(plan)],
         "",
+        "Provisioning critical path",
+        *["  " + line for line in critical_path_lines(result)],
+        "",
         "Balance",
         *["  " + line for line in report_lines(result.balance)],
         "",
@@ -100,6 +103,12 @@ def markdown(result: PlanResult) -> list[str]:
         f"### Resources ({len(result.plan.custom_resources())})",
         "",
         *resource_table_markdown(result.plan),
+        "",
+        "### Provisioning critical path",
+        "",
+        "```",
+        *critical_path_lines(result),
+        "```",
         "",
         "### Balance",
         "",
@@ -139,6 +148,7 @@ def to_json(result: PlanResult) -> dict[str, Any]:
             "violations": [{"message": x.message, "urn": x.urn, "resource": x.resource_name} for x in v.violations],
         } for v in _verdicts(result)],
         "files": sorted(result.files),
+        "critical_path": _critical_path(result).to_json(),
     }
 
 
@@ -202,3 +212,19 @@ def mermaid(result: PlanResult) -> list[str]:
         lines += [f"  pool{i} ==>|{fs.mount}| fs{j}" for i in range(len(d.pools))]
         lines.append(f"  head -.->|{fs.mount}| fs{j}")
     return lines
+
+
+# ---------------------------------------------------------------- provisioning critical path
+
+
+def _critical_path(result: PlanResult):
+    """The longest chain of creations `pulumi up` waits on (components/critical_path.py)."""
+    from .critical_path import critical_path
+
+    return critical_path(result.plan)
+
+
+def critical_path_lines(result: PlanResult) -> list[str]:
+    from .critical_path import lines
+
+    return lines(_critical_path(result))

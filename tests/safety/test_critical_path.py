@@ -97,3 +97,26 @@ def test_the_chain_is_a_real_dependency_chain(stack):
     for earlier, later in zip(path.steps, path.steps[1:]):
         assert later.start == pytest.approx(earlier.finish), (earlier.name, later.name)
     assert all(type_key(s.type) for s in path.steps)
+
+
+@pytest.mark.parametrize("stack", STACK_NAMES)
+def test_aicluster_plan_shows_the_critical_path(stack, capsys):
+    import json
+
+    from components.cli import main
+
+    assert main(["plan", "--stack", stack, "--format", "json"]) == 0
+    found = json.loads(capsys.readouterr().out)["critical_path"]
+    path = critical_path(stack_plan(stack))
+    assert found["total_minutes"] == pytest.approx(path.total_minutes, abs=0.01)
+    assert [s["name"] for s in found["steps"]] == [s.name for s in path.steps]
+    assert all(s["source"] for s in found["steps"])
+    assert found["storage_and_control_plane_in_parallel"] is True
+
+    assert main(["plan", "--stack", stack]) == 0
+    text = capsys.readouterr().out
+    section = text.split("Provisioning critical path\n", 1)[1].split("\n\n", 1)[0]
+    assert f"pulumi up waits ~{path.total_minutes:.0f} min" in section
+    assert all(s.name in section for s in path.steps)
+    if path.storage:
+        assert "filesystem and control plane are created in parallel" in section
