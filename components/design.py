@@ -11,6 +11,7 @@ from typing import Literal, Mapping
 
 from .catalog import FsxDeploymentType, InstanceType, load_catalog
 from .errors import Problem, SpecError
+from .kubernetes_design import KubernetesDesign, design_kubernetes, versions as kubernetes_versions
 from .spec import CapacitySpec, ClusterSpec, PoolSpec, StorageSpec, WorkloadSpec
 
 DEFAULT_VPC_CIDR = "10.0.0.0/16"
@@ -160,6 +161,7 @@ class ClusterDesign:
     workload: WorkloadSpec | None
     tags: Mapping[str, str]
     slurm: SlurmDesign | None = None
+    kubernetes: KubernetesDesign | None = None
 
     def pool(self, name: str) -> PoolDesign:
         for pool in self.pools:
@@ -181,18 +183,21 @@ def design_cluster(spec: ClusterSpec) -> ClusterDesign:
     storage = tuple(s for s in (_design_storage(spec, i, fs, problems) for i, fs in enumerate(spec.storage)) if s)
     if problems:
         raise SpecError(problems)
+    network = _design_network(spec)
     return ClusterDesign(
         name=spec.name,
         cloud=spec.cloud,
         region=spec.region,
         zone=spec.zone,
         scheduler=spec.scheduler,
-        network=_design_network(spec),
+        network=network,
         pools=pools,
         storage=storage,
         workload=spec.workload,
         tags=dict(spec.tags),
         slurm=_design_slurm(spec, pools) if spec.scheduler == "slurm" else None,
+        kubernetes=(design_kubernetes(spec, pools, network.vpc_cidr)
+                    if spec.scheduler == "kubernetes" and spec.cloud == "aws" else None),
     )
 
 
@@ -228,6 +233,9 @@ def _design_pool(spec: ClusterSpec, index: int, pool: PoolSpec) -> PoolDesign:
     role = "trainium" if instance.accelerator.kind == "trainium" else "gpu"
     # AWS images only; GCP images per machine family arrive with the GCP components.
     image_facts = catalog.images.get(role, {}) if spec.cloud == "aws" else {}
+    if spec.cloud == "aws" and spec.scheduler == "kubernetes":
+        # EKS node groups take the EKS-optimized accelerated AL2023 AMI by ami_type: no image id.
+        image_facts = {"root_device": kubernetes_versions().ami_types["gpu"]["root_device"]}
     image = pool.image or image_facts.get("ssm_parameter", "")
     if image.startswith("/"):
         image = f"resolve:ssm:{image}"

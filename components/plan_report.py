@@ -11,10 +11,15 @@ from .offline.capture import reveal
 from .offline.report import resource_table_markdown, resource_tree
 from .planner import PlanResult
 
-_NOT_YET = {
-    "kubernetes": "the Kubernetes control plane is not built yet: this plan holds the fabric, compute "
-                  "templates and storage it will use",
-}
+_NOT_YET: dict[str, str] = {}
+
+
+def _kubernetes_lines(d: ClusterDesign) -> list[str]:
+    if d.kubernetes is None:
+        return []
+    from .aws.eks_report import kubernetes_lines
+
+    return ["", f"Kubernetes (EKS {d.kubernetes.version})", *kubernetes_lines(d)]
 
 
 def _fabric(pool: PoolDesign) -> str:
@@ -61,6 +66,7 @@ def text(result: PlanResult) -> list[str]:
         "",
         "Storage",
         *([_storage_line(fs) for fs in d.storage] or ["  none"]),
+        *_kubernetes_lines(d),
         "",
         f"Resources: {len(custom)} to create, in {len(plan.components())} components",
         *["  " + line for line in resource_tree(plan)],
@@ -99,6 +105,8 @@ def markdown(result: PlanResult) -> list[str]:
         "### Storage",
         "",
         *([f"- {_storage_line(fs).strip()}" for fs in d.storage] or ["- none"]),
+        *(["", f"### Kubernetes (EKS {d.kubernetes.version})", "",
+            *[f"- {line.strip()}" for line in _kubernetes_lines(d)[2:]]] if d.kubernetes else []),
         "",
         f"### Resources ({len(result.plan.custom_resources())})",
         "",
@@ -148,8 +156,15 @@ def to_json(result: PlanResult) -> dict[str, Any]:
             "violations": [{"message": x.message, "urn": x.urn, "resource": x.resource_name} for x in v.violations],
         } for v in _verdicts(result)],
         "files": sorted(result.files),
+        **({"kubernetes": _kubernetes_json(d)} if d.kubernetes else {}),
         "critical_path": _critical_path(result).to_json(),
     }
+
+
+def _kubernetes_json(d: ClusterDesign) -> dict[str, Any]:
+    from .aws.eks_report import kubernetes_summary
+
+    return kubernetes_summary(d)
 
 
 # ---------------------------------------------------------------- policy verdicts and the diagram
@@ -194,6 +209,9 @@ def mermaid(result: PlanResult) -> list[str]:
     head = _head(result)
     if d.scheduler == "slurm":
         control = _label("Slurm head node", head or "not in this plan", "slurmctld")
+    elif d.kubernetes:
+        control = _label(f"EKS {d.kubernetes.version} control plane", "Kueue ClusterQueue "
+                         f"{d.kubernetes.cluster_queue}")
     else:
         control = _label("Kubernetes control plane", head or "not in this plan")
     lines = ["flowchart LR", '  subgraph cp["control plane"]', f"    head[{control}]", "  end"]

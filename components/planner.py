@@ -12,6 +12,7 @@ from .balance import ClusterBalance, from_design
 from .cluster import check_buildable, check_provider_region, program
 from .design import ClusterDesign, design_cluster
 from .errors import SpecError
+from .k8s_manifests import kubernetes_files
 from .offline.capture import CapturedResource, Plan, reveal
 from .offline.engine import run_program
 from .spec import ClusterSpec, parse_spec
@@ -66,9 +67,15 @@ def _object_path(resource: CapturedResource) -> str:
     return key.split("/", 1)[1] if key.startswith("head/") else key
 
 
+def _user_data_path(resource: CapturedResource) -> str:
+    """user-data/<name>.yaml for cloud-config, .mime for MIME multipart (EKS nodes' nodeadm format)."""
+    content = _user_data(resource) or ""
+    return f"user-data/{resource.name}.{'mime' if content.startswith('MIME-Version:') else 'yaml'}"
+
+
 # Where each resource type keeps a file it renders, and the path it gets under --out.
 _RENDERED: dict[str, tuple[Callable[[CapturedResource], str | None], Callable[[CapturedResource], str]]] = {
-    "aws:ec2/launchTemplate:LaunchTemplate": (_user_data, lambda r: f"user-data/{r.name}.yaml"),
+    "aws:ec2/launchTemplate:LaunchTemplate": (_user_data, _user_data_path),
     "aws:ec2/instance:Instance": (_user_data, lambda r: f"user-data/{r.name}.yaml"),
     "aws:s3/bucketObjectv2:BucketObjectv2": (_object_content, _object_path),
 }
@@ -82,6 +89,7 @@ def rendered_files(plan: Plan) -> dict[str, str]:
             content = extractor[0](resource)
             if content is not None:
                 files[extractor[1](resource)] = content
+        files.update(kubernetes_files(resource))   # manifests, Helm values, example jobs (k8s/)
     return files
 
 

@@ -117,6 +117,33 @@ class SlurmSpec(_Model):
     head_node: HeadNodeSpec = HeadNodeSpec()
 
 
+class SystemNodesSpec(_Model):
+    instance_type: Text = Field("m7i.xlarge", description="A controller type from the catalog for the "
+                                                          "add-on controllers (CoreDNS, Kueue, CSI controller).")
+    count: Annotated[int, Field(strict=True, ge=1, le=20)] = Field(
+        2, description="Nodes of the system node group (two: add-on controllers survive losing one).")
+
+
+class KubernetesSpec(_Model):
+    gpu_devices: Literal["nvidia-device-plugin", "gpu-operator"] = Field(
+        "nvidia-device-plugin", description="What advertises nvidia.com/gpu: the NVIDIA device plugin "
+                                            "(default) or the GPU operator with its driver and toolkit "
+                                            "off (the EKS AMI ships them). Never both.")
+    api_access_cidrs: tuple[Text, ...] = Field(
+        (), description="CIDRs allowed to reach a public API endpoint. Empty (default): private endpoint "
+                        "only; run `pulumi up` from inside the VPC.")
+    admins: tuple[Text, ...] = Field(
+        (), description="IAM role or user ARNs given cluster admin through EKS access entries.")
+    system_nodes: SystemNodesSpec = SystemNodesSpec()
+    namespace: Name = Field("training", description="Namespace of the training jobs, their FSx claims "
+                                                    "and the Kueue LocalQueue.")
+    control_plane_zone: Text | None = Field(
+        None, description="Second zone for the control plane's subnets (EKS needs two zones). Default: "
+                          "the zone's neighbour (a <-> b). New VPC only.")
+    control_plane_subnet_ids: tuple[Text, ...] = Field(
+        (), description="With network.existing: two or more subnets in two zones for the control plane.")
+
+
 class ClusterSpec(_Model):
     """The cluster spec: stack config key `aicluster:cluster`."""
 
@@ -130,6 +157,7 @@ class ClusterSpec(_Model):
     storage: Annotated[tuple[StorageSpec, ...], Field(max_length=16)] = ()
     workload: WorkloadSpec | None = None
     slurm: SlurmSpec = Field(SlurmSpec(), description="Slurm settings (scheduler: slurm only).")
+    kubernetes: KubernetesSpec = Field(KubernetesSpec(), description="EKS settings (scheduler: kubernetes only).")
     tags: Mapping[Annotated[str, Field(strict=True, min_length=1, max_length=63)],
                   Annotated[str, Field(strict=True, max_length=63)]] = Field(
         default_factory=dict, description="Added to every resource (GCP: as labels).")
@@ -257,6 +285,7 @@ def _semantic_problems(spec: ClusterSpec) -> list[Problem]:
     problems += _storage_problems(spec)
     problems += _tag_problems(spec)
     problems += _slurm_problems(spec)
+    problems += _kubernetes_problems(spec)
     return problems
 
 
@@ -273,6 +302,76 @@ def _slurm_problems(spec: ClusterSpec) -> list[Problem]:
     if head.public_ip and spec.network.existing:
         problems.append(Problem("slurm.head_node.public_ip", True,
                                 "false with network.existing (aicluster only knows the private subnet)"))
+    return problems
+
+
+_IAM_PRINCIPAL = re.compile(r"arn:aws(-[a-z]+)*:iam::\d{12}:(role|user)/[\w+=,.@/-]{1,512}")
+
+
+def _kubernetes_problems(spec: ClusterSpec) -> list[Problem]:
+    """scheduler: kubernetes builds EKS with the EKS-optimized accelerated AL2023 (NVIDIA) AMI."""
+    if spec.scheduler != "kubernetes":
+        if "kubernetes" in spec.model_fields_set:
+            return [Problem("kubernetes", "<section>", "leave it out unless scheduler is kubernetes")]
+        return []
+    if spec.cloud != "aws":
+        return []
+    from .kubernetes_design import second_zone, versions
+
+    k8s, problems = spec.kubernetes, []
+    catalog = load_catalog()
+    gpu_ami = versions().ami_types["gpu"]
+    for i, pool in enumerate(spec.pools):
+        itype = catalog.resolve(spec.cloud, pool.instance_type)
+        if itype is None:
+            continue   # reported by the pool checks
+        if itype.accelerator.kind != "gpu" or itype.family not in gpu_ami["instance_families"]:
+            problems.append(Problem(f"pools[{i}].instance_type", pool.instance_type,
+                                    f"an NVIDIA GPU type the EKS {gpu_ami['ami_type']} AMI supports with scheduler "
+                                    f"kubernetes ({itype.name} would need the Neuron AMI and device plugin, not built)"))
+        if pool.image:
+            problems.append(Problem(f"pools[{i}].image", pool.image,
+                                    f"leave it out with scheduler kubernetes: EKS node groups run the "
+                                    f"EKS-optimized accelerated AL2023 AMI ({gpu_ami['ami_type']})"))
+    controllers = [n for n, c in catalog.controllers.items() if getattr(c, "cloud", "aws") == "aws"]
+    if k8s.system_nodes.instance_type not in controllers:
+        problems.append(Problem("kubernetes.system_nodes.instance_type", k8s.system_nodes.instance_type,
+                                f"a controller type: {', '.join(controllers)}",
+                                close_match(k8s.system_nodes.instance_type, controllers)))
+    seen: list[tuple[int, Any]] = []
+    for i, text in enumerate(k8s.api_access_cidrs):
+        at = f"kubernetes.api_access_cidrs[{i}]"
+        cidr = _parse_cidr(text, at, problems)
+        if cidr is None:
+            continue
+        if cidr.prefixlen == 0:
+            problems.append(Problem(at, text, "named CIDRs: an API endpoint open to the whole internet is refused"))
+        for j, other in seen:
+            if cidr.version == other.version and cidr.overlaps(other):
+                problems.append(Problem(at, text, f"CIDRs that do not overlap (it overlaps api_access_cidrs[{j}] {other})"))
+        seen.append((i, cidr))
+    for i, arn in enumerate(k8s.admins):
+        if not _IAM_PRINCIPAL.fullmatch(arn):
+            problems.append(Problem(f"kubernetes.admins[{i}]", arn,
+                                    "an IAM role or user ARN such as arn:aws:iam::123456789012:role/ml-admins"))
+    if k8s.control_plane_zone is not None:
+        if spec.network.existing:
+            problems.append(Problem("kubernetes.control_plane_zone", k8s.control_plane_zone,
+                                    "leave it out with network.existing (use control_plane_subnet_ids)"))
+        elif not re.fullmatch(re.escape(spec.region) + r"[a-z]", k8s.control_plane_zone) or \
+                k8s.control_plane_zone == spec.zone:
+            problems.append(Problem("kubernetes.control_plane_zone", k8s.control_plane_zone,
+                                    f"another zone of {spec.region} than {spec.zone}", second_zone(spec.zone)))
+    if spec.network.existing and len(k8s.control_plane_subnet_ids) < 2:
+        problems.append(Problem("kubernetes.control_plane_subnet_ids", list(k8s.control_plane_subnet_ids),
+                                "two or more subnet ids in two zones (EKS puts its control-plane interfaces there)"))
+    if not spec.network.existing and k8s.control_plane_subnet_ids:
+        problems.append(Problem("kubernetes.control_plane_subnet_ids", list(k8s.control_plane_subnet_ids),
+                                "leave it out unless network.existing is set (aicluster creates them)"))
+    for i, subnet in enumerate(k8s.control_plane_subnet_ids):
+        if not re.fullmatch(r"subnet-[0-9a-f]{8,17}", subnet):
+            problems.append(Problem(f"kubernetes.control_plane_subnet_ids[{i}]", subnet,
+                                    "an id such as subnet-0123456789abcdef0"))
     return problems
 
 

@@ -253,7 +253,7 @@ def test_a_bad_policy_config_is_bad_input(capsys, tmp_path, doc, expected):
 
 
 @pytest.mark.parametrize("args, expected", [
-    (["--stack", "aws-p5"], "did you mean aws-p5-slurm"),
+    (["--stack", "aws-p5-slrum"], "did you mean aws-p5-slurm"),
     (["--config", "nope.json"], "an existing policy config JSON file"),
     (["--stack", "aws-p5-slurm", "--all"], "one of FILE, --stack NAME or --all"),
     (["missing.py"], "an existing Pulumi program"),

@@ -34,4 +34,6 @@ def test_every_dependency_has_a_lower_and_an_upper_bound():
             "pyyaml"} <= names
     assert any(p.startswith("pulumi-aws>=7") and "<8" in p for p in project["dependencies"])
     assert any(p.startswith("pulumi-gcp>=10") and "<11" in p for p in project["dependencies"])
+    assert any(p.startswith("pulumi-kubernetes>=4.18") and "<5" in p for p in project["dependencies"])
+    assert any(p.startswith("kubernetes-validate>=") for p in project["optional-dependencies"]["test"])
     assert project["scripts"]["aicluster"] == "components.cli:main"

@@ -1,5 +1,6 @@
-"""The AWS cluster: network, node identity, filesystems, the Slurm controller, then one GpuPool
-per pool, then the Slurm configuration that follows the pools.
+"""The AWS cluster: network, node identity, filesystems, the Slurm controller (or the EKS control
+plane), then one GpuPool per pool, then what follows the pools: the Slurm configuration, or the
+EKS node groups and the add-ons inside the cluster.
 
 Order matters only through data: pools consume the filesystems' mounts and the controller's
 address (for their user data); filesystems and the controller consume nothing from pools, so
@@ -12,6 +13,8 @@ import pulumi
 from ..design import ClusterDesign
 from ..mounts import Mount
 from ..render import render, static
+from .eks import EksCluster, EksClusterArgs, attach_kubernetes, eks_pool_security_groups
+from .eks_nodes import eks_node_user_data
 from .gpu_pool import GpuPool, GpuPoolArgs
 from .iam import NodeIdentity, NodeIdentityArgs
 from .network import Network, NetworkArgs
@@ -61,14 +64,21 @@ def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
         node_inputs = pulumi.Output.all(mounts, controller.controller_addr, controller.munge_secret_arn)
     else:
         node_inputs = pulumi.Output.all(mounts, None, None)
+    eks = None
+    if design.kubernetes:
+        eks = EksCluster(f"{design.name}-eks", EksClusterArgs(
+            cluster=design, vpc_id=network.vpc_id, subnet_id=network.subnet_id,
+            node_role_name=nodes.role_name, node_role_arn=nodes.role_arn))
 
     pools = {
         pool.name: GpuPool(f"{design.name}-{pool.name}", GpuPoolArgs(
             cluster=design, pool=pool, subnet_id=network.subnet_id,
-            security_group_ids=[network.nodes_security_group_id],
+            security_group_ids=([network.nodes_security_group_id] if eks is None
+                                else eks_pool_security_groups(network.nodes_security_group_id, eks)),
             instance_profile_arn=nodes.instance_profile_arn,
-            user_data=node_inputs.apply(
-                lambda a, p=pool.name: compute_user_data(design, p, list(a[0]), a[1], a[2]))))
+            user_data=(node_inputs.apply(lambda a, p=pool.name: compute_user_data(design, p, list(a[0]), a[1], a[2]))
+                       if eks is None else eks_node_user_data(design, pool.name)),
+            launcher="fleet" if eks is None else "eks"))
         for pool in design.pools
     }
     outputs = {
@@ -77,6 +87,8 @@ def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
         "launch_templates": {name: p.launch_template_id for name, p in pools.items()},
         "filesystems": {fs.name: f.file_system_id for fs, f in zip(design.storage, filesystems)},
     }
+    if eks:
+        outputs |= attach_kubernetes(design, eks, pools, filesystems, network.subnet_id, nodes.role_arn)
     if controller:
         SlurmConfiguration(f"{design.name}-slurm-config", SlurmConfigurationArgs(
             cluster=design, controller=controller, compute_role_arn=nodes.role_arn, pools=pools,

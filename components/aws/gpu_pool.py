@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
+from typing import Literal
 
 import pulumi
 import pulumi_aws as aws
@@ -22,8 +23,12 @@ class GpuPoolArgs:
     pool: PoolDesign
     subnet_id: pulumi.Input[str]
     security_group_ids: pulumi.Input[list[str]]
-    instance_profile_arn: pulumi.Input[str]
-    user_data: pulumi.Input[str]          # cloud-init text, base64-encoded here
+    instance_profile_arn: pulumi.Input[str] | None
+    user_data: pulumi.Input[str]          # cloud-init text (or MIME multipart), base64-encoded here
+    # Who launches nodes from the template: "fleet" (CreateFleet/RunInstances: Slurm's resume
+    # program) or "eks" (an EKS managed node group, which supplies the image by ami_type, the
+    # instance profile, the subnet and spot, and refuses them in the template).
+    launcher: Literal["fleet", "eks"] = "fleet"
 
 
 class GpuPool(pulumi.ComponentResource):
@@ -47,7 +52,7 @@ class GpuPool(pulumi.ComponentResource):
             description=f"aicluster {cluster.name} pool {pool.name}: {pool.instance.name}, "
                         f"{pool.efa_devices} EFA devices",
             instance_type=pool.instance.name,
-            image_id=pool.image,
+            image_id=pool.image if args.launcher == "fleet" else None,
             update_default_version=True,
             ebs_optimized="true",
             network_interfaces=[
@@ -55,7 +60,7 @@ class GpuPool(pulumi.ComponentResource):
                     network_card_index=nic.network_card_index,
                     device_index=nic.device_index,
                     interface_type=nic.interface_type,
-                    subnet_id=args.subnet_id,
+                    subnet_id=args.subnet_id if args.launcher == "fleet" else None,
                     security_groups=args.security_group_ids,
                     associate_public_ip_address="false",   # strings in pulumi_aws v7 (fabric.md)
                     delete_on_termination="true",
@@ -78,10 +83,11 @@ class GpuPool(pulumi.ComponentResource):
                     delete_on_termination="true",
                 ),
             )],
-            iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=args.instance_profile_arn),
+            iam_instance_profile=(aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=args.instance_profile_arn)
+                                  if args.launcher == "fleet" else None),
             placement=_placement(cluster, placement_group),
-            instance_market_options=_market_options(pool),
-            capacity_reservation_specification=_reservation(pool),
+            instance_market_options=_market_options(pool, args.launcher),
+            capacity_reservation_specification=_reservation(pool, args.launcher),
             monitoring=aws.ec2.LaunchTemplateMonitoringArgs(enabled=True),
             user_data=pulumi.Output.from_input(args.user_data).apply(
                 lambda text: base64.b64encode(text.encode()).decode()),
@@ -121,8 +127,8 @@ def _placement(cluster: ClusterDesign, group: aws.ec2.PlacementGroup | None):
     )
 
 
-def _market_options(pool: PoolDesign):
-    if pool.capacity.type == "spot":
+def _market_options(pool: PoolDesign, launcher: str = "fleet"):
+    if pool.capacity.type == "spot" and launcher == "fleet":   # EKS: the node group's capacity_type SPOT
         return aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(
             market_type="spot",
             spot_options=aws.ec2.LaunchTemplateInstanceMarketOptionsSpotOptionsArgs(
@@ -133,12 +139,14 @@ def _market_options(pool: PoolDesign):
     return None
 
 
-def _reservation(pool: PoolDesign):
+def _reservation(pool: PoolDesign, launcher: str = "fleet"):
     if pool.capacity.type in ("reservation", "capacity-block"):
         return aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
             capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
                 capacity_reservation_id=pool.capacity.reservation_id),
         )
+    if pool.capacity.type == "spot" and launcher == "eks":
+        return None
     # On-demand pools still use any open reservation that matches before paying list price.
     if pool.capacity.type == "on-demand":
         return aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(capacity_reservation_preference="open")

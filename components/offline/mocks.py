@@ -485,6 +485,43 @@ def _eks_pod_identity(r: _Res):
                  "associationArn": r.arn("eks", f"podidentityassociation/{cluster}/{aid}")}
 
 
+def _eks_access_policy(r: _Res):
+    cluster, principal = r.get("clusterName", "cluster"), r.get("principalArn", r.name)
+    return f"{cluster}#{principal}#{r.get('policyArn', 'policy')}", {"associatedAt": CREATED, "modifiedAt": CREATED}
+
+
+# ---------------------------------------------------------------- Kubernetes (pulumi_kubernetes)
+
+
+def _k8s_object(r: _Res):
+    """A Kubernetes object as the API server returns it: the id is namespace/name (or name),
+    metadata gains uid, resourceVersion and creationTimestamp; volumes and claims come out Bound."""
+    meta = dict(r.get("metadata", {}))
+    name = meta.get("name") or f"{r.name}-{r.alnum(8, 'k8s')}"
+    meta.update(name=name, uid=r.uuid("uid"), resourceVersion=str(1 + r.num(10**6, "rv")),
+                creationTimestamp=CREATED, generation=1)
+    computed: dict = {"metadata": meta}
+    kind = r.get("kind", "")
+    if kind == "PersistentVolumeClaim":
+        computed["status"] = {"phase": "Bound", "accessModes": (r.get("spec") or {}).get("accessModes", []),
+                              "capacity": ((r.get("spec") or {}).get("resources") or {}).get("requests", {})}
+    elif kind == "PersistentVolume":
+        computed["status"] = {"phase": "Bound"}
+    elif kind == "Namespace":
+        computed["status"] = {"phase": "Active"}
+    rid = f"{meta['namespace']}/{name}" if meta.get("namespace") else name
+    return rid, computed
+
+
+def _helm_release(r: _Res):
+    name = r.get("name", r.name)
+    namespace = r.get("namespace", "default")
+    chart = str(r.get("chart", "chart")).rsplit("/", 1)[-1]
+    return f"{namespace}/{name}", {"name": name, "status": {
+        "name": name, "namespace": namespace, "chart": chart, "version": r.get("version", ""),
+        "revision": 1, "status": "deployed"}}
+
+
 # ---------------------------------------------------------------- random
 
 
@@ -725,6 +762,15 @@ RESOURCES: dict[str, Handler] = {
     "aws:eks/addon:Addon": _eks_addon,
     "aws:eks/accessEntry:AccessEntry": _eks_access_entry,
     "aws:eks/podIdentityAssociation:PodIdentityAssociation": _eks_pod_identity,
+    "aws:eks/accessPolicyAssociation:AccessPolicyAssociation": _eks_access_policy,
+    "kubernetes:helm.sh/v3:Release": _helm_release,
+    "kubernetes:core/v1:Namespace": _k8s_object,
+    "kubernetes:core/v1:ConfigMap": _k8s_object,
+    "kubernetes:core/v1:PersistentVolume": _k8s_object,
+    "kubernetes:core/v1:PersistentVolumeClaim": _k8s_object,
+    "kubernetes:kueue.x-k8s.io/v1beta1:ResourceFlavor": _k8s_object,
+    "kubernetes:kueue.x-k8s.io/v1beta1:ClusterQueue": _k8s_object,
+    "kubernetes:kueue.x-k8s.io/v1beta1:LocalQueue": _k8s_object,
     "random:index/randomPassword:RandomPassword": _password,
     "random:index/randomString:RandomString": _password,
     "random:index/randomId:RandomId": _random_id,

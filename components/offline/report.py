@@ -53,6 +53,19 @@ def _key(*keys: str, fmt: str = "{}") -> Callable[[dict], str]:
     return summary
 
 
+def _eks_node_group(i: dict) -> str:
+    scaling = i.get("scalingConfig") or {}
+    parts = [_show(i.get("amiType", "")), _show(i.get("capacityType", "")),
+             f"{_show(scaling.get('minSize', '?'))}..{_show(scaling.get('maxSize', '?'))} nodes" if scaling else "",
+             f"types {_show(','.join(i['instanceTypes']))}" if i.get("instanceTypes") else "",
+             "taints " + ",".join(_show(t.get("key")) for t in i["taints"]) if i.get("taints") else ""]
+    return ", ".join(p for p in parts if p)
+
+
+def _helm_release(i: dict) -> str:
+    return f"{_show(i.get('chart', ''))} {_show(i.get('version', ''))}".strip()
+
+
 SUMMARIES: dict[str, Callable[[dict], str]] = {
     "aws:ec2/launchTemplate:LaunchTemplate": _launch_template,
     "aws:ec2/placementGroup:PlacementGroup": _key("strategy", fmt="strategy={}"),
@@ -62,6 +75,10 @@ SUMMARIES: dict[str, Callable[[dict], str]] = {
     "aws:ec2/securityGroup:SecurityGroup": _key("description", fmt='"{}"'),
     "aws:ec2/instance:Instance": _key("instanceType"),
     "aws:secretsmanager/secret:Secret": _key("name"),
+    "aws:eks/cluster:Cluster": _key("version", fmt="Kubernetes {}"),
+    "aws:eks/nodeGroup:NodeGroup": _eks_node_group,
+    "aws:eks/addon:Addon": lambda i: f"{_show(i.get('addonName', ''))} {_show(i.get('addonVersion', ''))}".strip(),
+    "kubernetes:helm.sh/v3:Release": _helm_release,
     "gcp:compute/instance:Instance": _key("machineType"),
     "gcp:compute/subnetwork:Subnetwork": _key("ipCidrRange"),
     "gcp:secretmanager/secret:Secret": _key("secretId"),

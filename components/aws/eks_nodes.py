@@ -1,0 +1,89 @@
+"""aicluster:aws:EksNodeGroup - one EKS managed node group per GPU pool.
+
+The node group launches from the pool's own launch template (GpuPool with launcher "eks": every
+EFA device, IMDSv2 with hop limit 1, no public IP, encrypted root volume, the placement group)
+and takes the EKS-optimized accelerated AL2023 AMI by `ami_type`. The template carries the
+instance type, so the node group's `instance_types` stays unset; capacity blocks need exactly
+that (fabric.md), and one rule for every capacity type keeps node groups from being replaced
+when a pool changes how it buys capacity.
+
+GPU nodes are tainted `nvidia.com/gpu=present:NoSchedule` and labelled with their pool, instance
+type and accelerator; their user data (MIME multipart for nodeadm) pre-allocates the 2 MiB huge
+pages EFA uses and RAIDs the instance store for container images.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import pulumi
+import pulumi_aws as aws
+
+from ..design import ClusterDesign
+from ..kubernetes_design import KubernetesPool, versions
+from ..render import render
+
+MIME_BOUNDARY = "==AICLUSTER-NODE=="
+SHUTDOWN_GRACE = "90s"
+SHUTDOWN_GRACE_CRITICAL = "30s"
+
+
+def eks_node_user_data(design: ClusterDesign, pool_name: str) -> str:
+    """The user data the EKS AL2023 accelerated AMI expects: MIME multipart with a nodeadm
+    NodeConfig part and a cloud-config part (no shell script, no secret)."""
+    pool, kpool = design.pool(pool_name), design.kubernetes.pool(pool_name)
+    node_config = render("k8s/node-config.yaml.j2", cluster=design.name, pool=pool.name, local_nvme=kpool.local_nvme,
+                         shutdown_grace=SHUTDOWN_GRACE, shutdown_grace_critical=SHUTDOWN_GRACE_CRITICAL)
+    cloud_config = render("k8s/node-cloud-config.yaml.j2", cluster=design.name, pool=pool.name, gpus=kpool.gpus,
+                          fabric_devices=kpool.efa, hugepages=kpool.hugepages_per_node)
+    return render("k8s/node-user-data.mime.j2", boundary=MIME_BOUNDARY, node_config=node_config,
+                  cloud_config=cloud_config)
+
+
+@dataclass(frozen=True)
+class EksNodeGroupArgs:
+    cluster: ClusterDesign
+    pool: KubernetesPool
+    cluster_name: pulumi.Input[str]
+    node_role_arn: pulumi.Input[str]
+    subnet_id: pulumi.Input[str]
+    launch_template_id: pulumi.Input[str]
+    launch_template_version: pulumi.Input[int]
+    # The managed add-ons nodes need to become Ready (VPC CNI, kube-proxy, Pod Identity agent)
+    # and the node role's policies: set on the node group itself (children do not inherit it).
+    depends_on: Sequence[pulumi.Resource] = ()
+
+
+class EksNodeGroup(pulumi.ComponentResource):
+    node_group_name: pulumi.Output[str]
+
+    def __init__(self, name: str, args: EksNodeGroupArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aicluster:aws:EksNodeGroup", name, None, opts)
+        design, pool = args.cluster, args.pool
+        group = aws.eks.NodeGroup(
+            f"{name}-nodegroup",
+            cluster_name=args.cluster_name,
+            node_group_name=f"{design.name}-{pool.name}",
+            node_role_arn=args.node_role_arn,
+            subnet_ids=[args.subnet_id],
+            ami_type=versions().ami_types["gpu"]["ami_type"],
+            capacity_type=pool.capacity_type,
+            # instance_types stays unset: the launch template names the type (capacity blocks
+            # require it there, fabric.md).
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                min_size=pool.min_nodes, max_size=pool.max_nodes, desired_size=pool.min_nodes),
+            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
+                id=args.launch_template_id,
+                version=pulumi.Output.from_input(args.launch_template_version).apply(str)),
+            labels=dict(pool.labels),
+            taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=t.eks_effect) for t in pool.taints],
+            # A version or template update replaces nodes one at a time, never the whole pool.
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+            tags=design.labels("compute", pool.name),
+            # Whoever scales the pool between min and max (an operator, an autoscaler) owns the
+            # desired size; a `pulumi up` must not undo it.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on),
+                                        ignore_changes=["scalingConfig.desiredSize"]),
+        )
+        self.node_group_name = group.node_group_name
+        self.register_outputs({"node_group_name": group.node_group_name})

@@ -1,0 +1,60 @@
+"""The Kubernetes part of `aicluster plan`: what the EKS cluster gets, with every pinned version."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..design import ClusterDesign
+from ..kubernetes_design import versions
+from .eks import AFTER_NODES, BEFORE_NODES
+from .eks_addons import chart_values, claim_name, job_name, volume_name
+
+
+def kubernetes_summary(design: ClusterDesign) -> dict[str, Any]:
+    kd, v = design.kubernetes, versions()
+    return {
+        "version": kd.version,
+        "endpoint": {"private": True, "public_cidrs": list(kd.api_access_cidrs)},
+        "admins": list(kd.admins),
+        "system_nodes": {"instance_type": kd.system_instance_type, "count": kd.system_nodes,
+                         "ami_type": v.ami_types["system"]["ami_type"]},
+        "node_groups": [{
+            "pool": p.name, "instance_type": p.instance_type, "min": p.min_nodes, "max": p.max_nodes,
+            "capacity_type": p.capacity_type, "ami_type": v.ami_types["gpu"]["ami_type"],
+            "efa_devices": p.efa, "gpus": p.gpus, "hugepages_2mi": p.hugepages_per_node,
+            "placement_group": design.pool(p.name).placement.strategy is not None,
+            "taints": [f"{t.key}={t.value}:{t.effect}" for t in p.taints], "labels": dict(p.labels),
+        } for p in kd.pools],
+        "eks_addons": {name: v.addons[name] for name in (*BEFORE_NODES, *AFTER_NODES)},
+        "charts": {name: v.charts[name].version for name in chart_values(design)},
+        "volumes": [{"volume": volume_name(design, fs), "claim": f"{kd.namespace}/{claim_name(fs)}",
+                     "capacity": f"{fs.capacity_gib}Gi", "mount": fs.mount} for fs in design.storage],
+        "queues": {"local_queue": f"{kd.namespace}/{kd.local_queue}", "cluster_queue": kd.cluster_queue,
+                   "quotas": {p.flavor: p.quota for p in kd.pools}},
+        "jobs": [f"k8s/examples/{job_name(p)}.yaml" for p in kd.pools],
+    }
+
+
+def kubernetes_lines(design: ClusterDesign) -> list[str]:
+    s = kubernetes_summary(design)
+    access = "private API endpoint" + (f" + public for {', '.join(s['endpoint']['public_cidrs'])}"
+                                       if s["endpoint"]["public_cidrs"] else " only")
+    sysn = s["system_nodes"]
+    lines = [f"  control plane: {access}; access entries: the deploying identity"
+             + (f" + {len(s['admins'])} admin(s)" if s["admins"] else "") + "; VPC CNI through Pod Identity",
+             f"  system nodes: {sysn['count']} x {sysn['instance_type']} ({sysn['ami_type']})"]
+    for g in s["node_groups"]:
+        placement = "cluster placement group" if g["placement_group"] else "no placement group"
+        lines.append(f"  node group {g['pool']}: {g['min']}..{g['max']} x {g['instance_type']} ({g['ami_type']}, "
+                     f"{g['capacity_type']}), {g['gpus']} GPUs + {g['efa_devices']} EFA devices per node, "
+                     f"{placement}, taint {', '.join(g['taints'])}, {g['hugepages_2mi']} hugepages-2Mi per node")
+    lines.append("  EKS add-ons: " + ", ".join(f"{n} {ver}" for n, ver in s["eks_addons"].items()))
+    lines.append("  Helm charts: " + ", ".join(f"{n} {ver}" for n, ver in s["charts"].items()))
+    for vol in s["volumes"]:
+        lines.append(f"  storage: PersistentVolume {vol['volume']} ({vol['capacity']}, fsx.csi.aws.com, Retain) "
+                     f"bound to claim {vol['claim']}, mounted at {vol['mount']} in the jobs")
+    q = s["queues"]
+    lines.append(f"  queue: LocalQueue {q['local_queue']} -> ClusterQueue {q['cluster_queue']}")
+    for flavor, quota in q["quotas"].items():
+        lines.append(f"    flavor {flavor}: " + ", ".join(f"{r} {n}" for r, n in quota.items()))
+    lines.append("  example jobs: " + ", ".join(s["jobs"]))
+    return lines

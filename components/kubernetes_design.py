@@ -1,0 +1,286 @@
+"""spec + catalog -> KubernetesDesign: everything about the EKS control plane that needs no cloud
+output. Pure (no Pulumi): node labels and taints, hugepages, Kueue flavors and quotas, the worker
+shape of the example training job, the control-plane subnets, and the pinned versions.
+
+The versions live in components/catalog/kubernetes.yaml (one place, every entry sourced).
+"""
+from __future__ import annotations
+
+import functools
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping
+
+import yaml
+
+from .catalog import CatalogError
+
+if TYPE_CHECKING:   # design.py imports this module; only type names flow the other way
+    from .design import PoolDesign
+    from .spec import ClusterSpec
+
+_VERSIONS_FILE = Path(__file__).parent / "catalog" / "kubernetes.yaml"
+
+# Labels and taints every GPU node carries. `nvidia.com/gpu.present` and
+# `vpc.amazonaws.com/efa.present` are the labels the NVIDIA charts and the EFA device plugin's
+# documented values select on; the aicluster.io ones name the pool for Kueue and jobs.
+POOL_LABEL = "aicluster.io/pool"
+INSTANCE_TYPE_LABEL = "aicluster.io/instance-type"
+ACCELERATOR_LABEL = "aicluster.io/accelerator"
+ROLE_LABEL = "aicluster.io/role"
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+EFA_PRESENT_LABEL = "vpc.amazonaws.com/efa.present"
+GPU_TAINT_KEY = "nvidia.com/gpu"
+GPU_TAINT_VALUE = "present"
+
+GPU_RESOURCE = "nvidia.com/gpu"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+HUGEPAGES_RESOURCE = "hugepages-2Mi"
+
+# "Amazon EC2 instances with the EFA driver installed pre-allocate 5128 2MiB Huge Pages"; an EFA
+# worker requests 5120Mi of them (EKS user guide, node-efa). The nodes set the same count
+# themselves, so it does not depend on which EFA packages an AMI release carries.
+HUGEPAGES_PER_NODE = 5128
+HUGEPAGES_PER_WORKER_MIB = 5120
+# What a worker leaves to the kubelet, the system daemons and the DaemonSets (CNI, kube-proxy,
+# device plugins, FSx node plugin, Pod Identity agent): EKS reserves well under 1 vCPU and a few
+# GiB on these sizes; the margins keep a whole-node worker schedulable on every catalog type.
+WORKER_CPU_MARGIN = 4
+WORKER_MEMORY_SHARE = 0.9
+# /dev/shm for DataLoader workers and NCCL's shared-memory transport: a memory-backed emptyDir,
+# counted against the worker's memory limit.
+SHM_SHARE = 1 / 8
+
+CONTROL_PLANE_SUBNETS = 2      # EKS: subnets in at least two Availability Zones
+
+
+@dataclass(frozen=True)
+class Chart:
+    name: str
+    repo: str
+    chart: str
+    version: str
+    namespace: str
+    source: str
+    api_version: str | None = None
+
+
+@dataclass(frozen=True)
+class Versions:
+    kubernetes: str
+    schema_version: str
+    addons: Mapping[str, str]          # EKS add-on name -> version
+    ami_types: Mapping[str, Mapping]   # role -> {ami_type, root_device, instance_families}
+    charts: Mapping[str, Chart]
+    images: Mapping[str, str]
+    sources: Mapping[str, str]         # "kubernetes", "addon:<name>", "chart:<name>", ... -> source
+
+
+def _sourced(entry: Mapping, where: str) -> str:
+    source = entry.get("source") if isinstance(entry, Mapping) else None
+    if not isinstance(source, str) or not source.strip():
+        raise CatalogError(f"kubernetes.yaml {where}: every entry needs a non-empty `source:`")
+    return source
+
+
+@functools.lru_cache(maxsize=1)
+def versions() -> Versions:
+    doc = yaml.safe_load(_VERSIONS_FILE.read_text(encoding="utf-8"))
+    return versions_from(doc)
+
+
+def versions_from(doc: Mapping) -> Versions:
+    """Parse the versions document (the tests feed altered copies)."""
+    sources = {"kubernetes": _sourced(doc["kubernetes"], "kubernetes")}
+    addons = {}
+    for name, entry in doc["eks_addons"].items():
+        sources[f"addon:{name}"] = _sourced(entry, f"eks_addons.{name}")
+        addons[name] = str(entry["version"])
+    amis = {}
+    for role, entry in doc["ami_types"].items():
+        sources[f"ami:{role}"] = _sourced(entry, f"ami_types.{role}")
+        amis[role] = dict(entry)
+    charts = {}
+    for name, entry in doc["charts"].items():
+        sources[f"chart:{name}"] = _sourced(entry, f"charts.{name}")
+        charts[name] = Chart(name=name, repo=entry["repo"], chart=entry["chart"], version=str(entry["version"]),
+                             namespace=entry["namespace"], source=entry["source"],
+                             api_version=entry.get("api_version"))
+    images = {}
+    for name, entry in doc["images"].items():
+        sources[f"image:{name}"] = _sourced(entry, f"images.{name}")
+        images[name] = entry["image"]
+    return Versions(kubernetes=str(doc["kubernetes"]["version"]),
+                    schema_version=str(doc["kubernetes"]["schema_version"]),
+                    addons=addons, ami_types=amis, charts=charts, images=images, sources=sources)
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str                       # Kubernetes spelling: NoSchedule
+
+    @property
+    def eks_effect(self) -> str:      # the EKS API's spelling: NO_SCHEDULE
+        return {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE",
+                "PreferNoSchedule": "PREFER_NO_SCHEDULE"}[self.effect]
+
+    def toleration(self) -> dict:
+        return {"key": self.key, "operator": "Exists", "effect": self.effect}
+
+
+GPU_TAINT = Taint(GPU_TAINT_KEY, GPU_TAINT_VALUE, "NoSchedule")
+
+
+@dataclass(frozen=True)
+class KubernetesPool:
+    """One pool as Kubernetes sees it: an EKS managed node group, a Kueue flavor, a worker shape."""
+
+    name: str
+    instance_type: str
+    min_nodes: int
+    max_nodes: int
+    capacity_type: str                # ON_DEMAND | SPOT | CAPACITY_BLOCK (EKS node group)
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    gpus: int                         # per node
+    efa: int                          # EFA devices per node (0 without EFA)
+    vcpu: int
+    memory_gib: int
+    hugepages_per_node: int           # 2 MiB pages the node pre-allocates
+    local_nvme: bool                  # instance store to RAID0 for containerd and kubelet
+    worker_cpu: int
+    worker_memory_gib: int
+    shm_gib: int
+
+    @property
+    def flavor(self) -> str:
+        return self.name
+
+    @property
+    def quota(self) -> dict[str, str]:
+        """The ClusterQueue's nominal quota for this flavor: the pool's totals at max_nodes."""
+        n = self.max_nodes
+        return {
+            "cpu": str(self.vcpu * n),
+            "memory": f"{self.memory_gib * n}Gi",
+            GPU_RESOURCE: str(self.gpus * n),
+            EFA_RESOURCE: str(self.efa * n),
+            HUGEPAGES_RESOURCE: f"{self.hugepages_per_node * 2 * n}Mi",
+        }
+
+    @property
+    def worker_resources(self) -> dict[str, str]:
+        """What one worker pod (one per node) requests, limits equal (Guaranteed QoS; hugepages
+        need requests == limits)."""
+        resources = {"cpu": str(self.worker_cpu), "memory": f"{self.worker_memory_gib}Gi",
+                     GPU_RESOURCE: str(self.gpus)}
+        if self.efa:
+            resources[EFA_RESOURCE] = str(self.efa)
+            resources[HUGEPAGES_RESOURCE] = f"{HUGEPAGES_PER_WORKER_MIB}Mi"
+        return resources
+
+
+@dataclass(frozen=True)
+class KubernetesDesign:
+    version: str
+    cluster_name: str
+    namespace: str
+    gpu_devices: str                  # nvidia-device-plugin | gpu-operator (never both)
+    api_access_cidrs: tuple[str, ...]
+    admins: tuple[str, ...]
+    system_instance_type: str
+    system_nodes: int
+    control_plane_subnets: tuple[tuple[str, str], ...]   # (cidr, zone), new VPC only
+    control_plane_subnet_ids: tuple[str, ...]            # existing network only
+    pools: tuple[KubernetesPool, ...]
+
+    @property
+    def cluster_queue(self) -> str:
+        return self.cluster_name
+
+    @property
+    def local_queue(self) -> str:
+        return "default"
+
+    @property
+    def resources(self) -> tuple[str, ...]:
+        """The ClusterQueue's covered resources, in order."""
+        return ("cpu", "memory", GPU_RESOURCE, EFA_RESOURCE, HUGEPAGES_RESOURCE)
+
+    def pool(self, name: str) -> KubernetesPool:
+        for pool in self.pools:
+            if pool.name == name:
+                return pool
+        raise KeyError(name)
+
+
+def second_zone(zone: str) -> str:
+    """The default second zone for the control plane: the zone's neighbour (a <-> b)."""
+    return zone[:-1] + ("b" if zone.endswith("a") else "a")
+
+
+def design_kubernetes(spec: "ClusterSpec", pools: "tuple[PoolDesign, ...]", vpc_cidr: str | None) -> KubernetesDesign:
+    k8s = spec.kubernetes
+    subnets: tuple[tuple[str, str], ...] = ()
+    if vpc_cidr:
+        # The last quarter of the VPC is left free by the network design; two of its quarters
+        # hold the control plane's cross-account interfaces, one per zone.
+        last_quarter = list(ipaddress.ip_network(vpc_cidr).subnets(prefixlen_diff=2))[3]
+        parts = list(last_quarter.subnets(prefixlen_diff=2))[:CONTROL_PLANE_SUBNETS]
+        zones = (spec.zone, k8s.control_plane_zone or second_zone(spec.zone))
+        subnets = tuple((str(net), zone) for net, zone in zip(parts, zones))
+    return KubernetesDesign(
+        version=versions().kubernetes,
+        cluster_name=spec.name,
+        namespace=k8s.namespace,
+        gpu_devices=k8s.gpu_devices,
+        api_access_cidrs=tuple(str(ipaddress.ip_network(c)) for c in k8s.api_access_cidrs),
+        admins=tuple(k8s.admins),
+        system_instance_type=k8s.system_nodes.instance_type,
+        system_nodes=k8s.system_nodes.count,
+        control_plane_subnets=subnets,
+        control_plane_subnet_ids=tuple(k8s.control_plane_subnet_ids),
+        pools=tuple(_pool(p) for p in pools),
+    )
+
+
+_CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "reservation": "ON_DEMAND", "spot": "SPOT",
+                   "capacity-block": "CAPACITY_BLOCK"}
+
+
+def _pool(pool: "PoolDesign") -> KubernetesPool:
+    itype = pool.instance
+    gpus = itype.accelerator_count
+    efa = pool.efa_devices
+    labels = {
+        POOL_LABEL: pool.name,
+        INSTANCE_TYPE_LABEL: itype.name,
+        ACCELERATOR_LABEL: itype.accelerator.gres_type,
+        GPU_PRESENT_LABEL: "true",
+    }
+    if efa:
+        labels[EFA_PRESENT_LABEL] = "true"
+    vcpu = itype.vcpu or 1
+    memory = itype.memory_gib or 1
+    worker_memory = int(memory * WORKER_MEMORY_SHARE) - (HUGEPAGES_PER_NODE * 2 // 1024 + 1 if efa else 0)
+    return KubernetesPool(
+        name=pool.name,
+        instance_type=itype.name,
+        min_nodes=pool.min_nodes,
+        max_nodes=pool.max_nodes,
+        capacity_type=_CAPACITY_TYPES[pool.capacity.type],
+        labels=labels,
+        taints=(GPU_TAINT,),
+        gpus=gpus,
+        efa=efa,
+        vcpu=vcpu,
+        memory_gib=memory,
+        hugepages_per_node=HUGEPAGES_PER_NODE if efa else 0,
+        local_nvme=bool(itype.local_nvme_gb),
+        worker_cpu=max(1, vcpu - WORKER_CPU_MARGIN),
+        worker_memory_gib=worker_memory,
+        shm_gib=max(1, int(worker_memory * SHM_SHARE)),
+    )

@@ -1,0 +1,49 @@
+"""A distributed all-reduce over every GPU of the job: the first thing to run on a new cluster.
+
+Run by torchrun on each worker (one per node). It prints the bus bandwidth NCCL reaches; with
+NCCL_DEBUG=INFO the log names the network it chose ("NET/OFI ... efa" when EFA is in use; a
+plain "NET/Socket" means NCCL fell back to TCP).
+"""
+import os
+import time
+
+import torch
+import torch.distributed as dist
+
+
+def main() -> None:
+    backend = os.environ.get("ALLREDUCE_BACKEND", "nccl")
+    dist.init_process_group(backend)
+    if backend == "nccl":
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        device = torch.device("cuda")
+    else:
+        device = torch.device("cpu")
+    world = dist.get_world_size()
+    elements = int(os.environ.get("ALLREDUCE_MIB", "1024")) * 2**20 // 4
+    iterations = int(os.environ.get("ALLREDUCE_ITERATIONS", "20"))
+    check = torch.ones(1, device=device)      # every rank contributes 1: the sum is the world size
+    dist.all_reduce(check)
+    if int(check.item()) != world:
+        raise SystemExit(f"all_reduce returned {check.item()}, expected {world}")
+    tensor = torch.zeros(elements, dtype=torch.float32, device=device)
+    for _ in range(5):                          # warm-up: connections, buffers
+        dist.all_reduce(tensor)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(iterations):
+        dist.all_reduce(tensor)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    seconds = (time.perf_counter() - start) / iterations
+    # Bus bandwidth as nccl-tests reports it: each rank moves 2 (n-1)/n of the buffer.
+    bus_gbs = tensor.numel() * 4 * 2 * (world - 1) / world / seconds / 1e9
+    if dist.get_rank() == 0:
+        print(f"all_reduce of {tensor.numel() * 4 / 2**20:.0f} MiB over {world} ranks: "
+              f"{seconds * 1e3:.2f} ms, bus bandwidth {bus_gbs:.1f} GB/s", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

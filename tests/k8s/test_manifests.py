@@ -1,0 +1,132 @@
+"""Every Kubernetes manifest aicluster renders validates against the OpenAPI schema of the pinned
+cluster version: the objects it applies (namespace, volume, claim, ConfigMap) and the example
+training job, through kubernetes-validate's offline Kubernetes 1.35 schemas in strict mode
+(unknown fields fail). Kueue's objects validate against its CRD schema (kueue_schema.py), their
+metadata against the Kubernetes ObjectMeta schema."""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from conftest import BASE_SPEC, FSX, STACK_NAMES, stack_spec
+from components.kubernetes_design import versions
+from kueue_schema import SCHEMAS
+
+EKS_STACKS = [s for s in STACK_NAMES if stack_spec(s).get("scheduler") == "kubernetes"]
+SCHEMA = versions().schema_version
+
+
+def validate(doc: dict) -> None:
+    """Raise when `doc` is not a valid object of the pinned Kubernetes version."""
+    if doc["apiVersion"].startswith("kueue.x-k8s.io/"):
+        jsonschema.validate(doc, SCHEMAS[doc["kind"]])
+        # A CRD object's metadata is a Kubernetes ObjectMeta: check it through a kind that has one.
+        kubernetes_validate.validate({"apiVersion": "v1", "kind": "ConfigMap", "metadata": doc["metadata"]},
+                                     SCHEMA, strict=True)
+        return
+    kubernetes_validate.validate(doc, SCHEMA, strict=True)
+
+
+def rendered_manifests(files: dict[str, str]) -> dict[str, list[dict]]:
+    return {name: [d for d in yaml.safe_load_all(text) if d]
+            for name, text in files.items() if name.startswith("k8s/") and name.endswith(".yaml")
+            and not name.startswith("k8s/helm/")}
+
+
+def test_the_pinned_version_has_its_own_offline_schemas():
+    """Validation runs against 1.35 itself, not the nearest older schema set."""
+    root = Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema"
+    assert (root / f"v{SCHEMA}-local-strict" / "job-batch-v1.json").is_file()
+    assert SCHEMA.rsplit(".", 1)[0] == versions().kubernetes
+
+
+@pytest.mark.parametrize("stack", EKS_STACKS)
+def test_every_rendered_manifest_of_the_stack_validates(stack):
+    from components.planner import plan_stack
+
+    manifests = rendered_manifests(plan_stack(stack).files)
+    kinds = {d["kind"] for docs in manifests.values() for d in docs}
+    assert {"Namespace", "PersistentVolume", "PersistentVolumeClaim", "ConfigMap", "ResourceFlavor", "ClusterQueue",
+            "LocalQueue", "Job", "Service"} <= kinds
+    for name, docs in manifests.items():
+        for doc in docs:
+            try:
+                validate(doc)
+            except (kubernetes_validate.ValidationError, jsonschema.ValidationError) as exc:
+                pytest.fail(f"{stack} {name}: {doc['kind']} {doc['metadata'].get('name')}: {exc}")
+
+
+@pytest.mark.parametrize("variant", ["two-pools-two-filesystems", "gpu-operator", "no-efa", "capacity-block"])
+def test_manifests_of_other_shapes_validate(plan_spec, variant):
+    from components.planner import rendered_files
+
+    spec = copy.deepcopy(BASE_SPEC)
+    spec["scheduler"] = "kubernetes"
+    if variant == "two-pools-two-filesystems":
+        spec["pools"].append({"name": "a100", "instance_type": "p4d.24xlarge", "max_nodes": 2})
+        spec["storage"].append({**FSX, "name": "scratch", "mount": "/scratch", "deployment_type": "SCRATCH_2"})
+    elif variant == "gpu-operator":
+        spec["kubernetes"] = {"gpu_devices": "gpu-operator", "namespace": "research"}
+    elif variant == "no-efa":
+        spec["pools"] = [{"name": "l40s", "instance_type": "g6e.48xlarge", "max_nodes": 4, "efa": False}]
+    else:
+        spec["pools"][0]["capacity"] = {"type": "capacity-block", "reservation_id": "cr-0123456789abcdef0"}
+    manifests = rendered_manifests(rendered_files(plan_spec(spec)))
+    jobs = [n for n in manifests if n.startswith("k8s/examples/")]
+    assert len(jobs) == len(spec["pools"])
+    for docs in manifests.values():
+        for doc in docs:
+            validate(doc)
+
+
+@pytest.fixture(scope="module")
+def job_docs():
+    from components.planner import plan_stack
+
+    files = plan_stack(EKS_STACKS[0]).files
+    return [d for d in yaml.safe_load_all(files["k8s/examples/train-gpu.yaml"]) if d]
+
+
+@pytest.mark.parametrize("mutate, error", [
+    (lambda job: job["spec"]["template"]["spec"]["containers"][0].update(resource={}), "resource"),
+    (lambda job: job["spec"]["template"]["spec"].update(tolerations={"key": "nvidia.com/gpu"}), "tolerations"),
+    (lambda job: job["spec"]["template"]["spec"]["volumes"][0]["emptyDir"].update(medium=1), "medium"),
+    (lambda job: job["spec"].update(parallelism="16"), "parallelism"),
+])
+def test_validation_catches_a_broken_job(job_docs, mutate, error):
+    job = copy.deepcopy(next(d for d in job_docs if d["kind"] == "Job"))
+    validate(job)
+    mutate(job)
+    with pytest.raises(kubernetes_validate.ValidationError) as info:
+        validate(job)
+    assert error in str(info.value)
+
+
+@pytest.mark.parametrize("mutate", [
+    lambda q: q["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0].update(nominalQuote="1"),
+    lambda q: q["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0].update(nominalQuota="lots"),
+    lambda q: q["spec"].update(queueingStrategy="Fastest"),
+    lambda q: q["metadata"].update(labels={"bad key!": "x"}) or q["metadata"].update(name=7),
+])
+def test_validation_catches_a_broken_cluster_queue(plan_spec, mutate):
+    from components.planner import rendered_files
+
+    spec = copy.deepcopy(BASE_SPEC)
+    spec["scheduler"] = "kubernetes"
+    files = rendered_files(plan_spec(spec))
+    queue = yaml.safe_load(files["k8s/cluster/clusterqueue-demo.yaml"])
+    validate(queue)
+    mutate(queue)
+    with pytest.raises((jsonschema.ValidationError, kubernetes_validate.ValidationError)):
+        validate(queue)
+
+
+def test_example_training_script_compiles():
+    from components.render import static
+
+    compile(static("k8s/allreduce.py"), "allreduce.py", "exec")

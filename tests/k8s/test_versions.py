@@ -1,0 +1,71 @@
+"""The Kubernetes versions: pinned in one place (components/catalog/kubernetes.yaml), every entry
+with a source, and consistent with each other."""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT
+from components.catalog import CatalogError, load_catalog
+from components.kubernetes_design import _VERSIONS_FILE, versions, versions_from
+
+
+def test_every_entry_has_a_source():
+    v = versions()
+    keys = {"kubernetes", *(f"addon:{a}" for a in v.addons), *(f"chart:{c}" for c in v.charts),
+            *(f"ami:{a}" for a in v.ami_types), *(f"image:{i}" for i in v.images)}
+    assert set(v.sources) == keys
+    assert all(len(s) > 20 for s in v.sources.values())
+
+
+@pytest.mark.parametrize("path", [("kubernetes",), ("eks_addons", "vpc-cni"), ("charts", "kueue"),
+                                  ("ami_types", "gpu"), ("images", "pytorch-training")])
+def test_loader_refuses_an_entry_without_source(path):
+    doc = yaml.safe_load(_VERSIONS_FILE.read_text())
+    entry = doc
+    for key in path:
+        entry = entry[key]
+    del entry["source"]
+    with pytest.raises(CatalogError, match="source"):
+        versions_from(doc)
+
+
+def test_versions_follow_the_cluster_version():
+    v = versions()
+    minor = v.kubernetes
+    assert v.addons["kube-proxy"].startswith(f"v{minor}.")          # kube-proxy tracks the control plane
+    assert v.schema_version.startswith(f"{minor}.")                  # manifests validate against it
+    for name, version in v.addons.items():
+        assert version.startswith("v") and "-eksbuild." in version, name
+
+
+def test_every_nvidia_type_in_the_catalog_runs_the_eks_nvidia_ami():
+    families = versions().ami_types["gpu"]["instance_families"]
+    for itype in load_catalog().instance_types["aws"].values():
+        if itype.accelerator.kind == "gpu":
+            assert itype.family in families, itype.name
+        else:
+            assert itype.family not in families, itype.name
+
+
+def test_kueue_api_version_is_what_the_plan_applies(plan_spec, base_spec):
+    spec = copy.deepcopy(base_spec)
+    spec["scheduler"] = "kubernetes"
+    kinds = {r.type for r in plan_spec(spec).resources if "kueue.x-k8s.io" in r.type}
+    api = versions().charts["kueue"].api_version
+    assert kinds == {f"kubernetes:{api}:{k}" for k in ("ResourceFlavor", "ClusterQueue", "LocalQueue")}
+
+
+def test_versions_are_pinned_nowhere_else():
+    """No chart, add-on or image version appears in code or templates: one place to bump."""
+    v = versions()
+    pins = [c.version for c in v.charts.values()] + list(v.addons.values()) + [i.rsplit(":", 1)[1] for i in v.images.values()]
+    sources = [p for p in (ROOT / "components").rglob("*.py")] + [p for p in (ROOT / "templates" / "k8s").rglob("*")]
+    for path in sources:
+        text = Path(path).read_text()
+        for pin in pins:
+            assert pin not in text, f"{pin} hard-coded in {path.relative_to(ROOT)}"
+
