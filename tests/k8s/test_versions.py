@@ -69,3 +69,13 @@ def test_versions_are_pinned_nowhere_else():
         for pin in pins:
             assert pin not in text, f"{pin} hard-coded in {path.relative_to(ROOT)}"
 
+
+def test_readme_states_the_pinned_versions():
+    v = versions()
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Kubernetes on AWS (EKS)", 1)[1].split("\n## ", 1)[0]
+    expected = [f"`{v.kubernetes}`", *(f"{name} {version}" for name, version in v.addons.items()),
+                *(f"`{c.version}`" for c in v.charts.values()), *(f"`{i}`" for i in v.images.values()),
+                *(a["ami_type"] for a in v.ami_types.values())]
+    for text in expected:
+        assert text in section, f"README's Kubernetes section does not say {text}"
