@@ -211,7 +211,9 @@ def from_design(design) -> ClusterBalance:
     """Balance of a ClusterDesign at each pool's max_nodes (worst per-GPU storage, cost ceiling)."""
     pools = [PoolShape(p.name, p.instance, p.max_nodes,
                        p.efa_devices if design.cloud == "aws" else p.instance.gpu_nics) for p in design.pools]
-    filesystems = [FilesystemShape(s.name, s.capacity_gib, s.throughput_mbps_per_tib) for s in design.storage]
+    # Parallel filesystems only: Filestore (NFS) holds homes, not training data or checkpoints.
+    filesystems = [FilesystemShape(s.name, s.capacity_gib, s.throughput_mbps_per_tib) for s in design.storage
+                   if s.kind != "filestore"]
     w = design.workload
     workload = None if w is None else WorkloadShape(w.model_params_b, w.checkpoint_interval_min,
                                                     w.max_checkpoint_stall_pct)

@@ -5,6 +5,7 @@ placement, subnets, images, storage tiers and sizes. Pulumi components only tran
 """
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 from dataclasses import dataclass
 from typing import Literal, Mapping
@@ -15,6 +16,18 @@ from .kubernetes_design import KubernetesDesign, design_kubernetes, versions as 
 from .spec import CapacitySpec, ClusterSpec, PoolSpec, StorageSpec, WorkloadSpec
 
 DEFAULT_VPC_CIDR = "10.0.0.0/16"
+# Head node types when the spec names none: 8 vCPU / 32 GiB on both clouds.
+DEFAULT_HEAD_TYPE = {"aws": "m7i.2xlarge", "gcp": "n2-standard-8"}
+# GCP: the GPU NIC networks take consecutive /18 subnets (16k nodes each) from a range of their own,
+# away from the system VPC's range, so no node ever has two NICs on overlapping subnets; the last /16
+# of that range is the private service access range Managed Lustre and Filestore take their
+# addresses from. 172.16.0.0/12 unless the system range overlaps it.
+GCP_FABRIC_CIDRS = ("172.16.0.0/12", "10.128.0.0/9")
+GCP_FABRIC_SUBNET_PREFIX = 18
+GCP_SERVICE_PREFIX = 16          # Cluster Toolkit's private-service-access default prefix length
+# The system VPC's MTU when no machine type asks for less: the largest a VPC takes, what the
+# gVNIC networks of A3 Ultra / A4 use (fabric.md) and what Lustre clients benefit from.
+GCP_DEFAULT_MTU = 8896
 # FSx PERSISTENT_2 per-TiB throughput when the spec names none: the middle tier, enough for the
 # SuperPOD "good" per-GPU read floor at modest capacities (see balance.py).
 DEFAULT_THROUGHPUT_MBPS_PER_TIB = {"PERSISTENT_2": 250, "PERSISTENT_1": 200}
@@ -38,8 +51,41 @@ class NetworkInterface:
 
 @dataclass(frozen=True)
 class Placement:
-    strategy: Literal["cluster"] | None
+    strategy: Literal["cluster", "compact"] | None   # AWS placement group / GCP compact resource policy
     reason: str
+
+
+@dataclass(frozen=True)
+class GcpSubnet:
+    name: str
+    cidr: str
+
+
+@dataclass(frozen=True)
+class GcpNetwork:
+    """One VPC the GPU NICs attach to (GCP), with its subnets."""
+
+    key: str                        # gvnic-1 | tcpx-1..4 | tcpxo-1..8 | rdma
+    name: str                       # the network's cloud name
+    mtu: int
+    roce: bool                      # created with the zone's RoCE network profile (<zone>-vpc-roce)
+    subnets: tuple[GcpSubnet, ...]
+
+    @property
+    def firewall(self) -> bool:
+        """RoCE networks take no firewall rules (Cluster Toolkit's gpu-rdma-vpc refuses them)."""
+        return not self.roce
+
+
+@dataclass(frozen=True)
+class GcpNic:
+    """One entry of a GCP instance template's network_interfaces, in order."""
+
+    index: int
+    network: str                    # "system" or the key of a GcpNetwork
+    subnet: int                     # index into that network's subnets
+    nic_type: Literal["GVNIC", "MRDMA"]
+    role: Literal["host", "gpu"]
 
 
 @dataclass(frozen=True)
@@ -55,10 +101,17 @@ class PoolDesign:
     image: str
     root_device: str
     root_volume_gib: int
+    nics: tuple[GcpNic, ...] = ()           # GCP: every NIC of the instance template, in order
+    boot_disk_type: str | None = None       # GCP boot disk type
 
     @property
     def efa_devices(self) -> int:
         return sum(1 for nic in self.interfaces if nic.is_efa)
+
+    @property
+    def gpu_nics(self) -> int:
+        """GCP: NICs that carry GPU-to-GPU traffic (TCPX/TCPXO gVNICs or MRDMA)."""
+        return sum(1 for nic in self.nics if nic.role == "gpu")
 
     @property
     def accelerators(self) -> int:
@@ -87,13 +140,14 @@ class PoolDesign:
 @dataclass(frozen=True)
 class StorageDesign:
     name: str
-    kind: Literal["fsx-lustre", "managed-lustre"]
+    kind: Literal["fsx-lustre", "managed-lustre", "filestore"]
     mount: str
     capacity_gib: int
-    throughput_mbps_per_tib: int
+    throughput_mbps_per_tib: int      # 0 for Filestore (not a parallel filesystem)
     deployment_type: str | None       # FSx only
     import_path: str | None
     protect: bool
+    filestore_tier: str | None = None
 
     @property
     def throughput_mbps(self) -> float:
@@ -110,6 +164,16 @@ class NetworkDesign:
     existing_vpc_id: str | None
     existing_subnet_id: str | None
     ssh_ingress_cidrs: tuple[str, ...]
+    # GCP only
+    mtu: int | None = None                              # the system VPC's MTU
+    fabric_networks: tuple[GcpNetwork, ...] = ()        # the GPU NIC networks every pool needs
+    service_cidr: str | None = None                     # private service access (Lustre, Filestore)
+
+    def fabric_network(self, key: str) -> GcpNetwork:
+        for net in self.fabric_networks:
+            if net.key == key:
+                return net
+        raise KeyError(f"no fabric network {key!r}")
 
 
 @dataclass(frozen=True)
@@ -183,7 +247,7 @@ def design_cluster(spec: ClusterSpec) -> ClusterDesign:
     storage = tuple(s for s in (_design_storage(spec, i, fs, problems) for i, fs in enumerate(spec.storage)) if s)
     if problems:
         raise SpecError(problems)
-    network = _design_network(spec)
+    network = _design_network(spec, pools)
     return ClusterDesign(
         name=spec.name,
         cloud=spec.cloud,
@@ -228,8 +292,18 @@ def _design_pool(spec: ClusterSpec, index: int, pool: PoolSpec) -> PoolDesign:
         placement = Placement(None, f"the {pool.capacity.type} {pool.capacity.reservation_id} fixes placement")
     elif pool.max_nodes < 2:
         placement = Placement(None, "single node: nothing to place together")
+    elif spec.cloud == "gcp":
+        placement = Placement("compact", "multi-node pool: a compact placement policy keeps the GPU NICs close")
     else:
         placement = Placement("cluster", "multi-node pool: one placement group keeps the fabric in one spine")
+    if spec.cloud == "gcp":
+        gcp_image = catalog.gcp_images.get(instance.image or "")
+        return PoolDesign(
+            name=pool.name, instance=instance, min_nodes=pool.min_nodes, max_nodes=pool.max_nodes,
+            capacity=pool.capacity, efa=False, interfaces=(), placement=placement,
+            image=pool.image or (gcp_image.image if gcp_image else ""), root_device="",
+            root_volume_gib=pool.root_volume_gib, nics=gcp_nics(instance),
+            boot_disk_type=instance.boot_disk_type or "pd-ssd")
     role = "trainium" if instance.accelerator.kind == "trainium" else "gpu"
     # AWS images only; GCP images per machine family arrive with the GCP components.
     image_facts = catalog.images.get(role, {}) if spec.cloud == "aws" else {}
@@ -254,6 +328,26 @@ def _design_pool(spec: ClusterSpec, index: int, pool: PoolSpec) -> PoolDesign:
     )
 
 
+def gcp_nics(instance: InstanceType) -> tuple[GcpNic, ...]:
+    """The GCP NIC layout of a machine type, from the catalog (Google's own blueprints, fabric.md):
+
+    - NIC 0: gVNIC on the system VPC (host traffic, Slurm, storage);
+    - further host NICs (A3 Ultra, A4: 2 in all): gVNIC, one more network each;
+    - GPU NICs: TCPX / TCPXO types get one gVNIC per GPU NIC, each on a VPC of its own (A3 High 4,
+      A3 Mega 8); RDMA types get one MRDMA NIC per GPU NIC, all on one RDMA VPC with the zone's
+      RoCE network profile, one subnet per NIC (A3 Ultra, A4: 8).
+    """
+    nics = [GcpNic(0, "system", 0, "GVNIC", "host")]
+    for h in range(1, instance.host_nics):
+        nics.append(GcpNic(len(nics), f"gvnic-{h}", 0, "GVNIC", "host"))
+    for i in range(instance.gpu_nics):
+        if instance.gpu_nic_stack == "rdma":
+            nics.append(GcpNic(len(nics), "rdma", i, "MRDMA", "gpu"))
+        else:
+            nics.append(GcpNic(len(nics), f"{instance.gpu_nic_stack}-{i + 1}", 0, "GVNIC", "gpu"))
+    return tuple(nics)
+
+
 # Slurm's RealMemory must not exceed what the kernel reports, which is below the nominal size;
 # ParallelCluster schedules on 95 % of the instance memory for the same reason.
 SLURM_MEMORY_SHARE = 0.95
@@ -267,6 +361,8 @@ def _design_slurm(spec: ClusterSpec, pools: tuple[PoolDesign, ...]) -> SlurmDesi
         features = [pool.instance.name, pool.name, acc.kind, acc.gres_type]
         if pool.efa:
             features.append("efa")
+        if pool.gpu_nics:
+            features.append(pool.instance.gpu_nic_stack)    # tcpx | tcpxo | rdma
         nodesets.append(SlurmNodeSet(
             pool=pool.name,
             hostlist=pool.hostlist,
@@ -289,7 +385,7 @@ def _design_slurm(spec: ClusterSpec, pools: tuple[PoolDesign, ...]) -> SlurmDesi
         suspend_time_s=int(round(spec.slurm.suspend_idle_min * 60)),
         resume_timeout_s=spec.slurm.resume_timeout_min * 60,
         accounting=spec.slurm.accounting,
-        head_instance_type=head.instance_type,
+        head_instance_type=head.instance_type or DEFAULT_HEAD_TYPE[spec.cloud],
         head_root_volume_gib=head.root_volume_gib,
         head_public_ip=head.public_ip,
     )
@@ -302,19 +398,49 @@ def _hostlist(prefix: str, first: int, last: int) -> str:
 # --- network --------------------------------------------------------------------------------
 
 
-def _design_network(spec: ClusterSpec) -> NetworkDesign:
+def _design_network(spec: ClusterSpec, pools: tuple[PoolDesign, ...] = ()) -> NetworkDesign:
     net = spec.network
     # Canonical CIDRs ("203.0.113.5" -> "203.0.113.5/32"): what security group rules accept.
     ssh = tuple(str(ipaddress.ip_network(c)) for c in net.ssh_ingress_cidrs)
     if net.existing:
-        return NetworkDesign(False, None, None, None, net.existing.vpc_id, net.existing.subnet_id, ssh)
-    vpc = ipaddress.ip_network(net.vpc_cidr or DEFAULT_VPC_CIDR)
-    # First half: the private cluster subnet (EFA-only interfaces take no IPs, ENIs of the older
-    # layout do). Third quarter: the public subnet that only holds the NAT gateway. The last
-    # quarter stays free for later subnets (control planes, endpoints).
-    halves = list(vpc.subnets(prefixlen_diff=1))
-    quarters = list(vpc.subnets(prefixlen_diff=2))
-    return NetworkDesign(True, str(vpc), str(halves[0]), str(quarters[2]), None, None, ssh)
+        design = NetworkDesign(False, None, None, None, net.existing.vpc_id, net.existing.subnet_id, ssh)
+    else:
+        vpc = ipaddress.ip_network(net.vpc_cidr or DEFAULT_VPC_CIDR)
+        # First half: the private cluster subnet (EFA-only interfaces take no IPs, ENIs of the older
+        # layout do). Third quarter: the public subnet that only holds the NAT gateway (AWS). The
+        # last quarter stays free for later subnets (control planes, endpoints).
+        halves = list(vpc.subnets(prefixlen_diff=1))
+        quarters = list(vpc.subnets(prefixlen_diff=2))
+        public = str(quarters[2]) if spec.cloud == "aws" else None   # GCP egress is Cloud NAT: no public subnet
+        design = NetworkDesign(True, str(vpc), str(halves[0]), public, None, None, ssh)
+    if spec.cloud != "gcp":
+        return design
+    return _gcp_network(spec, design, pools)
+
+
+def _gcp_network(spec: ClusterSpec, base: NetworkDesign, pools: tuple[PoolDesign, ...]) -> NetworkDesign:
+    """The GCP additions: the system VPC's MTU, every GPU NIC network the pools need (shared by pools
+    of the same NIC stack) with addresses from a fabric range, and the private service access range."""
+    system = ipaddress.ip_network(base.vpc_cidr) if base.vpc_cidr else None
+    fabric = next(ipaddress.ip_network(c) for c in GCP_FABRIC_CIDRS
+                  if system is None or not system.overlaps(ipaddress.ip_network(c)))
+    *subnet_space, service = list(fabric.subnets(new_prefix=GCP_SERVICE_PREFIX))
+    blocks = (b for s in subnet_space for b in s.subnets(new_prefix=GCP_FABRIC_SUBNET_PREFIX))
+    mtus = {p.instance.nic_mtu for p in pools if p.instance.nic_mtu}
+    mtu = min(mtus, default=GCP_DEFAULT_MTU)
+    networks: dict[str, GcpNetwork] = {}
+    for pool in pools:
+        for nic in pool.nics:
+            if nic.network == "system" or nic.network in networks:
+                continue
+            name = f"{spec.name}-{nic.network}"
+            roce = nic.nic_type == "MRDMA"
+            count = sum(1 for n in pool.nics if n.network == nic.network)
+            subnets = tuple(GcpSubnet(f"{name}-sub-{i}" if roce else f"{name}-sub", str(next(blocks)))
+                            for i in range(count if roce else 1))
+            networks[nic.network] = GcpNetwork(nic.network, name, pool.instance.nic_mtu or GCP_DEFAULT_MTU, roce,
+                                               subnets)
+    return dataclasses.replace(base, mtu=mtu, fabric_networks=tuple(networks.values()), service_cidr=str(service))
 
 
 # --- storage --------------------------------------------------------------------------------
@@ -328,6 +454,8 @@ def _design_storage(spec: ClusterSpec, index: int, fs: StorageSpec, problems: li
         _check_fsx_capacity(tier, fs, at, problems)
         return StorageDesign(fs.name, "fsx-lustre", fs.mount, fs.capacity_gib, throughput, fs.deployment_type,
                              fs.import_path, fs.protect)
+    if fs.type == "filestore":
+        return _design_filestore(fs, at, problems)
     tiers = load_catalog().managed_lustre
     if "deployment_type" in fs.model_fields_set:
         problems.append(Problem(f"{at}.deployment_type", fs.deployment_type,
@@ -344,6 +472,21 @@ def _design_storage(spec: ClusterSpec, index: int, fs: StorageSpec, problems: li
                                 str(tier.min_capacity_gib)))
     return StorageDesign(fs.name, "managed-lustre", fs.mount, fs.capacity_gib, throughput, None, fs.import_path,
                          fs.protect)
+
+
+# Filestore for homes: the zonal tier is the cheapest that scales past 10 TiB.
+DEFAULT_FILESTORE_TIER = "ZONAL"
+
+
+def _design_filestore(fs: StorageSpec, at: str, problems: list[Problem]) -> StorageDesign | None:
+    for key in ("deployment_type", "throughput_mbps_per_tib", "import_path"):
+        if key in fs.model_fields_set and getattr(fs, key) is not None:
+            problems.append(Problem(f"{at}.{key}", getattr(fs, key), "leave it out for type filestore"))
+    tier = load_catalog().filestore[fs.filestore_tier or DEFAULT_FILESTORE_TIER]
+    if not tier.capacity_allowed(fs.capacity_gib):
+        problems.append(Problem(f"{at}.capacity_gib", fs.capacity_gib,
+                                f"a Filestore {tier.name} size: {tier.capacity_rule()}", str(tier.nearest(fs.capacity_gib))))
+    return StorageDesign(fs.name, "filestore", fs.mount, fs.capacity_gib, 0, None, None, fs.protect, tier.name)
 
 
 def _fsx_throughput(tier: FsxDeploymentType, fs: StorageSpec, at: str, problems: list[Problem]) -> int:

@@ -50,7 +50,8 @@ class NetworkSpec(_Model):
 
 
 class CapacitySpec(_Model):
-    type: Literal["on-demand", "spot", "reservation", "capacity-block"] = "on-demand"
+    type: Literal["on-demand", "spot", "reservation", "capacity-block", "flex-start"] = Field(
+        "on-demand", description="flex-start: GCP Dynamic Workload Scheduler flex-start VMs (gcp only).")
     reservation_id: Text | None = Field(
         None, description="Required for reservation and capacity-block: AWS cr-..., GCP reservation name.")
 
@@ -78,13 +79,16 @@ class PoolSpec(_Model):
 
 class StorageSpec(_Model):
     name: Name
-    type: Literal["lustre"] = Field(description="lustre: FSx for Lustre on AWS, Managed Lustre on GCP.")
+    type: Literal["lustre", "filestore"] = Field(
+        description="lustre: FSx for Lustre on AWS, Managed Lustre on GCP. filestore: Filestore (NFS, gcp only).")
     mount: Annotated[str, Field(strict=True, pattern=r"^/[A-Za-z0-9._/-]*$", max_length=128)]
     capacity_gib: Annotated[int, Field(strict=True, ge=1, le=10_000_000)]
     throughput_mbps_per_tib: Annotated[int, Field(strict=True, ge=1)] | None = Field(
         None, description="Per-TiB throughput tier. Default: 250 on PERSISTENT_2.")
     deployment_type: Literal["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2", "SCRATCH_1"] = "PERSISTENT_2"
     import_path: Text | None = Field(None, description="s3://bucket/prefix linked to the filesystem root.")
+    filestore_tier: Literal["BASIC_HDD", "BASIC_SSD", "ZONAL", "REGIONAL", "ENTERPRISE"] | None = Field(
+        None, description="Filestore service tier (type filestore only). Default: ZONAL.")
     protect: Annotated[bool, Field(strict=True)] = Field(True, description="protect + retain_on_delete: Pulumi refuses to delete or "
                                             "replace it, and `pulumi destroy` leaves it in place.")
 
@@ -97,9 +101,10 @@ class WorkloadSpec(_Model):
 
 
 class HeadNodeSpec(_Model):
-    instance_type: Text = Field("m7i.2xlarge", description="A controller type from the catalog "
-                                                           "(`aicluster catalog`); the policy pack checks it "
-                                                           "against the node count.")
+    instance_type: Text | None = Field(None, description="A controller type from the catalog "
+                                                         "(`aicluster catalog`); the policy pack checks it "
+                                                         "against the node count. Default: m7i.2xlarge on aws, "
+                                                         "n2-standard-8 on gcp.")
     root_volume_gib: Annotated[int, Field(strict=True, ge=50, le=16_384)] = 100
     public_ip: Annotated[bool, Field(strict=True)] = Field(
         False, description="Put the head node in the public subnet with a public IP (new VPC only). "
@@ -275,6 +280,8 @@ def _inner_model(annotation: Any) -> Any:
 _REGION = {"aws": re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d+$"),
            "gcp": re.compile(r"^[a-z]+-[a-z]+\d+$")}
 _REGION_EXAMPLE = {"aws": "us-east-1", "gcp": "us-central1"}
+_GCP_IMAGE = re.compile(r"(https://www\.googleapis\.com/compute/v1/)?projects/[a-z][-a-z0-9.:]*[a-z0-9]/global/images/"
+                        r"(family/)?[a-z]([-a-z0-9]*[a-z0-9])?")
 
 
 def _semantic_problems(spec: ClusterSpec) -> list[Problem]:
@@ -294,10 +301,10 @@ def _slurm_problems(spec: ClusterSpec) -> list[Problem]:
     if "slurm" in spec.model_fields_set and spec.scheduler != "slurm":
         problems.append(Problem("slurm", "<section>", "leave it out unless scheduler is slurm"))
     head = spec.slurm.head_node
-    controllers = load_catalog().controllers
-    if spec.cloud == "aws" and head.instance_type not in controllers:
+    controllers = [n for n, c in load_catalog().controllers.items() if c.cloud == spec.cloud]
+    if head.instance_type is not None and head.instance_type not in controllers:
         problems.append(Problem("slurm.head_node.instance_type", head.instance_type,
-                                f"a controller type: {', '.join(controllers)}",
+                                f"a {spec.cloud} controller type: {', '.join(controllers)}",
                                 close_match(head.instance_type, controllers)))
     if head.public_ip and spec.network.existing:
         problems.append(Problem("slurm.head_node.public_ip", True,
@@ -467,10 +474,23 @@ def _pool_problems(spec: ClusterSpec) -> list[Problem]:
                                     "an EC2 capacity reservation id such as cr-0123456789abcdef0"))
         if cap.type == "capacity-block" and spec.cloud != "aws":
             problems.append(Problem(f"{at}.capacity.type", cap.type, "capacity-block is an AWS purchase "
-                                    "option; on gcp use reservation or spot"))
+                                    "option; on gcp use reservation or spot (or flex-start)"))
+        if cap.type == "flex-start" and spec.cloud != "gcp":
+            problems.append(Problem(f"{at}.capacity.type", cap.type, "flex-start is GCP's Dynamic Workload "
+                                    "Scheduler; on aws use capacity-block, reservation or spot"))
+        if needs_id and cap.reservation_id and spec.cloud == "gcp" and \
+                not re.fullmatch(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?", cap.reservation_id):
+            problems.append(Problem(f"{at}.capacity.reservation_id", cap.reservation_id,
+                                    "a Compute Engine reservation name such as a3u-reservation-1"))
         if pool.image and spec.cloud == "aws" and not re.fullmatch(r"ami-[0-9a-f]{8,17}|(resolve:ssm:)?/\S+",
                                                                    pool.image):
             problems.append(Problem(f"{at}.image", pool.image, "an AMI id (ami-...) or an SSM parameter path (/aws/...)"))
+        if pool.image and spec.cloud == "gcp" and not _GCP_IMAGE.fullmatch(pool.image):
+            problems.append(Problem(f"{at}.image", pool.image, "a GCP image or image family such as "
+                                    "projects/my-project/global/images/family/my-a3-image"))
+        if spec.cloud == "gcp" and itype is not None and itype.image is None and not pool.image:
+            problems.append(Problem(f"{at}.image", None, f"required for {itype.name}: no public image carries "
+                                    f"what its {itype.gpu_nic_stack} NICs need (the TCPX kernel); name your image"))
     return problems
 
 
@@ -492,6 +512,10 @@ def _storage_problems(spec: ClusterSpec) -> list[Problem]:
                 problems.append(Problem(f"{at}.mount", fs.mount, f"a mount point that does not overlap "
                                         f"storage[{j}].mount ({other})"))
         mounts.append((i, mount))
+        if fs.type == "filestore" and spec.cloud != "gcp":
+            problems.append(Problem(f"{at}.type", fs.type, "lustre (filestore is Google Cloud Filestore, gcp only)"))
+        if fs.filestore_tier and fs.type != "filestore":
+            problems.append(Problem(f"{at}.filestore_tier", fs.filestore_tier, "leave it out unless type is filestore"))
         scheme = "s3://" if spec.cloud == "aws" else "gs://"
         if fs.import_path and not re.fullmatch(re.escape(scheme) + r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/\S*)?",
                                                fs.import_path):

@@ -64,6 +64,9 @@ class InstanceType:
     gpu_nics: int = 0
     gpu_nic_stack: str = "none"
     gpu_network_gbps: float = 0.0
+    nic_mtu: int | None = None          # MTU of the VPCs its NICs attach to
+    boot_disk_type: str | None = None   # pd-ssd | hyperdisk-balanced ...
+    image: str | None = None            # key of the GCP `images` its pools boot by default
 
     @property
     def family(self) -> str:
@@ -97,6 +100,50 @@ class ControllerType:
     memory_gib: int
     network_gbps: float
     source: str
+    cloud: Cloud = "aws"
+
+
+@dataclass(frozen=True)
+class GcpImage:
+    """A GCP boot image (an image family link), pinned in gcp.yaml."""
+
+    role: str
+    image: str
+    source: str
+
+
+@dataclass(frozen=True)
+class NicStack:
+    """What a GCP GPU NIC stack (tcpx, tcpxo, rdma) installs on a node, pinned in gcp.yaml."""
+
+    name: str
+    lib_dir: str
+    source: str
+    nccl_plugin_image: str | None = None
+    rxdm_image: str | None = None
+    apt_repository: str | None = None
+    apt_packages: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FilestoreTier:
+    name: str
+    ranges: tuple[tuple[int, int, int], ...]     # (min GiB, max GiB, step GiB)
+    source: str
+
+    def capacity_allowed(self, gib: int) -> bool:
+        return any(lo <= gib <= hi and (gib - lo) % step == 0 for lo, hi, step in self.ranges)
+
+    def capacity_rule(self) -> str:
+        return "; ".join(f"{lo}-{hi} GiB in steps of {step}" for lo, hi, step in self.ranges)
+
+    def nearest(self, gib: int) -> int:
+        candidates = []
+        for lo, hi, step in self.ranges:
+            at = min(max(gib, lo), hi)
+            down = lo + (at - lo) // step * step
+            candidates += [down, min(down + step, hi)]
+        return min(candidates, key=lambda c: (abs(c - gib), c))
 
 
 @dataclass(frozen=True)
@@ -168,10 +215,13 @@ class Catalog:
     instance_types: Mapping[str, Mapping[str, InstanceType]]   # cloud -> name -> type
     aliases: Mapping[str, Mapping[str, str]]                    # cloud -> alias -> type name
     images: Mapping[str, Mapping[str, str]]                     # AWS image roles
-    controllers: Mapping[str, ControllerType]                   # AWS controller types
+    controllers: Mapping[str, ControllerType]                   # controller types (AWS and GCP)
     tpus: Mapping[str, TpuGeneration]
     fsx: Mapping[str, FsxDeploymentType]
     managed_lustre: Mapping[int, ManagedLustreTier]
+    gcp_images: Mapping[str, GcpImage] = field(default_factory=dict)
+    nic_stacks: Mapping[str, NicStack] = field(default_factory=dict)
+    filestore: Mapping[str, FilestoreTier] = field(default_factory=dict)
 
     def resolve(self, cloud: str, name: str) -> InstanceType | None:
         """An instance type by its name or an accelerator alias (`h100`), or None."""
@@ -239,6 +289,9 @@ def _instance(cloud: Cloud, name: str, e: dict, accelerators: Mapping[str, Accel
         gpu_nics=int(e.get("gpu_nics", 0)),
         gpu_nic_stack=e.get("gpu_nic_stack", "none"),
         gpu_network_gbps=float(e.get("gpu_network_gbps", 0)),
+        nic_mtu=e.get("nic_mtu"),
+        boot_disk_type=e.get("boot_disk_type"),
+        image=e.get("image"),
     )
 
 
@@ -262,6 +315,8 @@ def load_catalog() -> Catalog:
     aliases: dict[str, dict[str, str]] = {}
     images: dict[str, dict[str, str]] = {}
     controllers: dict[str, ControllerType] = {}
+    gcp_images: dict[str, GcpImage] = {}
+    nic_stacks: dict[str, NicStack] = {}
     for cloud in ("aws", "gcp"):
         doc = _read(f"{cloud}.yaml")
         instance_types[cloud] = {
@@ -275,10 +330,24 @@ def load_catalog() -> Catalog:
             for role, e in doc["images"].items():
                 _sourced(e, f"aws.yaml images.{role}")
                 images[role] = dict(e)
-            for name, e in doc.get("controller_types", {}).items():
-                where = f"aws.yaml controller_types.{name}"
-                controllers[name] = ControllerType(name, int(_need(e, "vcpu", where)), int(_need(e, "memory_gib", where)),
-                                                   float(_need(e, "network_gbps", where)), _sourced(e, where))
+        else:
+            for role, e in doc.get("images", {}).items():
+                gcp_images[role] = GcpImage(role, _need(e, "image", f"gcp.yaml images.{role}"),
+                                            _sourced(e, f"gcp.yaml images.{role}"))
+            for stack, e in doc.get("nic_stacks", {}).items():
+                where = f"gcp.yaml nic_stacks.{stack}"
+                nic_stacks[stack] = NicStack(stack, _need(e, "lib_dir", where), _sourced(e, where),
+                                             e.get("nccl_plugin_image"), e.get("rxdm_image"),
+                                             e.get("apt_repository"), tuple(e.get("apt_packages", ())))
+            for name, t in instance_types[cloud].items():
+                if t.image is not None and t.image not in gcp_images:
+                    raise CatalogError(f"gcp.yaml instance_types.{name}: unknown image {t.image!r}")
+                if t.gpu_nics and t.gpu_nic_stack not in nic_stacks:
+                    raise CatalogError(f"gcp.yaml instance_types.{name}: unknown NIC stack {t.gpu_nic_stack!r}")
+        for name, e in doc.get("controller_types", {}).items():
+            where = f"{cloud}.yaml controller_types.{name}"
+            controllers[name] = ControllerType(name, int(_need(e, "vcpu", where)), int(_need(e, "memory_gib", where)),
+                                               float(_need(e, "network_gbps", where)), _sourced(e, where), cloud)
     tpus = {
         name: TpuGeneration(
             name=name,
@@ -314,4 +383,11 @@ def load_catalog() -> Catalog:
     managed_lustre = {
         int(t): ManagedLustreTier(int(t), int(e["min_capacity_gib"]), ml_source) for t, e in ml["tiers"].items()
     }
-    return Catalog(accelerators, instance_types, aliases, images, controllers, tpus, fsx, managed_lustre)
+    fs_doc = storage.get("filestore", {})
+    fs_source = _sourced(fs_doc, "storage.yaml filestore") if fs_doc else ""
+    filestore = {
+        name: FilestoreTier(name, tuple((int(r["min"]), int(r["max"]), int(r["step"])) for r in e["ranges"]), fs_source)
+        for name, e in fs_doc.get("tiers", {}).items()
+    }
+    return Catalog(accelerators, instance_types, aliases, images, controllers, tpus, fsx, managed_lustre,
+                   gcp_images, nic_stacks, filestore)
