@@ -276,8 +276,8 @@ class SlurmConfiguration(pulumi.ComponentResource):
 
 # The published files: S3 key (under CONFIG_PREFIX) -> where aicluster-sync installs it.
 _SLURM_FILES = ("slurm.conf", "gres.conf", "cgroup.conf", "topology.conf")
-_SCRIPTS = {"aicluster-power.py": "scripts/aicluster-power.py", "aicluster-secret": "scripts/aicluster-secret.py",
-            "aicluster-accounting": "scripts/aicluster-accounting"}
+_SCRIPTS = {"aicluster-power.py": "scripts/aicluster-power.py", "aicluster_slurm.py": "scripts/aicluster_slurm.py",
+            "aicluster-secret": "scripts/aicluster-secret.py", "aicluster-accounting": "scripts/aicluster-accounting"}
 PUBLISHED_KEYS = (*[f"slurm/{f}" for f in _SLURM_FILES], "aicluster/cluster.json", "aicluster/accounting.json",
                   *[f"bin/{s}" for s in _SCRIPTS], "bin/aicluster-mount-storage", "manifest.json")
 

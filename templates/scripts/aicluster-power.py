@@ -17,10 +17,7 @@ reason, so their jobs requeue, and it exits non-zero after handling every pool.
 from __future__ import annotations
 
 import json
-import logging
 import os
-import re
-import subprocess
 import sys
 import time
 
@@ -28,152 +25,21 @@ import boto3
 import botocore.config
 from botocore.exceptions import BotoCoreError, ClientError
 
+# Hostlists, scontrol, DOWN reasons, logging: shared with the GCP program (aicluster_slurm.py beside
+# this file in /opt/aicluster/bin).
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+from aicluster_slurm import (MAX_REASON, compress_hostlist, expand_hostlist, log, mark_down,  # noqa: E402,F401
+                             pool_of, reason_text, scontrol, start)
+
 DEFAULT_CONFIG = "/etc/aicluster/cluster.json"
 DEFAULT_LOG = "/var/log/aicluster/power.log"
-ACTIONS = ("resume", "suspend", "resume-fail")
 LIVE_STATES = ("pending", "running", "stopping", "stopped")
-MAX_REASON = 200            # characters of an EC2 error kept in a Slurm node reason
-MAX_HOSTS = 100_000         # a hostlist that expands further is a typo, not a cluster
 IP_WAIT_S = 90              # DescribeInstances is eventually consistent after CreateFleet
 FILTER_CHUNK = 199          # values per DescribeInstances filter
 TERMINATE_CHUNK = 500
 # CreateFleet reports an override it skipped because another failed with this pair; it points
 # at the real error instead of being one.
 POINTER_ERROR = ("UnfulfillableCapacity", "Failed to fulfill capacity. Please review errors in the response.")
-NODE_RE = re.compile(r"^([a-z0-9](?:[a-z0-9-]*[a-z0-9])?)-([0-9]+)$")
-
-log = logging.getLogger("aicluster-power")
-
-
-# --- hostlists ------------------------------------------------------------------------------
-
-
-def expand_hostlist(expr: str) -> list[str]:
-    """Expand a Slurm hostlist as `scontrol show hostnames` does: comma or space separated
-    groups, each with any number of bracket sets of numbers and zero-padded ranges
-    (`gpu-[08-10,3]`, `rack[1-2]-n[1-4]`). Order and duplicates are kept. Raises ValueError."""
-    names: list[str] = []
-    for group in _split_top(expr):
-        names.extend(_expand_group(group))
-        if len(names) > MAX_HOSTS:
-            raise ValueError(f"hostlist {expr!r} expands to more than {MAX_HOSTS} names")
-    return names
-
-
-def _split_top(expr: str) -> list[str]:
-    groups, current, depth = [], "", 0
-    for char in expr:
-        if char == "[":
-            if depth:
-                raise ValueError(f"nested '[' in hostlist {expr!r}")
-            depth = 1
-        elif char == "]":
-            if not depth:
-                raise ValueError(f"unmatched ']' in hostlist {expr!r}")
-            depth = 0
-        if not depth and (char == "," or char.isspace()):
-            if current:
-                groups.append(current)
-            current = ""
-            continue
-        current += char
-    if depth:
-        raise ValueError(f"unclosed '[' in hostlist {expr!r}")
-    if current:
-        groups.append(current)
-    return groups
-
-
-def _expand_group(group: str) -> list[str]:
-    start = group.find("[")
-    if start < 0:
-        return [group]
-    end = group.index("]", start)
-    head, body, tail = group[:start], group[start + 1:end], group[end + 1:]
-    rest = _expand_group(tail)
-    return [f"{head}{number}{suffix}" for number in _expand_range(body, group) for suffix in rest]
-
-
-def _expand_range(body: str, group: str) -> list[str]:
-    numbers: list[str] = []
-    for item in body.split(","):
-        lo, dash, hi = item.partition("-")
-        if not lo.isdigit() or (dash and not hi.isdigit()):
-            raise ValueError(f"bad range {item!r} in hostlist {group!r}")
-        if not dash:
-            numbers.append(lo)
-            continue
-        first, last = int(lo), int(hi)
-        if last < first:
-            raise ValueError(f"descending range {item!r} in hostlist {group!r}")
-        if last - first + len(numbers) > MAX_HOSTS:
-            raise ValueError(f"range {item!r} in hostlist {group!r} is too large")
-        numbers.extend(str(n).zfill(len(lo)) for n in range(first, last + 1))
-    return numbers
-
-
-def compress_hostlist(names) -> str:
-    """The inverse, for log lines and `scontrol update nodename=`: `gpu-[1-3,5],infer-1`."""
-    groups: dict[tuple[str, int], list[int]] = {}
-    plain: list[str] = []
-    for name in dict.fromkeys(names):
-        match = re.match(r"^(.*?)([0-9]+)$", name)
-        if not match:
-            plain.append(name)
-            continue
-        prefix, digits = match.groups()
-        width = len(digits) if digits.startswith("0") and len(digits) > 1 else 0
-        groups.setdefault((prefix, width), []).append(int(digits))
-    parts = []
-    for (prefix, width), numbers in groups.items():
-        numbers.sort()
-        ranges, first = [], numbers[0]
-        for prev, cur in zip(numbers, numbers[1:] + [None]):
-            if cur is not None and cur == prev + 1:
-                continue
-            lo, hi = str(first).zfill(width), str(prev).zfill(width)
-            ranges.append(lo if first == prev else f"{lo}-{hi}")
-            first = cur
-        parts.append(f"{prefix}{ranges[0]}" if len(numbers) == 1 else f"{prefix}[{','.join(ranges)}]")
-    return ",".join(parts + plain)
-
-
-def pool_of(node: str) -> str | None:
-    """`gpu-a-12` -> `gpu-a`: the pool is everything before the last `-<digits>`."""
-    match = NODE_RE.match(node)
-    return match.group(1) if match else None
-
-
-# --- slurm ----------------------------------------------------------------------------------
-
-
-def scontrol(*args: str) -> bool:
-    """Run scontrol (AICLUSTER_SCONTROL overrides the path); log and return False on failure."""
-    command = [os.environ.get("AICLUSTER_SCONTROL", "scontrol"), *args]
-    try:
-        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              universal_newlines=True, timeout=60)
-    except (OSError, subprocess.SubprocessError) as err:
-        log.error("scontrol %s failed: %s", " ".join(args), err)
-        return False
-    if done.returncode != 0:
-        log.error("scontrol %s exited %d: %s", " ".join(args), done.returncode,
-                  (done.stderr or done.stdout).strip())
-        return False
-    return True
-
-
-def reason_text(code: str, message: str) -> str:
-    """`<code>: <message>` on one line, without double quotes, short enough for sinfo -R."""
-    text = " ".join(f"{code}: {message}".replace('"', "'").split())
-    return text if len(text) <= MAX_REASON else text[:MAX_REASON - 3] + "..."
-
-
-def mark_down(nodes: list[str], code: str, message: str) -> None:
-    reason = reason_text(code, message)
-    hostlist = compress_hostlist(nodes)
-    log.error("resume: marking %s DOWN: %s", hostlist, reason)
-    scontrol("update", f"nodename={hostlist}", "state=down", f'reason="{reason}"')
 
 
 # --- EC2 ------------------------------------------------------------------------------------
@@ -398,69 +264,13 @@ def load_config(path: str) -> dict:
     return config
 
 
-def setup_logging(path: str | None) -> None:
-    log.setLevel(logging.INFO)
-    log.propagate = False
-    for old in list(log.handlers):
-        log.removeHandler(old)
-        old.close()
-    formatter = logging.Formatter(f"%(asctime)s %(levelname)s aicluster-power[{os.getpid()}] %(message)s")
-    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
-    problem = None
-    if path:
-        try:
-            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-            handlers.append(logging.FileHandler(path, encoding="utf-8"))
-        except OSError as err:
-            problem = f"cannot write {path}: {err}; logging to stderr only"
-    for handler in handlers:
-        handler.setFormatter(formatter)
-        log.addHandler(handler)
-    if problem:
-        log.warning(problem)
-
-
-def parse_args(argv: list[str]) -> tuple[str, str] | None:
-    """(action, hostlist) from the link name (aicluster-resume HOSTLIST) or from the first
-    argument (aicluster-power.py resume HOSTLIST); None when neither fits."""
-    name = os.path.basename(argv[0])
-    if name.startswith("aicluster-") and name[len("aicluster-"):] in ACTIONS and len(argv) >= 2:
-        return name[len("aicluster-"):], ",".join(argv[1:])
-    if len(argv) >= 3 and argv[1] in ACTIONS:
-        return argv[1], ",".join(argv[2:])
-    return None
-
-
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv if argv is None else argv)
-    parsed = parse_args(argv)
-    if parsed is None:
-        print(f"usage: aicluster-power.py {'|'.join(ACTIONS)} HOSTLIST, or through the links "
-              "aicluster-resume, aicluster-suspend, aicluster-resume-fail HOSTLIST", file=sys.stderr)
-        return 2
-    action, expr = parsed
-    config_path = os.environ.get("AICLUSTER_CONFIG", DEFAULT_CONFIG)
-    config, problem = None, None
-    try:
-        config = load_config(config_path)
-    except (OSError, ValueError) as err:
-        problem = f"cannot read {config_path}: {err}"
-    setup_logging(os.environ.get("AICLUSTER_LOG") or (config or {}).get("log_file") or DEFAULT_LOG)
-
-    try:
-        nodes = expand_hostlist(expr)
-    except ValueError as err:
-        log.error("%s: %s", action, err)
-        if action == "resume":
-            scontrol("update", f"nodename={expr}", "state=down", f'reason="{reason_text("BadHostlist", str(err))}"')
-        return 1
+    started = start(list(sys.argv if argv is None else argv), "aicluster-power.py", load_config,
+                    DEFAULT_CONFIG, DEFAULT_LOG)
+    if isinstance(started, int):
+        return started
+    action, nodes, config = started
     hostlist = compress_hostlist(nodes)
-    log.info("%s %s (%d nodes)", action, hostlist, len(nodes))
-    if config is None:
-        log.error("%s %s: %s", action, hostlist, problem)
-        if action == "resume":
-            mark_down(nodes, "ConfigError", problem or "")
-        return 1
 
     ec2 = boto3.client("ec2", region_name=config["region"], config=botocore.config.Config(
         retries={"max_attempts": 8, "mode": "standard"}, connect_timeout=10, read_timeout=60))
