@@ -11,16 +11,19 @@ CONFIG_KEY = "cluster"   # stack config `aicluster:cluster`
 
 
 def check_buildable(design: ClusterDesign) -> None:
-    if design.cloud != "aws":
-        raise SpecError([Problem("cloud", design.cloud, "aws (the gcp components are not built yet; the spec "
-                                                        "validates and `aicluster catalog` lists gcp facts)")])
+    """Every cloud x scheduler the spec accepts is built (GKE's control plane arrives later: a
+    kubernetes cluster on gcp plans its network, pools and storage)."""
 
 
 def build_cluster(spec: ClusterSpec) -> ClusterDesign:
     design = design_cluster(spec)
     check_buildable(design)
-    from .aws.cluster import build_aws_cluster
-    outputs = build_aws_cluster(design)
+    if design.cloud == "gcp":
+        from .gcp.cluster import build_gcp_cluster
+        outputs = build_gcp_cluster(design)
+    else:
+        from .aws.cluster import build_aws_cluster
+        outputs = build_aws_cluster(design)
     for key, value in outputs.items():
         pulumi.export(key, value)
     pulumi.export("hostlists", {p.name: p.hostlist for p in design.pools})
@@ -28,10 +31,10 @@ def build_cluster(spec: ClusterSpec) -> ClusterDesign:
 
 
 def check_provider_region(spec: ClusterSpec, provider_region: str | None) -> None:
-    """The default provider deploys where `aws:region` says; a spec that says otherwise would
-    plan one region and build in another."""
-    if spec.cloud == "aws" and provider_region and provider_region != spec.region:
-        raise SpecError([Problem("region", spec.region, f"the stack's aws:region ({provider_region}); "
+    """The default provider deploys where `aws:region` (`gcp:region`) says; a spec that says
+    otherwise would plan one region and build in another."""
+    if provider_region and provider_region != spec.region:
+        raise SpecError([Problem("region", spec.region, f"the stack's {spec.cloud}:region ({provider_region}); "
                                                         "set both to the same region")])
 
 
@@ -41,7 +44,7 @@ def program() -> None:
     source = f"stack {pulumi.get_stack()} config aicluster:cluster"
     try:
         spec = parse_spec(raw, source=source)
-        check_provider_region(spec, pulumi.Config("aws").get("region"))
+        check_provider_region(spec, pulumi.Config(spec.cloud).get("region"))
         build_cluster(spec)
     except SpecError as exc:
         # A clean one-paragraph error in `pulumi up`, not a Python traceback.

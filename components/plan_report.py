@@ -23,6 +23,11 @@ def _kubernetes_lines(d: ClusterDesign) -> list[str]:
 
 
 def _fabric(pool: PoolDesign) -> str:
+    if pool.nics:     # GCP: every NIC of the instance template
+        host = sum(1 for n in pool.nics if n.role == "host")
+        gpu = f" + {pool.gpu_nics} {'MRDMA' if pool.instance.gpu_nic_stack == 'rdma' else 'gVNIC GPU NICs'} " \
+              f"({pool.instance.gpu_nic_stack.upper()})" if pool.gpu_nics else ""
+        return f"{len(pool.nics)} NICs per node: {host} gVNIC{gpu}"
     if not pool.efa:
         return "ENA only (no EFA)"
     cards = len({nic.network_card_index for nic in pool.interfaces if nic.is_efa})
@@ -35,6 +40,9 @@ def pool_lines(design: ClusterDesign) -> list[str]:
         capacity = pool.capacity.type + (f" {pool.capacity.reservation_id}" if pool.capacity.reservation_id else "")
         placement = f"{pool.placement.strategy} placement group" if pool.placement.strategy else \
             f"no placement group ({pool.placement.reason})"
+        if design.cloud == "gcp":
+            placement = "compact placement policy" if pool.placement.strategy else \
+                f"no placement policy ({pool.placement.reason})"
         lines.append(f"  {pool.name}: {pool.instance.name} ({pool.instance.accelerator_count}x "
                      f"{pool.instance.accelerator.model}), nodes {pool.min_nodes}..{pool.max_nodes} "
                      f"as {pool.hostlist}")
@@ -42,7 +50,26 @@ def pool_lines(design: ClusterDesign) -> list[str]:
     return lines
 
 
+def network_lines(design: ClusterDesign) -> list[str]:
+    """GCP: the system VPC and every GPU NIC network, with their subnets and MTUs."""
+    net = design.network
+    if design.cloud != "gcp":
+        return []
+    system = f"system VPC {design.name}, subnet {net.private_subnet_cidr}" if net.create_vpc else \
+        f"system VPC {net.existing_vpc_id} (existing), subnet {net.existing_subnet_id}"
+    lines = [f"  {system}, MTU {net.mtu}, Cloud NAT; private service access {net.service_cidr}"]
+    for fab in net.fabric_networks:
+        kind = f"RDMA VPC with RoCE profile {design.zone}-vpc-roce" if fab.roce else "VPC"
+        subnets = f"{len(fab.subnets)} subnets ({fab.subnets[0].cidr} ..)" if len(fab.subnets) > 1 else \
+            f"subnet {fab.subnets[0].cidr}"
+        lines.append(f"  {fab.name}: {kind}, MTU {fab.mtu}, {subnets}")
+    return lines
+
+
 def _storage_line(fs: StorageDesign) -> str:
+    if fs.kind == "filestore":
+        guard = "protected + retained" if fs.protect else "NOT protected"
+        return f"  {fs.name}: Filestore {fs.filestore_tier} (NFS), {fs.capacity_gib} GiB, mounted at {fs.mount}; {guard}"
     kind = f"FSx for Lustre {fs.deployment_type}" if fs.kind == "fsx-lustre" else "Managed Lustre"
     guard = "protected + retained" if fs.protect else "NOT protected"
     return (f"  {fs.name}: {kind}, {fs.capacity_gib} GiB x {fs.throughput_mbps_per_tib} MB/s/TiB = "
@@ -63,6 +90,7 @@ def text(result: PlanResult) -> list[str]:
         "",
         "Pools",
         *pool_lines(d),
+        *(["", "Networks", *network_lines(d)] if d.cloud == "gcp" else []),
         "",
         "Storage",
         *([_storage_line(fs) for fs in d.storage] or ["  none"]),
@@ -101,6 +129,7 @@ def markdown(result: PlanResult) -> list[str]:
         "### Pools",
         "",
         *[line.strip() and f"- {line.strip()}" for line in pool_lines(d)],
+        *(["", "### Networks", "", *[f"- {line.strip()}" for line in network_lines(d)]] if d.cloud == "gcp" else []),
         "",
         "### Storage",
         "",
@@ -142,7 +171,11 @@ def to_json(result: PlanResult) -> dict[str, Any]:
                 "name": p.name, "instance_type": p.instance.name, "min_nodes": p.min_nodes,
                 "max_nodes": p.max_nodes, "hostlist": p.hostlist, "efa_devices": p.efa_devices,
                 "placement": p.placement.strategy, "capacity": p.capacity.type,
+                "nics": [{"index": n.index, "network": n.network, "subnet": n.subnet, "nic_type": n.nic_type,
+                          "role": n.role} for n in p.nics],
             } for p in d.pools],
+            "networks": [{"name": n.name, "key": n.key, "mtu": n.mtu, "roce": n.roce,
+                          "subnets": [s.cidr for s in n.subnets]} for n in d.network.fabric_networks],
             "storage": [{
                 "name": s.name, "kind": s.kind, "mount": s.mount, "capacity_gib": s.capacity_gib,
                 "throughput_mbps_per_tib": s.throughput_mbps_per_tib, "protect": s.protect,
@@ -195,7 +228,7 @@ def _label(*parts: str) -> str:
 def _head(result: PlanResult) -> str | None:
     for r in result.plan.custom_resources():
         inputs = reveal(r.inputs)
-        tags = inputs.get("tags") if isinstance(inputs.get("tags"), dict) else {}
+        tags = next((v for v in (inputs.get("tags"), inputs.get("labels")) if isinstance(v, dict)), {})
         if tags.get("aicluster-role") in ("head", "control-plane") and r.type.split(":")[1] in ("ec2/instance",
                                                                                                 "compute/instance"):
             return str(inputs.get("instanceType") or inputs.get("machineType"))
@@ -217,7 +250,7 @@ def mermaid(result: PlanResult) -> list[str]:
     lines = ["flowchart LR", '  subgraph cp["control plane"]', f"    head[{control}]", "  end"]
     for i, pool in enumerate(d.pools):
         fabric = (f"EFA: {pool.efa_devices} devices per node" if pool.efa else "ENA only, no EFA") \
-            if d.cloud == "aws" else f"{pool.instance.gpu_nics} GPU NICs"
+            if d.cloud == "aws" else _fabric(pool)
         placement = f"{pool.placement.strategy} placement group" if pool.placement.strategy else \
             f"no placement group: {pool.placement.reason}"
         lines += [f"  subgraph fabric{i}[{_label(f'{pool.name} fabric', placement)}]",

@@ -15,6 +15,7 @@ from .errors import SpecError
 from .k8s_manifests import kubernetes_files
 from .offline.capture import CapturedResource, Plan, reveal
 from .offline.engine import run_program
+from .offline.mocks import DEFAULT_GCP_PROJECT
 from .spec import ClusterSpec, parse_spec
 from .stacks import StackConfig, read_stack
 
@@ -34,7 +35,7 @@ def plan_stack(target: str) -> PlanResult:
     source = str(stack.path)
     spec = parse_spec(stack.spec_data, source=source)
     try:
-        check_provider_region(spec, stack.config.get("aws:region"))
+        check_provider_region(spec, stack.config.get(f"{spec.cloud}:region"))
         design = design_cluster(spec)
         check_buildable(design)
     except SpecError as exc:
@@ -42,6 +43,11 @@ def plan_stack(target: str) -> PlanResult:
     config = dict(stack.config)
     if spec.cloud == "aws":
         config.setdefault("aws:region", spec.region)
+    else:
+        # A bare spec file names no project; the offline plan uses the fake cloud's. `pulumi up`
+        # needs the stack's own gcp:project.
+        config.setdefault("gcp:region", spec.region)
+        config.setdefault("gcp:project", DEFAULT_GCP_PROJECT)
     plan = run_program(program, stack=stack.name, config=config)
     return PlanResult(stack, spec, design, plan, from_design(design), rendered_files(plan))
 
@@ -73,11 +79,26 @@ def _user_data_path(resource: CapturedResource) -> str:
     return f"user-data/{resource.name}.{'mime' if content.startswith('MIME-Version:') else 'yaml'}"
 
 
+def _gcp_user_data(resource: CapturedResource) -> str | None:
+    metadata = reveal(resource.inputs.get("metadata"))
+    value = metadata.get("user-data") if isinstance(metadata, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def _gcs_object_path(resource: CapturedResource) -> str:
+    """Cloud Storage object "head/slurm/slurm.conf" -> "slurm/slurm.conf", as for S3."""
+    name = str(resource.inputs.get("name", resource.name))
+    return name.split("/", 1)[1] if name.startswith("head/") else name
+
+
 # Where each resource type keeps a file it renders, and the path it gets under --out.
 _RENDERED: dict[str, tuple[Callable[[CapturedResource], str | None], Callable[[CapturedResource], str]]] = {
     "aws:ec2/launchTemplate:LaunchTemplate": (_user_data, _user_data_path),
     "aws:ec2/instance:Instance": (_user_data, lambda r: f"user-data/{r.name}.yaml"),
     "aws:s3/bucketObjectv2:BucketObjectv2": (_object_content, _object_path),
+    "gcp:compute/instanceTemplate:InstanceTemplate": (_gcp_user_data, lambda r: f"user-data/{r.name}.yaml"),
+    "gcp:compute/instance:Instance": (_gcp_user_data, lambda r: f"user-data/{r.name}.yaml"),
+    "gcp:storage/bucketObject:BucketObject": (_object_content, _gcs_object_path),
 }
 
 

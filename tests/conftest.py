@@ -27,6 +27,7 @@ GCP_MIN = {
     "pools": [{"name": "gpu", "instance_type": "h100", "max_nodes": 2}],
 }
 FSX = {"name": "fsx", "type": "lustre", "mount": "/fsx", "capacity_gib": 1200}
+GCP_PROJECT = "aicluster-test"   # the gcp:project run_spec gives GCP specs
 CR = "cr-0123456789abcdef0"
 
 BASE_SPEC = {
@@ -59,6 +60,8 @@ def run_spec(spec: dict, stack: str = "test"):
     config = {"aicluster:cluster": spec}
     if spec.get("cloud") == "aws":
         config["aws:region"] = spec["region"]
+    if spec.get("cloud") == "gcp":
+        config |= {"gcp:region": spec["region"], "gcp:project": GCP_PROJECT}
     return run_program(program, stack=stack, config=config)
 
 

@@ -622,6 +622,8 @@ def _gcp_instance(r: _Res):
 
 
 def _gcp_instance_template(r: _Res):
+    if r.get("namePrefix") and not r.get("name"):   # the provider appends a unique suffix to the prefix
+        r.inputs = {**r.inputs, "name": f"{r.get('namePrefix')}{r.digits(26, 'suffix')}"}
     gid, computed = _gcp_global("instanceTemplates")(r)
     computed["selfLinkUnique"] = f"{computed['selfLink']}?uniqueId={r.digits(19)}"
     return gid, computed
@@ -686,6 +688,32 @@ def _gcp_account(r: _Res):
         "email": email, "name": f"projects/{r.project}/serviceAccounts/{email}",
         "uniqueId": r.digits(21), "member": f"serviceAccount:{email}", "project": r.project,
     }
+
+
+def _gcs_bucket(r: _Res):
+    name = r.get("name") or f"{r.name}-{r.alnum(7, 'suffix')}"   # Pulumi autonames buckets
+    return name, {"name": name, "project": r.project, "url": f"gs://{name}",
+                  "selfLink": f"https://www.googleapis.com/storage/v1/b/{name}",
+                  "location": str(r.get("location", r.gcp_region)).upper(), "storageClass": "STANDARD"}
+
+
+def _gcs_object(r: _Res):
+    bucket, name = r.get("bucket", "bucket"), r.get("name", r.name)
+    content = str(r.get("content", ""))
+    md5 = base64.b64encode(hashlib.md5(content.encode()).digest()).decode()
+    return f"{bucket}-{name}", {"name": name, "bucket": bucket, "md5hash": md5, "crc32c": r.alnum(8, "crc"),
+                                "selfLink": f"https://www.googleapis.com/storage/v1/b/{bucket}/o/{name}",
+                                "mediaLink": f"https://storage.googleapis.com/download/storage/v1/b/{bucket}/o/{name}",
+                                "outputName": name, "storageClass": "STANDARD"}
+
+
+def _gcp_custom_role(r: _Res):
+    name = f"projects/{r.project}/roles/{r.get('roleId', r.name)}"
+    return name, {"name": name, "project": r.project, "stage": r.get("stage", "GA"), "deleted": False}
+
+
+def _gcp_iam_member(r: _Res):
+    return f"{r.get('role', 'role')}/{r.get('member', 'member')}", {"etag": f"BwY{r.alnum(9, 'etag')}="}
 
 
 def _gcp_router_nat(r: _Res):
@@ -790,6 +818,13 @@ RESOURCES: dict[str, Handler] = {
     "gcp:container/cluster:Cluster": _gke_cluster,
     "gcp:container/nodePool:NodePool": _gke_node_pool,
     "gcp:secretmanager/secret:Secret": _gcp_secret,
+    "gcp:secretmanager/secretIamMember:SecretIamMember": _gcp_iam_member,
+    "gcp:storage/bucket:Bucket": _gcs_bucket,
+    "gcp:storage/bucketObject:BucketObject": _gcs_object,
+    "gcp:storage/bucketIAMMember:BucketIAMMember": _gcp_iam_member,
+    "gcp:projects/iAMCustomRole:IAMCustomRole": _gcp_custom_role,
+    "gcp:projects/iAMMember:IAMMember": _gcp_iam_member,
+    "gcp:serviceaccount/iAMMember:IAMMember": _gcp_iam_member,
     "gcp:secretmanager/secretVersion:SecretVersion": _gcp_secret_version,
     "gcp:serviceaccount/account:Account": _gcp_account,
     "gcp:servicenetworking/connection:Connection": _gcp_sn_connection,

@@ -14,7 +14,8 @@ AWS pools
     by type and placement group (one instance = one node).
 GCP pools
   * an instance template with an accelerated machine type, sized by the instance group managers
-    that use it (targetSize); accelerated instances grouped like AWS instances;
+    that use it (targetSize), in the zones of those groups and of its `aicluster-zone` label;
+    accelerated instances grouped like AWS instances;
   * a GKE node pool (autoscaling max x zones, else nodeCount x zones); TPU node pools included;
   * a Cloud TPU VM (`gcp:tpu/v2Vm`): one slice, its hosts are the nodes.
 
@@ -48,6 +49,7 @@ HINT_TAGS = {
     "max_checkpoint_stall_pct": "aicluster-max-checkpoint-stall-pct",
 }
 MAX_NODES_TAG = "aicluster-max-nodes"
+ZONE_TAG = "aicluster-zone"     # GCP instance templates are global: the zone their nodes launch in
 _ZONE = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")           # GCP zone (us-central1-a)
 _TPU_TYPE = re.compile(r"^(v\d+[a-z]*|v5litepod)-(\d+)$")  # v5p-128, v5litepod-16, v6e-8
 _TPU_CONFIG_TYPES = {"V4": "v4", "V5P": "v5p", "V5LITE_POD": "v5e", "V6E": "v6e"}
@@ -555,7 +557,7 @@ def _gcp_pools(ix: Index, config: Mapping[str, Any]) -> list[Pool]:
             sizes = [integer(get(ix.props(m), "targetSize")) for m in migs]
             if all(s is not None for s in sizes):
                 nodes, source = sum(sizes), "instance group targetSize"
-        zones: set[str] = set()
+        zones: set[str] = _gcp_zone(tags.get(ZONE_TAG))
         for m in migs:
             zones |= _gcp_zone(get(ix.props(m), "zone"))
             for z in items(ix.props(m), "distributionPolicyZones"):

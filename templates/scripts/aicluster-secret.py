@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""Fetch a secret from AWS Secrets Manager into a file, never through argv or the environment.
+"""Fetch a secret from AWS Secrets Manager or GCP Secret Manager into a file, never through argv
+or the environment.
 
     aicluster-secret SECRET_ID DEST [--base64] [--mode 0400] [--owner USER[:GROUP]]
 
 Installed by aicluster on the head node and on compute nodes (the munge key, the slurmdbd
-password). Uses the instance role; the region comes from AWS_REGION or the instance metadata.
+password). AWS (an ARN or name): the instance role; the region comes from AWS_REGION or the
+instance metadata. GCP (projects/<p>/secrets/<id>): the VM's service account, through
+aicluster_gcp.py beside this file; the latest version.
 """
 import argparse
 import base64
@@ -13,8 +16,6 @@ import shutil
 import sys
 import tempfile
 import urllib.request
-
-import boto3
 
 IMDS = "http://169.254.169.254/latest"
 
@@ -54,9 +55,17 @@ def main(argv=None) -> int:
     parser.add_argument("--mode", default="0400")
     parser.add_argument("--owner")
     args = parser.parse_args(argv)
-    region = os.environ.get("AWS_REGION") or imds_region()
-    client = boto3.client("secretsmanager", region_name=region)
-    value = client.get_secret_value(SecretId=args.secret_id)["SecretString"]
+    if args.secret_id.startswith("projects/"):
+        sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+        from aicluster_gcp import secret_value
+
+        value = secret_value(args.secret_id).decode()
+    else:
+        import boto3
+
+        region = os.environ.get("AWS_REGION") or imds_region()
+        client = boto3.client("secretsmanager", region_name=region)
+        value = client.get_secret_value(SecretId=args.secret_id)["SecretString"]
     data = base64.b64decode(value) if args.base64 else value.encode()
     write_private(args.dest, data, int(args.mode, 8), args.owner)
     print(f"aicluster-secret: wrote {args.dest} ({len(data)} bytes)", file=sys.stderr)

@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Keep the head node's Slurm configuration in step with the cluster (slurm-gcp's slurmsync
-pattern). aicluster publishes every rendered file to S3 with a manifest; this script, run at boot
-and by a systemd timer, pulls what changed, installs it, restarts slurmctld and runs `scontrol reconfigure`.
+pattern). aicluster publishes every rendered file to S3 (AWS) or Cloud Storage (GCP) with a
+manifest; this script, run at boot and by a systemd timer, pulls what changed, installs it,
+restarts slurmctld and runs `scontrol reconfigure`.
 
 So adding a pool, resizing one or changing the idle time never touches the head node's own
 inputs: its user data only knows where the manifest lives.
 
     aicluster-sync [--bootstrap]     # --bootstrap: first run at boot, slurmctld not started yet
 
-Settings: /etc/aicluster/sync.json {"bucket", "prefix", "region"}. For tests: AICLUSTER_ROOT
+Settings: /etc/aicluster/sync.json {"bucket", "prefix", "region"} and, on GCP, "storage": "gcs"
+(read through aicluster_gcp.py beside this file). For tests: AICLUSTER_ROOT
 prefixes every local path; AICLUSTER_SCONTROL / AICLUSTER_SYSTEMCTL replace those commands.
 """
 import argparse
@@ -18,8 +20,6 @@ import subprocess
 import sys
 import tempfile
 import time
-
-import boto3
 
 ROOT = os.environ.get("AICLUSTER_ROOT", "")
 SCONTROL = os.environ.get("AICLUSTER_SCONTROL", "scontrol")
@@ -84,6 +84,26 @@ def sync(s3, bucket: str, prefix: str) -> list[dict]:
     return changed
 
 
+class GcsObjects:
+    """The one S3 call sync() makes, get_object(Bucket, Key)["Body"].read(), over Cloud Storage."""
+
+    def get_object(self, Bucket: str, Key: str) -> dict:  # noqa: N803 - the boto3 names sync() uses
+        import io
+
+        sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+        from aicluster_gcp import storage_read
+
+        return {"Body": io.BytesIO(storage_read(Bucket, Key))}
+
+
+def object_store(settings: dict):
+    if settings.get("storage") == "gcs":
+        return GcsObjects()
+    import boto3
+
+    return boto3.client("s3", region_name=settings["region"])
+
+
 def slurmctld_active() -> bool:
     return subprocess.run([SYSTEMCTL, "is-active", "--quiet", "slurmctld"], check=False).returncode == 0
 
@@ -132,8 +152,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     with open(local("/etc/aicluster/sync.json"), encoding="utf-8") as fh:
         settings = json.load(fh)
-    s3 = boto3.client("s3", region_name=settings["region"])
-    changed = sync(s3, settings["bucket"], settings["prefix"])
+    changed = sync(object_store(settings), settings["bucket"], settings["prefix"])
     # Set-up steps a file asks for (e.g. accounting) run before slurmctld rereads its config.
     for entry in changed:
         if entry.get("run"):

@@ -1,0 +1,118 @@
+"""The GCP cluster: network, node identity, filesystems, the Slurm controller, then one GpuPool per
+pool, then the Slurm configuration that follows the pools (the same order and the same reasons as
+components/aws/cluster.py).
+
+Filesystems and the controller consume nothing from pools, so scaling or adding pools never touches
+storage or the head node.
+"""
+from __future__ import annotations
+
+import pulumi
+
+from ..catalog import load_catalog
+from ..design import ClusterDesign
+from ..mounts import Mount
+from ..render import render, static
+from .gpu_pool import GpuPool, GpuPoolArgs
+from .identity import NodeIdentity, NodeIdentityArgs
+from .network import Network, NetworkArgs
+from .slurm import SlurmConfiguration, SlurmConfigurationArgs, SlurmController, SlurmControllerArgs, instance_prefix
+from .storage import Filestore, FilestoreArgs, ManagedLustre, ManagedLustreArgs
+
+SLURMCTLD_PORT = 6817
+
+
+def fabric_check(design: ClusterDesign, pool_name: str) -> tuple[str, int]:
+    """What the GPU health check counts on a node (AICLUSTER_FABRIC_KIND, AICLUSTER_FABRIC_DEVICES):
+    RDMA devices on A3 Ultra / A4, gVNIC interfaces (host and GPU NICs) on A3 High / A3 Mega."""
+    pool = design.pool(pool_name)
+    if pool.instance.gpu_nic_stack == "rdma":
+        return "rdma", pool.gpu_nics
+    if pool.gpu_nics:
+        return "gvnic", len(pool.nics)
+    return "gvnic", 0
+
+
+def nic_settings(design: ClusterDesign, pool_name: str) -> dict:
+    """The pool's NIC stack as node.env spells it, pinned in the catalog (gcp.yaml nic_stacks)."""
+    pool = design.pool(pool_name)
+    stack = load_catalog().nic_stacks.get(pool.instance.gpu_nic_stack) if pool.gpu_nics else None
+    return {
+        "stack": pool.instance.gpu_nic_stack if stack else "none",
+        "host_nics": len(pool.nics) - pool.gpu_nics,
+        "gpu_nics": pool.gpu_nics,
+        "lib_dir": stack.lib_dir if stack else "",
+        "nccl_plugin_image": (stack.nccl_plugin_image or "") if stack else "",
+        "rxdm_image": (stack.rxdm_image or "") if stack else "",
+        "apt_repository": (stack.apt_repository or "") if stack else "",
+        "apt_packages": " ".join(stack.apt_packages) if stack else "",
+    }
+
+
+def compute_user_data(design: ClusterDesign, pool_name: str, mounts: list[Mount],
+                      controller_addr: str | None = None, munge_secret: str | None = None) -> str:
+    pool = design.pool(pool_name)
+    slurm = None
+    if controller_addr:
+        slurm = {
+            "controller": f"{controller_addr}:{SLURMCTLD_PORT}",
+            "munge_secret": munge_secret,
+            "instance_prefix": instance_prefix(design),
+            "gcp_module": static("scripts/aicluster_gcp.py"),
+            "secret_script": static("scripts/aicluster-secret.py"),
+            "bootstrap_script": static("scripts/aicluster-gcp-node-bootstrap"),
+            "healthcheck_script": static("scripts/aicluster-gpu-healthcheck"),
+        }
+    kind, devices = fabric_check(design, pool_name)
+    gpus = pool.instance.accelerator_count if pool.instance.accelerator.kind == "gpu" else 0
+    return render("cloud-init/gcp-compute.yaml.j2", cluster=design.name, pool=pool.name, gpus=gpus,
+                  fabric_kind=kind, fabric_devices=devices, nic=nic_settings(design, pool_name),
+                  fabric_script=static("scripts/aicluster-gcp-fabric"),
+                  mount_script=render("scripts/mount-storage.sh.j2", mounts=mounts), slurm=slurm)
+
+
+def build_gcp_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
+    network = Network(f"{design.name}-network", NetworkArgs(design, private_service_access=bool(design.storage)))
+    nodes = NodeIdentity(f"{design.name}-compute", NodeIdentityArgs(design))
+    filesystems: list = []
+    for fs in design.storage:
+        if fs.kind == "filestore":
+            filesystems.append(Filestore(f"{design.name}-{fs.name}", FilestoreArgs(
+                cluster=design, storage=fs, network_name=network.network_name, service_access=network.service_access)))
+        else:
+            filesystems.append(ManagedLustre(f"{design.name}-{fs.name}", ManagedLustreArgs(
+                cluster=design, storage=fs, network_id=network.network_id, service_access=network.service_access)))
+    mounts = pulumi.Output.all(*[fs.mount for fs in filesystems]) if filesystems else pulumi.Output.from_input([])
+
+    controller = None
+    if design.slurm:
+        controller = SlurmController(f"{design.name}-slurm", SlurmControllerArgs(
+            cluster=design, subnetwork=network.subnetwork_self_link, compute_identity=nodes))
+        node_inputs = pulumi.Output.all(mounts, controller.controller_addr, controller.munge_secret)
+    else:
+        node_inputs = pulumi.Output.all(mounts, None, None)
+
+    pools = {
+        pool.name: GpuPool(f"{design.name}-{pool.name}", GpuPoolArgs(
+            cluster=design, pool=pool, nic_subnetworks=network.nic_subnetworks(pool),
+            service_account_email=nodes.email,
+            user_data=node_inputs.apply(lambda a, p=pool.name: compute_user_data(design, p, list(a[0]), a[1], a[2]))))
+        for pool in design.pools
+    }
+    outputs = {
+        "network": network.network_id,
+        "subnetwork": network.subnetwork_self_link,
+        "fabric_networks": {key: f.network.self_link for key, f in network.fabric.items()},
+        "instance_templates": {name: p.instance_template for name, p in pools.items()},
+        "filesystems": {fs.name: f.instance_id for fs, f in zip(design.storage, filesystems)},
+    }
+    if controller:
+        imports = pulumi.Output.all(*[
+            f.instance_id.apply(lambda i, fs=fs: {"instance": i, "uri": fs.import_path, "path": "/"})
+            for fs, f in zip(design.storage, filesystems) if fs.kind == "managed-lustre" and fs.import_path])
+        SlurmConfiguration(f"{design.name}-slurm-config", SlurmConfigurationArgs(
+            cluster=design, controller=controller, compute_identity=nodes, pools=pools, mounts=mounts,
+            lustre_imports=imports))
+        outputs["slurm_controller"] = controller.controller_addr
+        outputs["slurm_config_bucket"] = controller.bucket_name
+    return outputs

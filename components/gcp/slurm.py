@@ -1,0 +1,288 @@
+"""Slurm on GCP, in two components, as on AWS (components/aws/slurm.py):
+
+- aicluster:gcp:SlurmController: the munge key in Secret Manager, the configuration bucket, the
+  head node's service account and the head node itself. Its inputs never depend on pools, node
+  counts, the idle time, accounting or the filesystems, so routine edits never stop or replace it,
+  and it is created while the filesystems are (ParallelCluster #4211: a head node that waited on
+  FSx timed out): it mounts them when their mount script is published.
+- aicluster:gcp:SlurmConfiguration: everything that follows the pools: the same rendered Slurm
+  files as on AWS plus cluster.json, published to Cloud Storage with a manifest (the head's
+  aicluster-sync timer pulls them), and the head's right to create and delete this cluster's
+  instances: a custom role holding only the calls the power programs make, bound with a
+  condition on the instance names (<cluster>-...), plus actAs on the compute service account only.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_random as random
+
+from ..catalog import load_catalog
+from ..design import ClusterDesign
+from ..mounts import Mount
+from ..render import render, static
+from ..slurm_config import SlurmRuntime, render_slurm_configs
+from .common import CLUSTER_LABEL, NODE_LABEL, POOL_LABEL, head_tag, labels, node_tag, project, short_name
+from .identity import CLOUD_PLATFORM, NodeIdentity, NodeIdentityArgs
+
+CONFIG_PREFIX = "head/"
+BIN = "/opt/aicluster/bin"
+SECRET_ACCESSOR = "roles/secretmanager.secretAccessor"
+
+# What the power programs call (aicluster-gcp-power.py, aicluster_gcp.Compute) and what creating
+# an instance from a template needs; nothing else. Instance calls are further limited by the
+# binding's condition to instances named for this cluster.
+HEAD_PERMISSIONS = (
+    "compute.instances.create", "compute.instances.delete", "compute.instances.get", "compute.instances.list",
+    "compute.instances.setLabels", "compute.instances.setMetadata", "compute.instances.setServiceAccount",
+    "compute.instances.setTags", "compute.disks.create", "compute.disks.setLabels",
+    "compute.instanceTemplates.useReadOnly", "compute.subnetworks.use", "compute.resourcePolicies.use",
+    "compute.images.useReadOnly", "compute.zoneOperations.get", "compute.zoneOperations.list",
+)
+LUSTRE_IMPORT_PERMISSIONS = ("lustre.instances.importData", "lustre.operations.get")
+
+
+def head_hostname(design: ClusterDesign) -> str:
+    return f"{design.name}-head"
+
+
+def instance_prefix(design: ClusterDesign) -> str:
+    """Compute instances are named <cluster>-<node>: unique in the project's zone, and what the
+    node reads its Slurm name from."""
+    return f"{design.name}-"
+
+
+def secret_id(design: ClusterDesign, key: str) -> str:
+    return f"aicluster-{design.name}-{key}"
+
+
+@dataclass(frozen=True)
+class SlurmControllerArgs:
+    cluster: ClusterDesign
+    subnetwork: pulumi.Input[str]                 # the system subnetwork
+    compute_identity: NodeIdentity                # the compute nodes' service account
+
+
+class SlurmController(pulumi.ComponentResource):
+    controller_addr: pulumi.Output[str]
+    munge_secret: pulumi.Output[str]              # projects/<p>/secrets/<id>
+    bucket_name: pulumi.Output[str]
+    identity: NodeIdentity
+    accounting_secret: pulumi.Output[str] | None
+
+    def __init__(self, name: str, args: SlurmControllerArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aicluster:gcp:SlurmController", name, None, opts)
+        design = args.cluster
+        slurm = design.slurm
+        assert slurm is not None
+        child = pulumi.ResourceOptions(parent=self)
+        # Secrets and controller state: protected and kept (DESIGN.md, stateful resources).
+        stateful = pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True)
+        head_labels = labels(design, "head")
+
+        # The munge key: 1 KiB of randomness, stored base64 in Secret Manager, secret in Pulumi.
+        munge_bytes = random.RandomBytes(f"{name}-munge-bytes", length=1024, opts=stateful)
+        munge = _stored_secret(f"{name}-munge", design, "munge-key", munge_bytes.base64, stateful)
+        self.munge_secret = munge.id
+
+        self.identity = NodeIdentity(f"{name}-head", NodeIdentityArgs(design, "head"), opts=child)
+        # Compute nodes read the munge key and nothing else; the head reads the cluster's secrets.
+        for who, member in (("compute", args.compute_identity.member), ("head", self.identity.member)):
+            gcp.secretmanager.SecretIamMember(f"{name}-munge-{who}", secret_id=munge.id, role=SECRET_ACCESSOR,
+                                              member=member, opts=child)
+
+        self.accounting_secret = None
+        if slurm.accounting:
+            # Letters and digits only: it goes into SQL and slurmdbd.conf unquoted.
+            password = random.RandomPassword(f"{name}-slurmdbd-password", length=40, special=False, opts=stateful)
+            secret = _stored_secret(f"{name}-slurmdbd", design, "slurmdbd-password", password.result, stateful)
+            gcp.secretmanager.SecretIamMember(f"{name}-slurmdbd-head", secret_id=secret.id, role=SECRET_ACCESSOR,
+                                              member=self.identity.member, opts=child)
+            self.accounting_secret = secret.id
+
+        bucket = gcp.storage.Bucket(
+            f"{name}-config", location=design.region, uniform_bucket_level_access=True,
+            public_access_prevention="enforced", force_destroy=True,
+            versioning=gcp.storage.BucketVersioningArgs(enabled=True), labels=head_labels, opts=child)
+        gcp.storage.BucketIAMMember(f"{name}-config-head", bucket=bucket.name, role="roles/storage.objectViewer",
+                                    member=self.identity.member, opts=child)
+        self.bucket_name = bucket.name
+
+        image = load_catalog().gcp_images["head"].image
+        user_data = pulumi.Output.all(bucket.name, munge.id).apply(
+            lambda a: head_user_data(design, bucket=a[0], munge_secret=a[1]))
+        public = slurm.head_public_ip and design.network.create_vpc
+        head = gcp.compute.Instance(
+            f"{name}-head",
+            name=head_hostname(design),
+            zone=design.zone,
+            machine_type=slurm.head_instance_type,
+            boot_disk=gcp.compute.InstanceBootDiskArgs(
+                auto_delete=False,     # slurmctld state survives an accidental deletion
+                initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
+                    image=image, size=slurm.head_root_volume_gib, type="pd-balanced", labels=head_labels)),
+            network_interfaces=[gcp.compute.InstanceNetworkInterfaceArgs(
+                subnetwork=args.subnetwork, nic_type="GVNIC",
+                access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()] if public else None)],
+            service_account=gcp.compute.InstanceServiceAccountArgs(email=self.identity.email, scopes=[CLOUD_PLATFORM]),
+            shielded_instance_config=gcp.compute.InstanceShieldedInstanceConfigArgs(
+                enable_secure_boot=True, enable_vtpm=True, enable_integrity_monitoring=True),
+            metadata={"user-data": user_data, "enable-oslogin": "TRUE", "block-project-ssh-keys": "TRUE"},
+            deletion_protection=True,
+            tags=[node_tag(design), head_tag(design)],
+            labels=head_labels,
+            # The image family resolves to a dated image at creation: a newer Ubuntu release must
+            # not replace the head node on the next `pulumi up`.
+            opts=pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True,
+                                        ignore_changes=["bootDisk.initializeParams.image"]),
+        )
+        self.controller_addr = head.network_interfaces.apply(lambda nics: nics[0].network_ip)
+        self.register_outputs({"controller_addr": self.controller_addr, "bucket": bucket.name,
+                               "munge_secret": munge.id})
+
+
+def _stored_secret(name: str, design: ClusterDesign, key: str, value: pulumi.Input[str],
+                   opts: pulumi.ResourceOptions) -> gcp.secretmanager.Secret:
+    """A Secret Manager secret holding `value` (secret in Pulumi), protected and retained."""
+    secret = gcp.secretmanager.Secret(
+        name, secret_id=secret_id(design, key), labels=labels(design, "head"), deletion_protection=True,
+        replication=gcp.secretmanager.SecretReplicationArgs(auto=gcp.secretmanager.SecretReplicationAutoArgs()),
+        opts=opts)
+    gcp.secretmanager.SecretVersion(f"{name}-value", secret=secret.id, secret_data=pulumi.Output.secret(value),
+                                    opts=opts)
+    return secret
+
+
+def head_user_data(design: ClusterDesign, *, bucket: str, munge_secret: str) -> str:
+    return render("cloud-init/gcp-head.yaml.j2", cluster=design.name, bucket=bucket, prefix=CONFIG_PREFIX,
+                  region=design.region, munge_secret=munge_secret,
+                  gcp_module=static("scripts/aicluster_gcp.py"),
+                  secret_script=static("scripts/aicluster-secret.py"),
+                  sync_script=static("scripts/aicluster-sync.py"))
+
+
+def head_permissions(design: ClusterDesign) -> list[str]:
+    imports = any(fs.import_path for fs in design.storage if fs.kind == "managed-lustre")
+    return sorted(HEAD_PERMISSIONS + (LUSTRE_IMPORT_PERMISSIONS if imports else ()))
+
+
+def instance_condition(design: ClusterDesign, project_id: str) -> str:
+    """IAM condition: instance calls only on instances named for this cluster; other resources
+    (disks, templates, subnetworks, operations) as the role allows."""
+    zone = f"projects/{project_id}/zones/{design.zone}/instances/"
+    return f'!resource.name.startsWith("{zone}") || resource.name.startsWith("{zone}{instance_prefix(design)}")'
+
+
+@dataclass(frozen=True)
+class SlurmConfigurationArgs:
+    cluster: ClusterDesign
+    controller: SlurmController
+    compute_identity: NodeIdentity
+    pools: dict                                   # pool name -> GpuPool
+    mounts: pulumi.Input[list] = ()               # list[Mount]: the head mounts them when published
+    lustre_imports: pulumi.Input[list] = ()       # [{"instance": ..., "uri": ..., "path": "/"}]
+
+
+class SlurmConfiguration(pulumi.ComponentResource):
+    def __init__(self, name: str, args: SlurmConfigurationArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aicluster:gcp:SlurmConfiguration", name, None, opts)
+        design, controller = args.cluster, args.controller
+        child = pulumi.ResourceOptions(parent=self)
+        names = list(args.pools)
+        pool_facts = pulumi.Output.all(
+            *[args.pools[n].instance_template for n in names],
+            *[args.pools[n].placement_policy or "" for n in names],
+        )
+        project_id = project()
+        files = pulumi.Output.all(controller.controller_addr, pool_facts, controller.accounting_secret or "",
+                                  args.lustre_imports, args.mounts).apply(
+            lambda a: published_files(design, project_id=project_id, controller_addr=a[0],
+                                      templates=dict(zip(names, a[1][:len(names)])),
+                                      placements=dict(zip(names, a[1][len(names):])),
+                                      accounting_secret=a[2] or None, lustre_imports=list(a[3]), mounts=list(a[4])))
+        for key in PUBLISHED_KEYS:
+            gcp.storage.BucketObject(f"{name}-{key.replace('/', '-').replace('.', '-').replace('_', '-')}",
+                                     bucket=controller.bucket_name, name=CONFIG_PREFIX + key,
+                                     content=files.apply(lambda f, k=key: f[k]), opts=child)
+
+        role = gcp.projects.IAMCustomRole(
+            f"{name}-head-role", role_id=short_name(f"aicluster_{design.name}_slurm_head".replace("-", "_"), 64),
+            title=f"aicluster {design.name}: Slurm head node",
+            description="Create, label and delete this cluster's compute instances from its templates",
+            permissions=head_permissions(design), project=project_id, opts=child)
+        gcp.projects.IAMMember(
+            f"{name}-head-compute", project=project_id, role=role.name, member=controller.identity.member,
+            condition=gcp.projects.IAMMemberConditionArgs(
+                title=f"aicluster-{design.name}-instances", expression=instance_condition(design, project_id),
+                description="Only instances named for this cluster"),
+            opts=child)
+        gcp.serviceaccount.IAMMember(
+            f"{name}-head-act-as-compute", service_account_id=args.compute_identity.account_name,
+            role="roles/iam.serviceAccountUser", member=controller.identity.member, opts=child)
+        self.register_outputs({})
+
+
+# The published files: object name (under CONFIG_PREFIX) -> where aicluster-sync installs it.
+_SLURM_FILES = ("slurm.conf", "gres.conf", "cgroup.conf", "topology.conf")
+_SCRIPTS = {"aicluster-gcp-power.py": "scripts/aicluster-gcp-power.py",
+            "aicluster_slurm.py": "scripts/aicluster_slurm.py",
+            "aicluster_gcp.py": "scripts/aicluster_gcp.py",
+            "aicluster-secret": "scripts/aicluster-secret.py",
+            "aicluster-accounting": "scripts/aicluster-accounting",
+            "aicluster-gcp-lustre-import": "scripts/aicluster-gcp-lustre-import.py"}
+PUBLISHED_KEYS = (*[f"slurm/{f}" for f in _SLURM_FILES], "aicluster/cluster.json", "aicluster/accounting.json",
+                  "aicluster/lustre-imports.json", *[f"bin/{s}" for s in _SCRIPTS], "bin/aicluster-mount-storage",
+                  "manifest.json")
+
+
+def published_files(design: ClusterDesign, *, project_id: str, controller_addr: str, templates: dict,
+                    placements: dict, accounting_secret: str | None, lustre_imports: list,
+                    mounts: list[Mount] = ()) -> dict[str, str]:
+    # The very same Slurm templates as on AWS: only where things live differs.
+    runtime = SlurmRuntime(controller_host=head_hostname(design), controller_addr=controller_addr, run_dir="/run",
+                           accounting_host=head_hostname(design) if design.slurm.accounting else None)
+    configs = render_slurm_configs(design, runtime)
+    cluster = {
+        "cluster": design.name, "project": project_id, "region": design.region, "zone": design.zone,
+        "cluster_label": CLUSTER_LABEL, "node_label": NODE_LABEL, "pool_label": POOL_LABEL,
+        "instance_prefix": instance_prefix(design),
+        "pools": {p.name: {
+            "instance_template": templates[p.name], "machine_type": p.instance.name,
+            "placement_policy": placements[p.name] or None, "capacity": p.capacity.type,
+            "reservation": p.capacity.reservation_id if p.capacity.type == "reservation" else None,
+            "min_nodes": p.min_nodes, "max_nodes": p.max_nodes,
+        } for p in design.pools},
+        "static_nodes": [p.static_hostlist for p in design.pools if p.static_hostlist],
+        "log_file": "/var/log/aicluster/power.log",
+    }
+    files = {f"slurm/{f}": configs[f] for f in _SLURM_FILES}
+    files["aicluster/cluster.json"] = json.dumps(cluster, indent=2, sort_keys=True) + "\n"
+    files["aicluster/accounting.json"] = json.dumps(
+        {"enabled": design.slurm.accounting, "password_secret": accounting_secret}, indent=2, sort_keys=True) + "\n"
+    files["aicluster/lustre-imports.json"] = json.dumps({"imports": lustre_imports}, indent=2, sort_keys=True) + "\n"
+    files |= {f"bin/{name}": static(path) for name, path in _SCRIPTS.items()}
+    files["bin/aicluster-mount-storage"] = render("scripts/mount-storage.sh.j2", mounts=list(mounts))
+    manifest = {
+        "files": [
+            *[{"key": f"slurm/{f}", "path": f"{runtime.conf_dir}/{f}", "mode": "0644", "reconfigure": True}
+              for f in _SLURM_FILES],
+            {"key": "aicluster/cluster.json", "path": "/etc/aicluster/cluster.json", "mode": "0644"},
+            *[{"key": f"bin/{name}", "path": f"{BIN}/{name}", "mode": "0644" if name.endswith("_gcp.py") or
+               name.endswith("_slurm.py") else "0755"} for name in _SCRIPTS],
+            # After the programs, so the set-up they ask for is installed. The mount script runs
+            # whenever it changes (a filesystem added); the fstab lines it writes mount at boot.
+            {"key": "bin/aicluster-mount-storage", "path": f"{BIN}/aicluster-mount-storage", "mode": "0755",
+             "run": [f"{BIN}/aicluster-mount-storage"]},
+            {"key": "aicluster/accounting.json", "path": "/etc/aicluster/accounting.json", "mode": "0644",
+             "run": [f"{BIN}/aicluster-accounting"]},
+            {"key": "aicluster/lustre-imports.json", "path": "/etc/aicluster/lustre-imports.json", "mode": "0644",
+             "run": [f"{BIN}/aicluster-gcp-lustre-import"]},
+        ],
+        "links": [{"path": f"{BIN}/{link}", "target": "aicluster-gcp-power.py"}
+                  for link in ("aicluster-resume", "aicluster-suspend", "aicluster-resume-fail")],
+    }
+    files["manifest.json"] = json.dumps(manifest, indent=2) + "\n"
+    return files

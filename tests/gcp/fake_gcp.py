@@ -1,0 +1,187 @@
+"""A small fake of the Google APIs aicluster's node programs call, on loopback HTTP: the metadata
+server, Compute Engine (bulkInsert, zone operations, instances get/list/setLabels/delete), Secret
+Manager (access), Cloud Storage (object media) and Managed Lustre (importData).
+
+It keeps state in memory, records every request, and can be told to fail a bulkInsert the way
+Compute Engine does on a stockout (an operation that ends DONE with an error) or on a quota (an
+HTTP 403 with reason QUOTA_EXCEEDED). The programs reach it through the AICLUSTER_GCP_* endpoint
+variables of templates/scripts/aicluster_gcp.py.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import threading
+import urllib.parse
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+TOKEN = "fake-token"
+
+
+@dataclass
+class Call:
+    method: str
+    path: str
+    query: dict
+    body: dict | None
+
+
+@dataclass
+class FakeGcp:
+    project: str = "aicluster-test"
+    zone: str = "us-central1-a"
+    template_labels: dict = field(default_factory=dict)        # what instances get from their template
+    secrets: dict = field(default_factory=dict)                # projects/p/secrets/x -> bytes
+    objects: dict = field(default_factory=dict)                # (bucket, name) -> bytes
+    metadata: dict = field(default_factory=dict)               # path -> text
+    instances: dict = field(default_factory=dict)              # name -> instance
+    calls: list = field(default_factory=list)
+    fail_bulk_insert: tuple | None = None                      # ("operation"|"http", code, message)
+    fail_set_labels: set = field(default_factory=set)          # instance names
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    _server: ThreadingHTTPServer | None = None
+
+    # --- endpoints for the programs --------------------------------------------------------
+
+    @property
+    def base(self) -> str:
+        host, port = self._server.server_address
+        return f"http://{host}:{port}"
+
+    def env(self) -> dict[str, str]:
+        return {"AICLUSTER_GCP_TOKEN": TOKEN, "AICLUSTER_GCP_COMPUTE": f"{self.base}/compute/v1",
+                "AICLUSTER_GCP_SECRETMANAGER": f"{self.base}/secretmanager/v1",
+                "AICLUSTER_GCP_STORAGE": f"{self.base}/storage/v1", "AICLUSTER_GCP_LUSTRE": f"{self.base}/lustre/v1",
+                "AICLUSTER_GCP_METADATA": f"{self.base}/computeMetadata/v1"}
+
+    def start(self) -> "FakeGcp":
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):    # quiet
+                pass
+
+            def _reply(self, status: int, payload) -> None:
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _handle(self, method: str) -> None:
+                url = urllib.parse.urlsplit(self.path)
+                query = dict(urllib.parse.parse_qsl(url.query))
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length)) if length else None
+                path = urllib.parse.unquote(url.path)
+                if path.startswith("/computeMetadata/"):
+                    if self.headers.get("Metadata-Flavor") != "Google":
+                        return self._reply(403, b"Missing Metadata-Flavor header")
+                    value = fake.metadata.get(path[len("/computeMetadata/v1/"):])
+                    return self._reply(200, value.encode()) if value is not None else self._reply(404, b"not found")
+                if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+                    return self._reply(401, {"error": {"code": 401, "status": "UNAUTHENTICATED", "message": "no token"}})
+                with fake.lock:
+                    fake.calls.append(Call(method, path, query, body))
+                    status, payload = fake.route(method, path, query, body)
+                self._reply(status, payload)
+
+            def do_GET(self):
+                self._handle("GET")
+
+            def do_POST(self):
+                self._handle("POST")
+
+            def do_DELETE(self):
+                self._handle("DELETE")
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server:
+            self._server.shutdown()
+            self._server.server_close()
+
+    # --- the APIs ---------------------------------------------------------------------------
+
+    @staticmethod
+    def error(status: int, reason: str, message: str):
+        return status, {"error": {"code": status, "message": message, "errors": [{"reason": reason, "message": message}]}}
+
+    def address(self, name: str) -> str:
+        n = int(hashlib.sha256(name.encode()).hexdigest(), 16)
+        return f"10.0.{n % 100 + 1}.{n // 100 % 200 + 10}"
+
+    def route(self, method: str, path: str, query: dict, body):
+        zone = f"/compute/v1/projects/{self.project}/zones/{self.zone}"
+        if path == f"{zone}/instances/bulkInsert" and method == "POST":
+            return self.bulk_insert(body)
+        if m := re.fullmatch(re.escape(zone) + r"/operations/([^/]+)/wait", path):
+            return 200, {"name": m.group(1), "status": "DONE"}
+        if path == f"{zone}/instances" and method == "GET":
+            items = list(self.instances.values())
+            if f := re.fullmatch(r'name eq "(.*)"', query.get("filter", "")):
+                items = [i for i in items if re.fullmatch(f.group(1), i["name"])]
+            return 200, {"items": items} if items else {}
+        if m := re.fullmatch(re.escape(zone) + r"/instances/([^/]+)/setLabels", path):
+            name = m.group(1)
+            if name not in self.instances:
+                return self.error(404, "notFound", f"instance {name} not found")
+            if name in self.fail_set_labels:
+                return self.error(412, "conditionNotMet", "Labels fingerprint either invalid or resource labels have changed")
+            if body.get("labelFingerprint") != self.instances[name]["labelFingerprint"]:
+                return self.error(412, "conditionNotMet", "stale label fingerprint")
+            self.instances[name]["labels"] = dict(body["labels"])
+            self.instances[name]["labelFingerprint"] = hashlib.md5(json.dumps(body["labels"]).encode()).hexdigest()[:12]
+            return 200, {"name": f"op-labels-{name}", "status": "DONE"}
+        if m := re.fullmatch(re.escape(zone) + r"/instances/([^/]+)", path):
+            name = m.group(1)
+            if name not in self.instances:
+                return self.error(404, "notFound", f"The resource 'instances/{name}' was not found")
+            if method == "DELETE":
+                del self.instances[name]
+                return 200, {"name": f"op-delete-{name}", "status": "RUNNING"}
+            return 200, self.instances[name]
+        if m := re.fullmatch(r"/secretmanager/v1/(projects/[^/]+/secrets/[^/]+)/versions/latest:access", path):
+            if m.group(1) not in self.secrets:
+                return self.error(404, "notFound", f"Secret [{m.group(1)}] not found")
+            return 200, {"name": f"{m.group(1)}/versions/1",
+                         "payload": {"data": base64.b64encode(self.secrets[m.group(1)]).decode()}}
+        if m := re.fullmatch(r"/storage/v1/b/([^/]+)/o/(.+)", path):
+            key = (m.group(1), m.group(2))
+            if key not in self.objects:
+                return self.error(404, "notFound", "No such object")
+            return 200, self.objects[key]
+        if m := re.fullmatch(r"/lustre/v1/(projects/.+/instances/[^/:]+):importData", path):
+            return 200, {"name": f"{m.group(1).rsplit('/instances/', 1)[0]}/operations/import-{len(self.calls)}",
+                         "done": False}
+        return self.error(404, "notFound", f"fake: no route for {method} {path}")
+
+    def bulk_insert(self, body: dict):
+        if self.fail_bulk_insert and self.fail_bulk_insert[0] == "http":
+            _, reason, message = self.fail_bulk_insert
+            return self.error(403, reason, message)
+        if self.fail_bulk_insert:
+            _, code, message = self.fail_bulk_insert
+            return 200, {"name": "op-bulk-failed", "status": "DONE",
+                         "error": {"errors": [{"code": code, "message": message}]}}
+        for name in body["perInstanceProperties"]:
+            self.instances[name] = {
+                "name": name, "zone": self.zone, "status": "RUNNING",
+                "labels": dict(self.template_labels),
+                "labelFingerprint": "fp0",
+                "networkInterfaces": [{"name": "nic0", "networkIP": self.address(name)}],
+                "sourceInstanceTemplate": body["sourceInstanceTemplate"],
+                "resourcePolicies": (body.get("instanceProperties") or {}).get("resourcePolicies", []),
+            }
+        return 200, {"name": "op-bulk-1", "status": "RUNNING", "operationType": "bulkInsert"}
+
+    # --- what tests ask ---------------------------------------------------------------------
+
+    def requests(self, suffix: str, method: str = "POST") -> list[Call]:
+        return [c for c in self.calls if c.method == method and c.path.endswith(suffix)]

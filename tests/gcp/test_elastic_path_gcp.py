@@ -1,0 +1,95 @@
+"""The whole elastic path on GCP, with real programs end to end: a job submitted to a real slurmctld
+(reading the configuration rendered for gcp-a3mega-slurm) makes it call the real ResumeProgram
+(aicluster-gcp-power.py), which creates the nodes with one bulkInsert against a fake Compute
+Engine, labels them with their node names and hands their addresses back to slurmctld."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import GCP_PROJECT, ROOT, stack_spec
+
+sys.path.insert(0, str(ROOT / "tests" / "slurm"))
+from test_real_slurmctld import RECORDERS, Controller, fields, tool, wait_for  # noqa: E402
+
+from components.design import design_cluster  # noqa: E402
+from components.gcp.slurm import published_files  # noqa: E402
+from components.spec import parse_spec  # noqa: E402
+from fake_gcp import FakeGcp  # noqa: E402
+
+POWER = ROOT / "templates" / "scripts" / "aicluster-gcp-power.py"
+TEMPLATE = f"projects/{GCP_PROJECT}/global/instanceTemplates/a3mega-train-gpu-x"
+PLACEMENT = f"projects/{GCP_PROJECT}/regions/us-east4/resourcePolicies/a3mega-train-gpu-placement"
+
+
+class GcpElasticController(Controller):
+    cluster_json: Path | None = None
+    fake_env: dict | None = None
+
+    def _write_recorders(self, bin_dir: Path) -> None:
+        super()._write_recorders(bin_dir)
+        scontrol = bin_dir / "scontrol-here"
+        scontrol.write_text(f'#!/bin/sh\nexport SLURM_CONF={self.conf}\nexec {tool("scontrol")} "$@"\n')
+        scontrol.chmod(0o755)
+        exports = " ".join(f"{k}={v}" for k, v in (self.fake_env or {}).items())
+        for prog, action in (("aicluster-resume", "resume"), ("aicluster-suspend", "suspend"),
+                             ("aicluster-resume-fail", "resume-fail")):
+            path = bin_dir / prog
+            path.write_text(
+                "#!/bin/sh\n"
+                f'echo "$(basename "$0") $*" >> {self.calls}\n'
+                f"export AICLUSTER_CONFIG={self.cluster_json} AICLUSTER_SCONTROL={scontrol} "
+                f"AICLUSTER_LOG={self.root / 'power.log'} {exports}\n"
+                f'exec {sys.executable} {POWER} {action} "$@"\n')
+            path.chmod(0o755)
+        assert set(RECORDERS) >= {"aicluster-resume", "aicluster-suspend", "aicluster-resume-fail"}
+
+
+@pytest.fixture
+def elastic(tmp_path):
+    design = design_cluster(parse_spec(stack_spec("gcp-a3mega-slurm")))
+    fake = FakeGcp(project=GCP_PROJECT, zone=design.zone,
+                   template_labels={"aicluster-cluster": design.name, "aicluster-pool": "gpu"}).start()
+    files = published_files(design, project_id=GCP_PROJECT, controller_addr="127.0.0.1",
+                            templates={"gpu": TEMPLATE}, placements={"gpu": PLACEMENT}, accounting_secret=None,
+                            lustre_imports=[])
+    cluster_json = tmp_path / "cluster.json"
+    cluster_json.write_text(files["aicluster/cluster.json"])
+    controller = GcpElasticController("gcp-elastic", design, tmp_path / "slurm")
+    controller.cluster_json, controller.fake_env = cluster_json, fake.env()
+    try:
+        controller.start()
+        yield controller, fake
+    finally:
+        controller.stop()
+        fake.stop()
+
+
+def test_job_creates_labelled_nodes_through_bulk_insert_and_slurm_learns_their_addresses(elastic):
+    ctl, fake = elastic
+    ctl.run("sbatch", "-N", "2", "-p", "gpu", "-o", str(ctl.root / "job-%j.out"), "--wrap", "hostname")
+
+    def labelled():
+        with fake.lock:
+            return {i["labels"].get("aicluster-node"): i for i in fake.instances.values()}
+
+    wait_for("two instances labelled gpu-1 and gpu-2", lambda: {"gpu-1", "gpu-2"} <= set(labelled()), 60,
+             ctl.diagnostics)
+    (bulk,) = fake.requests("/instances/bulkInsert")
+    assert bulk.body["sourceInstanceTemplate"] == TEMPLATE
+    assert bulk.body["instanceProperties"] == {"resourcePolicies": [PLACEMENT]}
+    assert sorted(bulk.body["perInstanceProperties"]) == ["a3mega-train-gpu-1", "a3mega-train-gpu-2"]
+    assert bulk.body["count"] == bulk.body["minCount"] == 2
+
+    def addresses():
+        return {n: fields(ctl.run("scontrol", "-o", "show", "node", n)).get("NodeAddr") for n in ("gpu-1", "gpu-2")}
+
+    wait_for("slurmctld to learn the nodes' addresses",
+             lambda: addresses() == {n: fake.address(f"a3mega-train-{n}") for n in ("gpu-1", "gpu-2")},
+             60, ctl.diagnostics)
+    node = fields(ctl.run("scontrol", "-o", "show", "node", "gpu-1"))
+    assert node["NodeHostName"] == "a3mega-train-gpu-1"
+    assert json.loads(ctl.cluster_json.read_text())["pools"]["gpu"]["instance_template"] == TEMPLATE

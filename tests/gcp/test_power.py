@@ -1,0 +1,322 @@
+"""The GCP Slurm power programs (templates/scripts/aicluster-gcp-power.py).
+
+In process against a stubbed Compute client that records every request (bulkInsert bodies with
+their placement, reservation and per-node names, labels, deletions), with a recording `scontrol`;
+then as slurmctld runs them, through the aicluster-resume/-suspend links in a subprocess, against
+a fake Compute Engine on loopback HTTP (tests/gcp/fake_gcp.py). The cluster's config is the one
+aicluster publishes for the example stacks.
+"""
+from __future__ import annotations
+
+import ast
+import copy
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from components.design import design_cluster
+from components.gcp.slurm import published_files
+from components.spec import parse_spec
+from conftest import GCP_PROJECT, ROOT, stack_spec
+from fake_gcp import FakeGcp
+
+SCRIPTS = ROOT / "templates" / "scripts"
+SCRIPT = SCRIPTS / "aicluster-gcp-power.py"
+TEMPLATE = f"https://www.googleapis.com/compute/v1/projects/{GCP_PROJECT}/global/instanceTemplates/gpu-tmpl"
+PLACEMENT = f"https://www.googleapis.com/compute/v1/projects/{GCP_PROJECT}/regions/us-east4/resourcePolicies/gpu-placement"
+
+
+def load_power():
+    spec = importlib.util.spec_from_file_location("aicluster_gcp_power", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+power = load_power()
+ApiError = sys.modules["aicluster_gcp"].ApiError
+
+
+def config_for(stack: str = "gcp-a3mega-slurm", **pool_edits) -> dict:
+    spec = copy.deepcopy(stack_spec(stack))
+    for key, value in pool_edits.items():
+        spec["pools"][0][key] = value
+    design = design_cluster(parse_spec(spec))
+    pool = design.pools[0].name
+    files = published_files(design, project_id=GCP_PROJECT, controller_addr="10.0.0.2",
+                            templates={pool: TEMPLATE},
+                            placements={pool: PLACEMENT if design.pools[0].placement.strategy else ""},
+                            accounting_secret=None, lustre_imports=[])
+    return json.loads(files["aicluster/cluster.json"])
+
+
+class StubCompute:
+    """What aicluster_gcp.Compute offers, in memory; every call recorded as (method, args)."""
+
+    def __init__(self, template_labels=None, stockout=None, refuse=None, label_failures=()):
+        self.calls: list[tuple] = []
+        self.instances: dict[str, dict] = {}
+        self.template_labels = template_labels or {}
+        self.stockout, self.refuse, self.label_failures = stockout, refuse, set(label_failures)
+
+    def bulk_insert(self, body):
+        self.calls.append(("bulk_insert", copy.deepcopy(body)))
+        if self.refuse:
+            raise ApiError(403, *self.refuse)
+        if not self.stockout:
+            for i, name in enumerate(body["perInstanceProperties"]):
+                self.instances[name] = {"name": name, "labels": dict(self.template_labels), "labelFingerprint": "fp",
+                                        "networkInterfaces": [{"networkIP": f"10.0.7.{i + 10}"}]}
+        return {"name": "op-1", "status": "RUNNING"}
+
+    def wait(self, operation):
+        self.calls.append(("wait", operation["name"]))
+        done = {"name": operation["name"], "status": "DONE"}
+        if self.stockout:
+            done["error"] = {"errors": [{"code": self.stockout[0], "message": self.stockout[1]}]}
+        return done
+
+    def get(self, name):
+        self.calls.append(("get", name))
+        if name not in self.instances:
+            raise ApiError(404, "notFound", f"instance {name} not found")
+        return copy.deepcopy(self.instances[name])
+
+    def set_labels(self, name, labels, fingerprint):
+        self.calls.append(("set_labels", name, dict(labels), fingerprint))
+        if name in self.label_failures:
+            raise ApiError(412, "conditionNotMet", "Labels fingerprint either invalid or resource labels have changed")
+        self.instances[name]["labels"] = dict(labels)
+        return {"status": "DONE"}
+
+    def list(self, filter_):
+        self.calls.append(("list", filter_))
+        return copy.deepcopy(list(self.instances.values()))
+
+    def delete(self, name):
+        self.calls.append(("delete", name))
+        if name not in self.instances:
+            raise ApiError(404, "notFound", name)
+        del self.instances[name]
+        return {"status": "RUNNING"}
+
+    def made(self, kind):
+        return [c for c in self.calls if c[0] == kind]
+
+
+@pytest.fixture
+def scontrol(tmp_path, monkeypatch):
+    record = tmp_path / "scontrol.calls"
+    stub = tmp_path / "bin" / "scontrol"
+    stub.parent.mkdir()
+    stub.write_text(f'#!/bin/sh\nfor a in "$@"; do printf "%s\\t" "$a"; done >> "{record}"\necho >> "{record}"\n')
+    stub.chmod(0o755)
+    monkeypatch.setenv("AICLUSTER_SCONTROL", str(stub))
+
+    def calls():
+        if not record.exists():
+            return []
+        return [line.rstrip("\t").split("\t") for line in record.read_text().splitlines()]
+    return calls
+
+
+# --- the file itself --------------------------------------------------------------------------
+
+
+def test_uses_only_the_standard_library_and_the_shared_modules():
+    tree = ast.parse(SCRIPT.read_text())
+    roots = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    roots |= {node.module.split(".")[0] for node in ast.walk(tree)
+              if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
+    assert {r for r in roots if r not in sys.stdlib_module_names} - {"__future__"} == {"aicluster_gcp", "aicluster_slurm"}
+
+
+def test_shares_hostlists_with_the_aws_program():
+    """One implementation of hostlists, scontrol and DOWN reasons for both clouds."""
+    aws = importlib.util.spec_from_file_location("aicluster_power_aws", SCRIPTS / "aicluster-power.py")
+    module = importlib.util.module_from_spec(aws)
+    aws.loader.exec_module(module)
+    assert module.expand_hostlist is power.start.__globals__["expand_hostlist"]
+    assert module.mark_down is power.mark_down
+
+
+# --- resume: bulkInsert ---------------------------------------------------------------------
+
+
+def test_resume_bulk_inserts_the_pool_from_its_template_into_its_placement(scontrol):
+    config = config_for()
+    compute = StubCompute(template_labels={"aicluster-cluster": "a3mega-train", "aicluster-pool": "gpu"})
+
+    assert power.resume(compute, config, power.start.__globals__["expand_hostlist"]("gpu-[3-5]")) == 0
+
+    (bulk,) = compute.made("bulk_insert")
+    body = bulk[1]
+    assert body["count"] == body["minCount"] == 3                           # all or nothing
+    assert body["sourceInstanceTemplate"] == TEMPLATE
+    assert list(body["perInstanceProperties"]) == ["a3mega-train-gpu-3", "a3mega-train-gpu-4", "a3mega-train-gpu-5"]
+    assert body["perInstanceProperties"]["a3mega-train-gpu-4"] == {"name": "a3mega-train-gpu-4"}
+    assert body["instanceProperties"] == {"resourcePolicies": [PLACEMENT]}   # the compact placement policy
+    labelled = {c[1]: c[2] for c in compute.made("set_labels")}
+    assert labelled["a3mega-train-gpu-5"] == {"aicluster-cluster": "a3mega-train", "aicluster-pool": "gpu",
+                                              "aicluster-node": "gpu-5"}
+    assert [c[3] for c in compute.made("set_labels")] == ["fp"] * 3       # with the current fingerprint
+    assert scontrol() == [["update", f"nodename=gpu-{n}", f"nodeaddr=10.0.7.{n + 7}",
+                           f"nodehostname=a3mega-train-gpu-{n}"] for n in (3, 4, 5)]
+
+
+def test_reservation_pool_goes_into_its_reservation_without_a_placement_policy(scontrol):
+    config = config_for("gcp-a3ultra-slurm")
+    compute = StubCompute()
+    assert power.resume(compute, config, ["h200-1", "h200-2"]) == 0
+    body = compute.made("bulk_insert")[0][1]
+    assert body["instanceProperties"] == {"reservationAffinity": {
+        "consumeReservationType": "SPECIFIC_RESERVATION", "key": "compute.googleapis.com/reservation-name",
+        "values": ["a3u-dense-reservation"]}}
+    assert list(body["perInstanceProperties"]) == ["a3ultra-train-h200-1", "a3ultra-train-h200-2"]
+
+
+STOCKOUT = ("ZONE_RESOURCE_POOL_EXHAUSTED",
+            "The zone 'projects/p/zones/us-east4-a' does not have enough resources available to fulfill the request.")
+
+
+def test_stockout_sets_every_node_down_with_the_compute_error(scontrol):
+    compute = StubCompute(stockout=STOCKOUT)
+    assert power.resume(compute, config_for(), ["gpu-1", "gpu-2"]) == 2
+    assert scontrol() == [["update", "nodename=gpu-[1-2]", "state=down",
+                           f'reason="{STOCKOUT[0]}: {STOCKOUT[1]}"']]
+    assert compute.made("set_labels") == [] and compute.instances == {}
+
+
+def test_quota_refusal_sets_the_nodes_down(scontrol):
+    compute = StubCompute(refuse=("QUOTA_EXCEEDED", "Quota 'GPUS_ALL_REGIONS' exceeded. Limit: 8.0 globally."))
+    assert power.resume(compute, config_for(), ["gpu-7"]) == 1
+    assert scontrol() == [["update", "nodename=gpu-7", "state=down",
+                           "reason=\"QUOTA_EXCEEDED: Quota 'GPUS_ALL_REGIONS' exceeded. Limit: 8.0 globally.\""]]
+
+
+def test_a_node_that_cannot_be_labelled_goes_down_and_its_instance_is_deleted(scontrol):
+    compute = StubCompute(label_failures={"a3mega-train-gpu-2"})
+    assert power.resume(compute, config_for(), ["gpu-1", "gpu-2"]) == 1
+    assert ("delete", "a3mega-train-gpu-2") in compute.calls
+    assert set(compute.instances) == {"a3mega-train-gpu-1"}
+    assert [c[:3] for c in scontrol()] == [["update", "nodename=gpu-1", "nodeaddr=10.0.7.10"],
+                                           ["update", "nodename=gpu-2", "state=down"]]
+    assert "conditionNotMet" in scontrol()[1][3]
+
+
+def test_unknown_pool_and_bad_names_go_down_without_a_call(scontrol):
+    compute = StubCompute()
+    assert power.resume(compute, config_for(), ["cpu-1", "gpu"]) == 2
+    assert compute.calls == []
+    reasons = [c[3] for c in scontrol()]
+    assert "no pool 'cpu' in cluster a3mega-train" in reasons[0] and "not a <pool>-<n> name" in reasons[1]
+
+
+def test_large_resumes_are_split_into_bulk_inserts(scontrol, monkeypatch):
+    monkeypatch.setattr(power, "BULK_INSERT_LIMIT", 2)
+    compute = StubCompute()
+    assert power.resume(compute, config_for(), [f"gpu-{n}" for n in range(1, 6)]) == 0
+    assert [b[1]["count"] for b in compute.made("bulk_insert")] == [2, 2, 1]
+
+
+# --- suspend: deletion by node-name label ------------------------------------------------------
+
+
+def test_suspend_deletes_the_instances_labelled_with_the_nodes(scontrol):
+    config = config_for()
+    compute = StubCompute()
+    ours = {"aicluster-cluster": "a3mega-train", "aicluster-pool": "gpu"}
+    compute.instances = {
+        "a3mega-train-gpu-1": {"name": "a3mega-train-gpu-1", "labels": {**ours, "aicluster-node": "gpu-1"}},
+        "a3mega-train-gpu-2": {"name": "a3mega-train-gpu-2", "labels": {**ours, "aicluster-node": "gpu-2"}},
+        "a3mega-train-gpu-3": {"name": "a3mega-train-gpu-3", "labels": {**ours}},          # resume not done yet
+        "a3mega-train-gpu-9": {"name": "a3mega-train-gpu-9", "labels": {**ours, "aicluster-node": "gpu-9"}},
+        "a3mega-train-gpu-4": {"name": "a3mega-train-gpu-4", "labels": {"aicluster-cluster": "other",
+                                                                         "aicluster-node": "gpu-4"}},
+    }
+    assert power.suspend(compute, config, ["gpu-1", "gpu-2", "gpu-3", "gpu-4"]) == 0
+    assert compute.made("list") == [("list", 'name eq "a3mega-train-.*"')]
+    assert sorted(c[1] for c in compute.made("delete")) == ["a3mega-train-gpu-1", "a3mega-train-gpu-2",
+                                                             "a3mega-train-gpu-3"]
+    assert set(compute.instances) == {"a3mega-train-gpu-9", "a3mega-train-gpu-4"}   # not asked for / not ours
+    assert scontrol() == []
+
+
+def test_suspend_reports_a_failed_listing():
+    class Broken(StubCompute):
+        def list(self, filter_):
+            raise ApiError(503, "backendError", "try again")
+    assert power.suspend(Broken(), config_for(), ["gpu-1"]) == 1
+
+
+# --- as slurmctld runs it: links, real REST, fake Compute Engine --------------------------------
+
+
+@pytest.fixture
+def fake():
+    server = FakeGcp(project=GCP_PROJECT, zone="us-east4-a",
+                     template_labels={"aicluster-cluster": "a3mega-train", "aicluster-pool": "gpu"}).start()
+    yield server
+    server.stop()
+
+
+def run_link(tmp_path, fake, link, hostlist, config):
+    bin_dir = tmp_path / "opt"
+    bin_dir.mkdir(exist_ok=True)
+    for name in ("aicluster-gcp-power.py", "aicluster_gcp.py", "aicluster_slurm.py"):
+        shutil.copy(SCRIPTS / name, bin_dir / name)
+    target = bin_dir / link
+    if not target.exists():
+        target.symlink_to("aicluster-gcp-power.py")
+    (tmp_path / "cluster.json").write_text(json.dumps(config))
+    env = {**os.environ, **fake.env(), "AICLUSTER_CONFIG": str(tmp_path / "cluster.json"),
+           "AICLUSTER_LOG": str(tmp_path / "power.log")}
+    return subprocess.run([sys.executable, str(target), hostlist], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_resume_and_suspend_links_over_rest(tmp_path, fake, scontrol):
+    config = config_for()
+    done = run_link(tmp_path, fake, "aicluster-resume", "gpu-[1-2]", config)
+    assert done.returncode == 0, done.stderr
+
+    (bulk,) = fake.requests("/zones/us-east4-a/instances/bulkInsert")
+    assert bulk.path == f"/compute/v1/projects/{GCP_PROJECT}/zones/us-east4-a/instances/bulkInsert"
+    assert bulk.body["minCount"] == 2 and bulk.body["instanceProperties"]["resourcePolicies"] == [PLACEMENT]
+    assert fake.requests("/operations/op-bulk-1/wait")
+    assert {n: i["labels"]["aicluster-node"] for n, i in fake.instances.items()} == {
+        "a3mega-train-gpu-1": "gpu-1", "a3mega-train-gpu-2": "gpu-2"}
+    assert scontrol() == [["update", f"nodename=gpu-{n}", f"nodeaddr={fake.address(f'a3mega-train-gpu-{n}')}",
+                           f"nodehostname=a3mega-train-gpu-{n}"] for n in (1, 2)]
+
+    done = run_link(tmp_path, fake, "aicluster-suspend", "gpu-1", config)
+    assert done.returncode == 0, done.stderr
+    assert [c.path.rsplit("/", 1)[1] for c in fake.calls if c.method == "DELETE"] == ["a3mega-train-gpu-1"]
+    assert set(fake.instances) == {"a3mega-train-gpu-2"}
+    assert "deleting gpu-1 (a3mega-train-gpu-1)" in (tmp_path / "power.log").read_text()
+
+
+@pytest.mark.parametrize("failure, reason", [
+    (("operation", *STOCKOUT), f"{STOCKOUT[0]}: {STOCKOUT[1]}"),
+    (("http", "QUOTA_EXCEEDED", "Quota 'NVIDIA_H100_GPUS' exceeded. Limit: 0.0 in region us-east4."),
+     "QUOTA_EXCEEDED: Quota 'NVIDIA_H100_GPUS' exceeded. Limit: 0.0 in region us-east4."),
+])
+def test_resume_failures_over_rest_set_nodes_down_and_exit_1(tmp_path, fake, scontrol, failure, reason):
+    fake.fail_bulk_insert = failure
+    done = run_link(tmp_path, fake, "aicluster-resume", "gpu-[3-4]", config_for())
+    assert done.returncode == 1
+    assert scontrol() == [["update", "nodename=gpu-[3-4]", "state=down", f'reason="{reason}"']]
+    assert fake.instances == {}
+
+
+def test_unreadable_config_sets_the_nodes_down(tmp_path, fake, scontrol):
+    done = run_link(tmp_path, fake, "aicluster-resume", "gpu-1", {"cluster": "x"})
+    assert done.returncode == 1
+    assert scontrol()[0][:3] == ["update", "nodename=gpu-1", "state=down"]
+    assert "ConfigError" in scontrol()[0][3] and "missing 'project'" in scontrol()[0][3]
+    assert fake.calls == []
