@@ -453,6 +453,8 @@ def _pool_problems(spec: ClusterSpec) -> list[Problem]:
             other = "gcp" if spec.cloud == "aws" else "aws"
             hint = (f" ({pool.instance_type} is a {other} type)"
                     if catalog.resolve(other, pool.instance_type) else "")
+            if spec.cloud == "aws" and _names_a_tpu(pool.instance_type, catalog.tpus):
+                hint = f" ({pool.instance_type} is a Cloud TPU: TPUs are GCP-only, use cloud: gcp)"
             problems.append(Problem(f"{at}.instance_type", pool.instance_type,
                                     f"an instance type or alias in the {spec.cloud} catalog{hint}: "
                                     f"{', '.join(catalog.names(spec.cloud))}",
@@ -492,6 +494,12 @@ def _pool_problems(spec: ClusterSpec) -> list[Problem]:
             problems.append(Problem(f"{at}.image", None, f"required for {itype.name}: no public image carries "
                                     f"what its {itype.gpu_nic_stack} NICs need (the TCPX kernel); name your image"))
     return problems
+
+
+def _names_a_tpu(name: str, generations) -> bool:
+    """v5p, v5p-128, tpu-v5p-slice, ct5p-hightpu-4t, TPU v4: a Cloud TPU, not an AWS type."""
+    lowered = name.lower().replace(" ", "-")
+    return "tpu" in lowered or lowered.split("-")[0] in generations
 
 
 def _storage_problems(spec: ClusterSpec) -> list[Problem]:
