@@ -490,6 +490,10 @@ def _pool_problems(spec: ClusterSpec) -> list[Problem]:
         if pool.image and spec.cloud == "gcp" and not _GCP_IMAGE.fullmatch(pool.image):
             problems.append(Problem(f"{at}.image", pool.image, "a GCP image or image family such as "
                                     "projects/my-project/global/images/family/my-a3-image"))
+        if spec.cloud == "gcp" and len(f"{spec.name}-{pool.name}-{pool.max_nodes}") > 63:
+            problems.append(Problem(f"{at}.name", pool.name, "a shorter cluster or pool name: GCP names each node's "
+                                    f"instance <cluster>-<pool>-<n>, at most 63 characters "
+                                    f"({spec.name}-{pool.name}-{pool.max_nodes} is longer)"))
         if spec.cloud == "gcp" and itype is not None and itype.image is None and not pool.image:
             problems.append(Problem(f"{at}.image", None, f"required for {itype.name}: no public image carries "
                                     f"what its {itype.gpu_nic_stack} NICs need (the TCPX kernel); name your image"))

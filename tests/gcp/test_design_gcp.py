@@ -229,3 +229,10 @@ def test_filestore_is_not_counted_as_training_storage():
     both = design(storage=[{**FSX, "capacity_gib": 18000, "throughput_mbps_per_tib": 500},
                            {"name": "home", "type": "filestore", "mount": "/home", "capacity_gib": 10240}])
     assert from_design(both).fs_throughput_gbs == from_design(lustre).fs_throughput_gbs > 0
+
+
+def test_instance_names_must_fit_gcp():
+    long = {**GCP_MIN, "name": "a" * 32}
+    err = spec_error(base=long, pools=[pool("a3-megagpu-8g", name="p" * 24, max_nodes=100000)])
+    assert err.problems[0].path == "pools[0].name" and "at most 63 characters" in err.problems[0].allowed
+    assert design(base=long, pools=[pool("a3-megagpu-8g", name="p" * 24, max_nodes=999)])
