@@ -86,7 +86,7 @@ def _sourced(entry: Mapping, where: str) -> str:
 
 @functools.lru_cache(maxsize=1)
 def versions() -> Versions:
-    doc = yaml.safe_load(_VERSIONS_FILE.read_text(encoding="utf-8"))
+    doc = yaml.load(_VERSIONS_FILE.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     return versions_from(doc)
 
 

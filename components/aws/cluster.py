@@ -13,8 +13,6 @@ import pulumi
 from ..design import ClusterDesign
 from ..mounts import Mount
 from ..render import render, static
-from .eks import EksCluster, EksClusterArgs, attach_kubernetes, eks_pool_security_groups
-from .eks_nodes import eks_node_user_data
 from .gpu_pool import GpuPool, GpuPoolArgs
 from .iam import NodeIdentity, NodeIdentityArgs
 from .network import Network, NetworkArgs
@@ -66,6 +64,9 @@ def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
         node_inputs = pulumi.Output.all(mounts, None, None)
     eks = None
     if design.kubernetes:
+        # Imported here: a Slurm cluster never loads the EKS modules or pulumi_kubernetes.
+        from .eks import EksCluster, EksClusterArgs, attach_kubernetes, eks_pool_security_groups
+        from .eks_nodes import eks_node_user_data
         eks = EksCluster(f"{design.name}-eks", EksClusterArgs(
             cluster=design, vpc_id=network.vpc_id, subnet_id=network.subnet_id,
             node_role_name=nodes.role_name, node_role_arn=nodes.role_arn))

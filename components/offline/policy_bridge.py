@@ -40,7 +40,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Iterable, Mapping
 
-import jsonschema
 from google.protobuf import json_format
 from pulumi_policy import (EnforcementLevel, Policy, PolicyCustomTimeouts, PolicyResource, PolicyResourceOptions,
                            ResourceValidationArgs, ResourceValidationPolicy, StackValidationArgs,
@@ -173,6 +172,10 @@ def resolve_config(policies: Iterable[Policy], given: Mapping[str, dict] | None 
         current = result[name]
         result[name] = PolicyConfig(_LEVELS[level] if level else current.enforcement, {**current.properties, **entry})
     for policy in policies:
+        if policy.name not in given:   # its schema's own defaults (policies/config/default.json is checked)
+            continue
+        import jsonschema   # only for a given config: `aicluster plan` runs the defaults
+
         validator = jsonschema.Draft7Validator(_schema_of(policy))
         for error in validator.iter_errors(result[policy.name].properties):
             path = ".".join(str(p) for p in error.absolute_path)

@@ -79,7 +79,7 @@ def findings(text: str) -> list[str]:
             out.append(f"a literal value for {m.group('key')!r} on line {text.count(chr(10), 0, m.start()) + 1}")
     if text.lstrip().startswith("#cloud-config"):
         try:
-            doc = yaml.safe_load(text)
+            doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))   # libyaml: faster
         except yaml.YAMLError:
             doc = None
         for entry in (doc or {}).get("write_files") or [] if isinstance(doc, dict) else []:
