@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STACK  ?= aws-p5-slurm
 PYTEST_ARGS ?=
 
-.PHONY: plan test venv clean
+.PHONY: plan test bench venv clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ plan: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Plan-time scaling benchmark: writes bench/results/plan_scaling.md and .json (a few minutes).
+bench: $(VENV)/.installed
+	$(BIN)/python bench/plan_scaling.py
 
 clean:
 	rm -rf $(VENV) plan-out .pytest_cache .hypothesis
