@@ -15,6 +15,16 @@ from components.render import render
 
 SLURM_CONFIG_FILES = ("slurm.conf", "gres.conf", "cgroup.conf", "topology.conf")
 
+# SlurmctldParameters=cloud_dns: Slurm hands no node addresses to srun and step launches, so every
+# node name must resolve on the head and on every node. Each cluster has a private DNS zone under
+# this domain (Route 53 on AWS, Cloud DNS on GCP) whose A records <node>.<domain> the resume
+# program writes and the suspend program deletes; every node searches the domain.
+def node_domain(cluster: str) -> str:
+    """The DNS domain of a cluster's node names: gpu-1 is gpu-1.<cluster>.aicluster.internal.
+    Depends only on the cluster name, so the head node's user data stays byte-identical."""
+    return f"{cluster}.aicluster.internal"
+
+
 # Seconds slurmctld waits after SuspendProgram before the node may be resumed again: long enough
 # for EC2 to finish terminating a large GPU instance.
 SUSPEND_TIMEOUT_S = 300

@@ -13,6 +13,7 @@ import pulumi
 from ..design import ClusterDesign
 from ..mounts import Mount
 from ..render import render, static
+from ..slurm_config import node_domain
 from .gpu_pool import GpuPool, GpuPoolArgs
 from .iam import NodeIdentity, NodeIdentityArgs
 from .network import Network, NetworkArgs
@@ -31,6 +32,7 @@ def compute_user_data(design: ClusterDesign, pool_name: str, mounts: list[Mount]
             "controller": f"{controller_addr}:{SLURMCTLD_PORT}",
             "munge_secret": munge_secret,
             "node_tag": NODE_TAG,
+            "dns_domain": node_domain(design.name),
             "secret_script": static("scripts/aicluster-secret.py"),
             "bootstrap_script": static("scripts/aicluster-node-bootstrap"),
             "healthcheck_script": static("scripts/aicluster-gpu-healthcheck"),

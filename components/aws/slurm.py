@@ -1,8 +1,9 @@
 """Slurm on AWS, in two components:
 
 - aicluster:aws:SlurmController: the munge key in Secrets Manager, the configuration bucket, the
-  head node (role, security group, instance). Its inputs never depend on pools, node counts, the
-  idle time or accounting, so routine edits never stop or replace it (ParallelCluster #6743).
+  private hosted zone of the node names, the head node (role, security group, instance). Its
+  inputs never depend on pools, node counts, the idle time or accounting, so routine edits never
+  stop or replace it (ParallelCluster #6743).
 - aicluster:aws:SlurmConfiguration: everything that follows the pools: the rendered Slurm files
   and cluster.json published to the bucket with a manifest (the head's aicluster-sync timer pulls
   them and runs `scontrol reconfigure`), and the head's EC2 permissions scoped to the pools'
@@ -21,7 +22,7 @@ from ..catalog import load_catalog
 from ..design import ClusterDesign
 from ..mounts import Mount
 from ..render import render, static
-from ..slurm_config import SlurmRuntime, render_slurm_configs
+from ..slurm_config import SlurmRuntime, node_domain, render_slurm_configs
 from .iam import ec2_assume_role_policy, partition
 
 NODE_TAG = "aicluster-node"
@@ -58,6 +59,8 @@ class SlurmController(pulumi.ComponentResource):
     role_name: pulumi.Output[str]
     role_arn: pulumi.Output[str]
     accounting_secret_arn: pulumi.Output[str] | None
+    dns_zone_id: pulumi.Output[str]               # the private hosted zone of the node names
+    dns_domain: str
 
     def __init__(self, name: str, args: SlurmControllerArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aicluster:aws:SlurmController", name, None, opts)
@@ -120,6 +123,22 @@ class SlurmController(pulumi.ComponentResource):
         profile = aws.iam.InstanceProfile(f"{name}-head-profile", role=role.name, tags=head_tags, opts=child)
         self.role_name, self.role_arn = role.name, role.arn
 
+        # Node names resolve through this zone (SlurmctldParameters=cloud_dns), as in ParallelCluster
+        # (<cluster>.pcluster.): the resume program writes <node>.<domain> -> private IP before it
+        # sets the node's address, the suspend program deletes the record; every node searches the
+        # domain. It depends on the cluster name and the VPC only. Control plane, not data: the
+        # records are rewritten at every resume, and force_destroy lets `pulumi destroy` delete the
+        # zone while records the power programs wrote are still in it.
+        self.dns_domain = node_domain(design.name)
+        zone = aws.route53.Zone(
+            f"{name}-dns", name=self.dns_domain,
+            comment=f"aicluster {design.name}: Slurm node names, written by the resume program",
+            vpcs=[aws.route53.ZoneVpcArgs(vpc_id=args.vpc_id, vpc_region=design.region)],
+            force_destroy=True, tags=design.labels("control-plane"), opts=child)
+        self.dns_zone_id = zone.zone_id
+        aws.iam.RolePolicy(f"{name}-head-dns", role=role.name,
+                           policy=zone.zone_id.apply(lambda z: json.dumps(head_dns_policy(design, z))), opts=child)
+
         ssh_rules = [aws.ec2.SecurityGroupIngressArgs(protocol="tcp", from_port=22, to_port=22, cidr_blocks=[cidr],
                                                       description="SSH (network.ssh_ingress_cidrs)")
                      for cidr in design.network.ssh_ingress_cidrs]
@@ -158,7 +177,7 @@ class SlurmController(pulumi.ComponentResource):
         )
         self.controller_addr = head.private_ip
         self.register_outputs({"controller_addr": head.private_ip, "bucket": bucket.bucket,
-                               "munge_secret_arn": munge.arn})
+                               "munge_secret_arn": munge.arn, "dns_zone_id": zone.zone_id})
 
 
 def _stored_secret(name: str, design: ClusterDesign, key: str, what: str, value: pulumi.Input[str],
@@ -185,6 +204,20 @@ def head_read_policy(design: ClusterDesign, account: str, bucket_arn: str) -> di
          "Resource": bucket_arn, "Condition": {"StringLike": {"s3:prefix": [f"{CONFIG_PREFIX}*"]}}},
         {"Sid": "ReadClusterSecrets", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
          "Resource": f"arn:{part}:secretsmanager:{design.region}:{account}:secret:{secret_prefix(design)}*"},
+    ]}
+
+
+def head_dns_policy(design: ClusterDesign, zone_id: str) -> dict:
+    """Write and delete A records in the cluster's own zone of node names, nothing else: not its
+    SOA or NS records, not another zone (the resume and suspend programs)."""
+    zone = f"arn:{partition(design.region)}:route53:::hostedzone/{zone_id}"
+    return {"Version": "2012-10-17", "Statement": [
+        {"Sid": "WriteNodeRecords", "Effect": "Allow", "Action": "route53:ChangeResourceRecordSets",
+         "Resource": zone, "Condition": {"ForAllValues:StringEquals": {
+             "route53:ChangeResourceRecordSetsRecordTypes": ["A"],
+             "route53:ChangeResourceRecordSetsActions": ["UPSERT", "DELETE"]}}},
+        # A DELETE must repeat the record's current value: the suspend program reads it first.
+        {"Sid": "ReadNodeRecords", "Effect": "Allow", "Action": "route53:ListResourceRecordSets", "Resource": zone},
     ]}
 
 
@@ -229,7 +262,7 @@ def head_fleet_policy(design: ClusterDesign, account: str, launch_template_ids: 
 
 def head_user_data(design: ClusterDesign, *, bucket: str, munge_secret: str) -> str:
     return render("cloud-init/head.yaml.j2", cluster=design.name, bucket=bucket, prefix=CONFIG_PREFIX,
-                  region=design.region, munge_secret=munge_secret,
+                  region=design.region, munge_secret=munge_secret, dns_domain=node_domain(design.name),
                   secret_script=static("scripts/aicluster-secret.py"),
                   sync_script=static("scripts/aicluster-sync.py"))
 
@@ -255,11 +288,11 @@ class SlurmConfiguration(pulumi.ComponentResource):
             *[args.pools[n].placement_group_name or "" for n in names],
         )
         files = pulumi.Output.all(controller.controller_addr, args.subnet_id, pool_facts,
-                                  controller.accounting_secret_arn or "", args.mounts).apply(
+                                  controller.accounting_secret_arn or "", args.mounts, controller.dns_zone_id).apply(
             lambda a: published_files(design, controller_addr=a[0], subnet_id=a[1],
                                       launch_templates=dict(zip(names, a[2][:len(names)])),
                                       placement_groups=dict(zip(names, a[2][len(names):])),
-                                      accounting_secret=a[3] or None, mounts=list(a[4])))
+                                      accounting_secret=a[3] or None, mounts=list(a[4]), hosted_zone_id=a[5]))
         for key in PUBLISHED_KEYS:
             aws.s3.BucketObjectv2(f"{name}-{key.replace('/', '-').replace('.', '-')}",
                                   bucket=controller.bucket_name, key=CONFIG_PREFIX + key,
@@ -283,7 +316,7 @@ PUBLISHED_KEYS = (*[f"slurm/{f}" for f in _SLURM_FILES], "aicluster/cluster.json
 
 
 def published_files(design: ClusterDesign, *, controller_addr: str, subnet_id: str, launch_templates: dict,
-                    placement_groups: dict, accounting_secret: str | None,
+                    placement_groups: dict, accounting_secret: str | None, hosted_zone_id: str,
                     mounts: list[Mount] = ()) -> dict[str, str]:
     # Pid files where Ubuntu's slurm units expect them (/run/slurmctld.pid, /run/slurmd.pid).
     runtime = SlurmRuntime(controller_host=head_hostname(design), controller_addr=controller_addr, run_dir="/run",
@@ -292,6 +325,8 @@ def published_files(design: ClusterDesign, *, controller_addr: str, subnet_id: s
     cluster = {
         "cluster": design.name, "region": design.region,
         "cluster_tag": CLUSTER_TAG, "node_tag": NODE_TAG, "pool_tag": POOL_TAG,
+        # Where the power programs write and delete <node>.<dns_domain> (cloud_dns).
+        "hosted_zone_id": hosted_zone_id, "dns_domain": node_domain(design.name),
         "pools": {p.name: {
             "launch_template_id": launch_templates[p.name], "instance_type": p.instance.name,
             "subnet_id": subnet_id, "placement_group": placement_groups[p.name] or None,

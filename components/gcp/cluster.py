@@ -13,6 +13,7 @@ from ..catalog import load_catalog
 from ..design import ClusterDesign
 from ..mounts import Mount
 from ..render import render, static
+from ..slurm_config import node_domain
 from .gpu_pool import GpuPool, GpuPoolArgs
 from .identity import NodeIdentity, NodeIdentityArgs
 from .network import Network, NetworkArgs
@@ -58,6 +59,7 @@ def compute_user_data(design: ClusterDesign, pool_name: str, mounts: list[Mount]
             "controller": f"{controller_addr}:{SLURMCTLD_PORT}",
             "munge_secret": munge_secret,
             "instance_prefix": instance_prefix(design),
+            "dns_domain": node_domain(design.name),
             "gcp_module": static("scripts/aicluster_gcp.py"),
             "secret_script": static("scripts/aicluster-secret.py"),
             "bootstrap_script": static("scripts/aicluster-gcp-node-bootstrap"),
@@ -83,11 +85,21 @@ def build_gcp_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
             filesystems.append(ManagedLustre(f"{design.name}-{fs.name}", ManagedLustreArgs(
                 cluster=design, storage=fs, network_id=network.network_id, service_access=network.service_access)))
     mounts = pulumi.Output.all(*[fs.mount for fs in filesystems]) if filesystems else pulumi.Output.from_input([])
+    if design.kubernetes:
+        # GKE: node pools (GPU NIC networks, compact placement) instead of instance templates, and
+        # the GKE control plane instead of a Slurm head node (components/gcp/gke.py).
+        from .gke import attach_gke
+
+        return {"network": network.network_id, "subnetwork": network.subnetwork_self_link,
+                "fabric_networks": {key: f.network.self_link for key, f in network.fabric.items()},
+                "filesystems": {fs.name: f.instance_id for fs, f in zip(design.storage, filesystems)},
+                **attach_gke(design, network, nodes, filesystems)}
 
     controller = None
     if design.slurm:
         controller = SlurmController(f"{design.name}-slurm", SlurmControllerArgs(
-            cluster=design, subnetwork=network.subnetwork_self_link, compute_identity=nodes))
+            cluster=design, subnetwork=network.subnetwork_self_link, compute_identity=nodes,
+            network=network.network_id))
         node_inputs = pulumi.Output.all(mounts, controller.controller_addr, controller.munge_secret)
     else:
         node_inputs = pulumi.Output.all(mounts, None, None)

@@ -1,7 +1,8 @@
 """Slurm on GCP, in two components, as on AWS (components/aws/slurm.py):
 
 - aicluster:gcp:SlurmController: the munge key in Secret Manager, the configuration bucket, the
-  head node's service account and the head node itself. Its inputs never depend on pools, node
+  Cloud DNS private zone of the node names, the head node's service account and the head node
+  itself. Its inputs never depend on pools, node
   counts, the idle time, accounting or the filesystems, so routine edits never stop or replace it,
   and it is created while the filesystems are (ParallelCluster #4211: a head node that waited on
   FSx timed out): it mounts them when their mount script is published.
@@ -24,7 +25,7 @@ from ..catalog import load_catalog
 from ..design import ClusterDesign
 from ..mounts import Mount
 from ..render import render, static
-from ..slurm_config import SlurmRuntime, render_slurm_configs
+from ..slurm_config import SlurmRuntime, node_domain, render_slurm_configs
 from .common import CLUSTER_LABEL, NODE_LABEL, POOL_LABEL, head_tag, labels, node_tag, project, short_name
 from .identity import CLOUD_PLATFORM, NodeIdentity, NodeIdentityArgs
 
@@ -43,6 +44,10 @@ HEAD_PERMISSIONS = (
     "compute.images.useReadOnly", "compute.zoneOperations.get", "compute.zoneOperations.list",
 )
 LUSTRE_IMPORT_PERMISSIONS = ("lustre.instances.importData", "lustre.operations.get")
+# What the power programs need to write and delete node-name records (aicluster_gcp.Dns:
+# rrsets create, patch, delete), granted on the cluster's own managed zone only.
+DNS_PERMISSIONS = ("dns.changes.create", "dns.resourceRecordSets.create", "dns.resourceRecordSets.delete",
+                   "dns.resourceRecordSets.update")
 
 
 def head_hostname(design: ClusterDesign) -> str:
@@ -55,6 +60,11 @@ def instance_prefix(design: ClusterDesign) -> str:
     return f"{design.name}-"
 
 
+def dns_zone_name(design: ClusterDesign) -> str:
+    """The Cloud DNS managed zone of the cluster's node names (1-63 characters, a letter first)."""
+    return short_name(f"{design.name}-nodes", 63)
+
+
 def secret_id(design: ClusterDesign, key: str) -> str:
     return f"aicluster-{design.name}-{key}"
 
@@ -64,6 +74,7 @@ class SlurmControllerArgs:
     cluster: ClusterDesign
     subnetwork: pulumi.Input[str]                 # the system subnetwork
     compute_identity: NodeIdentity                # the compute nodes' service account
+    network: pulumi.Input[str]                    # the system network (projects/<p>/global/networks/<n>)
 
 
 class SlurmController(pulumi.ComponentResource):
@@ -72,6 +83,7 @@ class SlurmController(pulumi.ComponentResource):
     bucket_name: pulumi.Output[str]
     identity: NodeIdentity
     accounting_secret: pulumi.Output[str] | None
+    dns_zone: pulumi.Output[str]                  # the managed zone's name
 
     def __init__(self, name: str, args: SlurmControllerArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aicluster:gcp:SlurmController", name, None, opts)
@@ -111,6 +123,30 @@ class SlurmController(pulumi.ComponentResource):
                                     member=self.identity.member, opts=child)
         self.bucket_name = bucket.name
 
+        # Node names resolve through this zone (SlurmctldParameters=cloud_dns): the resume program
+        # writes <node>.<domain> -> the node's address before it sets the address in Slurm, the
+        # suspend program deletes the record, every node searches the domain. A private zone rather
+        # than Compute Engine's internal DNS names: instance names are unique per project and zone,
+        # so they carry the cluster's name (<cluster>-gpu-1) while Slurm's node names stay
+        # <pool>-<n> as on AWS. It depends on the cluster name and the network only. Control plane,
+        # not data: force_destroy lets `pulumi destroy` delete it with records still in it.
+        project_id = project()
+        zone = gcp.dns.ManagedZone(
+            f"{name}-dns", name=dns_zone_name(design), dns_name=f"{node_domain(design.name)}.",
+            description=f"aicluster {design.name}: Slurm node names, written by the resume program",
+            visibility="private",
+            private_visibility_config=gcp.dns.ManagedZonePrivateVisibilityConfigArgs(
+                networks=[gcp.dns.ManagedZonePrivateVisibilityConfigNetworkArgs(network_url=args.network)]),
+            force_destroy=True, labels=labels(design, "control-plane"), project=project_id, opts=child)
+        self.dns_zone = zone.name
+        dns_role = gcp.projects.IAMCustomRole(
+            f"{name}-dns-role", role_id=short_name(f"aicluster_{design.name}_slurm_dns".replace("-", "_"), 64),
+            title=f"aicluster {design.name}: Slurm node-name records",
+            description="Write and delete the node-name records of this cluster's zone",
+            permissions=list(DNS_PERMISSIONS), project=project_id, opts=child)
+        gcp.dns.DnsManagedZoneIamMember(f"{name}-dns-head", project=project_id, managed_zone=zone.name,
+                                        role=dns_role.name, member=self.identity.member, opts=child)
+
         image = load_catalog().gcp_images["head"].image
         user_data = pulumi.Output.all(bucket.name, munge.id).apply(
             lambda a: head_user_data(design, bucket=a[0], munge_secret=a[1]))
@@ -141,7 +177,7 @@ class SlurmController(pulumi.ComponentResource):
         )
         self.controller_addr = head.network_interfaces.apply(lambda nics: nics[0].network_ip)
         self.register_outputs({"controller_addr": self.controller_addr, "bucket": bucket.name,
-                               "munge_secret": munge.id})
+                               "munge_secret": munge.id, "dns_zone": zone.name})
 
 
 def _stored_secret(name: str, design: ClusterDesign, key: str, value: pulumi.Input[str],
@@ -158,7 +194,7 @@ def _stored_secret(name: str, design: ClusterDesign, key: str, value: pulumi.Inp
 
 def head_user_data(design: ClusterDesign, *, bucket: str, munge_secret: str) -> str:
     return render("cloud-init/gcp-head.yaml.j2", cluster=design.name, bucket=bucket, prefix=CONFIG_PREFIX,
-                  region=design.region, munge_secret=munge_secret,
+                  region=design.region, munge_secret=munge_secret, dns_domain=node_domain(design.name),
                   gcp_module=static("scripts/aicluster_gcp.py"),
                   secret_script=static("scripts/aicluster-secret.py"),
                   sync_script=static("scripts/aicluster-sync.py"))
@@ -198,11 +234,12 @@ class SlurmConfiguration(pulumi.ComponentResource):
         )
         project_id = project()
         files = pulumi.Output.all(controller.controller_addr, pool_facts, controller.accounting_secret or "",
-                                  args.lustre_imports, args.mounts).apply(
+                                  args.lustre_imports, args.mounts, controller.dns_zone).apply(
             lambda a: published_files(design, project_id=project_id, controller_addr=a[0],
                                       templates=dict(zip(names, a[1][:len(names)])),
                                       placements=dict(zip(names, a[1][len(names):])),
-                                      accounting_secret=a[2] or None, lustre_imports=list(a[3]), mounts=list(a[4])))
+                                      accounting_secret=a[2] or None, lustre_imports=list(a[3]), mounts=list(a[4]),
+                                      dns_zone=a[5]))
         for key in PUBLISHED_KEYS:
             gcp.storage.BucketObject(f"{name}-{key.replace('/', '-').replace('.', '-').replace('_', '-')}",
                                      bucket=controller.bucket_name, name=CONFIG_PREFIX + key,
@@ -240,7 +277,7 @@ PUBLISHED_KEYS = (*[f"slurm/{f}" for f in _SLURM_FILES], "aicluster/cluster.json
 
 def published_files(design: ClusterDesign, *, project_id: str, controller_addr: str, templates: dict,
                     placements: dict, accounting_secret: str | None, lustre_imports: list,
-                    mounts: list[Mount] = ()) -> dict[str, str]:
+                    mounts: list[Mount] = (), dns_zone: str | None = None) -> dict[str, str]:
     # The very same Slurm templates as on AWS: only where things live differs.
     runtime = SlurmRuntime(controller_host=head_hostname(design), controller_addr=controller_addr, run_dir="/run",
                            accounting_host=head_hostname(design) if design.slurm.accounting else None)
@@ -249,6 +286,8 @@ def published_files(design: ClusterDesign, *, project_id: str, controller_addr: 
         "cluster": design.name, "project": project_id, "region": design.region, "zone": design.zone,
         "cluster_label": CLUSTER_LABEL, "node_label": NODE_LABEL, "pool_label": POOL_LABEL,
         "instance_prefix": instance_prefix(design),
+        # Where the power programs write and delete <node>.<dns_domain> (cloud_dns).
+        "dns_zone": dns_zone or dns_zone_name(design), "dns_domain": node_domain(design.name),
         "pools": {p.name: {
             "instance_template": templates[p.name], "machine_type": p.instance.name,
             "placement_policy": placements[p.name] or None, "capacity": p.capacity.type,

@@ -426,6 +426,15 @@ def _bucket_object(r: _Res):
     return key, {**_tags(r), "key": key, "etag": r.hex(32, "etag"), "versionId": r.alnum(32, "ver")}
 
 
+def _route53_zone(r: _Res):
+    zid = "Z" + r.alnum(20, "zone", alphabet="0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    servers = [f"ns-{r.num(2048, f'ns{i}')}.awsdns-{r.num(64, f'nsd{i}'):02d}.{tld}"
+               for i, tld in enumerate(("com", "net", "org", "co.uk"))]
+    return zid, {**_tags(r), "zoneId": zid, "arn": f"arn:aws:route53:::hostedzone/{zid}",
+                 "nameServers": servers, "primaryNameServer": servers[0],
+                 "comment": r.get("comment", "Managed by Pulumi")}
+
+
 def _kms_key(r: _Res):
     kid = r.uuid("key")
     return kid, {**_tags(r), "keyId": kid, "arn": r.arn("kms", f"key/{kid}"),
@@ -652,8 +661,14 @@ def _gke_cluster(r: _Res):
     name, location = r.given_name, r.get("location", r.gcp_region)
     master_auth = dict(r.get("masterAuth", {}))
     master_auth["clusterCaCertificate"] = _fake_pem(r)
+    private = dict(r.get("privateClusterConfig", {}))
+    if private.get("enablePrivateNodes"):    # the control plane's address inside the cluster's network
+        subnet = r.cloud.lookup(r.get("subnetwork"))
+        private.update(privateEndpoint=r.ip_in(subnet.get("ipCidrRange"), "10.0.0.0/24", "private-endpoint"),
+                       publicEndpoint="" if private.get("enablePrivateEndpoint") else
+                       f"203.0.113.{1 + r.num(254, 'endpoint')}")
     return f"projects/{r.project}/locations/{location}/clusters/{name}", {
-        "name": name, "project": r.project, "location": location,
+        "name": name, "project": r.project, "location": location, "privateClusterConfig": private or None,
         "endpoint": f"203.0.113.{1 + r.num(254, 'endpoint')}", "masterAuth": master_auth,
         "masterVersion": r.get("minMasterVersion", "1.31.1-gke.1000000"),
         "selfLink": f"https://container.googleapis.com/v1/projects/{r.project}/locations/{location}/clusters/{name}",
@@ -710,6 +725,14 @@ def _gcs_object(r: _Res):
 def _gcp_custom_role(r: _Res):
     name = f"projects/{r.project}/roles/{r.get('roleId', r.name)}"
     return name, {"name": name, "project": r.project, "stage": r.get("stage", "GA"), "deleted": False}
+
+
+def _gcp_dns_zone(r: _Res):
+    name = r.given_name
+    return f"projects/{r.project}/managedZones/{name}", {
+        "name": name, "project": r.project, "managedZoneId": int(r.digits(18)), "creationTime": CREATED,
+        "nameServers": ["ns-gcp-private.googledomains.com."] if r.get("visibility") == "private"
+        else [f"ns-cloud-a{i}.googledomains.com." for i in range(1, 5)]}
 
 
 def _gcp_iam_member(r: _Res):
@@ -783,6 +806,7 @@ RESOURCES: dict[str, Handler] = {
     "aws:s3/bucketV2:BucketV2": _bucket,
     "aws:s3/bucketObjectv2:BucketObjectv2": _bucket_object,
     "aws:s3/bucketObject:BucketObject": _bucket_object,
+    "aws:route53/zone:Zone": _route53_zone,
     "aws:kms/key:Key": _kms_key,
     "aws:cloudwatch/logGroup:LogGroup": _log_group,
     "aws:eks/cluster:Cluster": _eks_cluster,
@@ -799,6 +823,9 @@ RESOURCES: dict[str, Handler] = {
     "kubernetes:kueue.x-k8s.io/v1beta1:ResourceFlavor": _k8s_object,
     "kubernetes:kueue.x-k8s.io/v1beta1:ClusterQueue": _k8s_object,
     "kubernetes:kueue.x-k8s.io/v1beta1:LocalQueue": _k8s_object,
+    "kubernetes:apps/v1:DaemonSet": _k8s_object,
+    "kubernetes:networking.gke.io/v1:GKENetworkParamSet": _k8s_object,
+    "kubernetes:networking.gke.io/v1:Network": _k8s_object,
     "random:index/randomPassword:RandomPassword": _password,
     "random:index/randomString:RandomString": _password,
     "random:index/randomId:RandomId": _random_id,
@@ -829,6 +856,8 @@ RESOURCES: dict[str, Handler] = {
     "gcp:serviceaccount/account:Account": _gcp_account,
     "gcp:servicenetworking/connection:Connection": _gcp_sn_connection,
     "gcp:tpu/v2Vm:V2Vm": _tpu_v2vm,
+    "gcp:dns/managedZone:ManagedZone": _gcp_dns_zone,
+    "gcp:dns/dnsManagedZoneIamMember:DnsManagedZoneIamMember": _gcp_iam_member,
 }
 
 

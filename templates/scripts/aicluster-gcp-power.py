@@ -4,15 +4,19 @@
 slurmctld runs this file through three links, each with one argument, a Slurm hostlist:
 
     aicluster-resume      gpu-[3-5,9]   create one instance per node (Compute Engine bulkInsert)
-    aicluster-suspend     gpu-[3-5]     delete the nodes' instances, found by their node-name label
+                                        and write its name into the cluster's DNS zone
+    aicluster-suspend     gpu-[3-5]     delete the nodes' instances, found by their node-name label,
+                                        and their names
     aicluster-resume-fail gpu-4         the same deletion; Slurm has set them down
 
 or directly: aicluster-gcp-power.py resume|suspend|resume-fail HOSTLIST.
 
 Resume sends one zonal instances.bulkInsert per pool: all or nothing (minCount = count), from the
 pool's instance template, into the pool's compact placement policy or its reservation, one instance
-per node named <cluster>-<node>. It then labels each instance with its node name, and sets the
-node's address in Slurm. Any error (a stockout such as ZONE_RESOURCE_POOL_EXHAUSTED, a quota, a
+per node named <cluster>-<node>. It then labels each instance with its node name, writes the A
+record <node>.<dns_domain> -> its address into the cluster's Cloud DNS private zone (node names
+resolve through DNS: SlurmctldParameters=cloud_dns; every node searches dns_domain), and sets the
+node's address in Slurm. Suspend and resume-fail delete the records (a missing one is fine). Any error (a stockout such as ZONE_RESOURCE_POOL_EXHAUSTED, a quota, a
 bad reservation) sets the nodes DOWN with the error as the reason, so their jobs requeue, never
 silently (slurm-gcp #3337 is the counter-example).
 
@@ -27,8 +31,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
-from aicluster_gcp import ApiError, Compute, operation_error  # noqa: E402
-from aicluster_slurm import compress_hostlist, log, mark_down, pool_of, scontrol, start  # noqa: E402
+from aicluster_gcp import ApiError, Compute, Dns, operation_error  # noqa: E402
+from aicluster_slurm import (NODE_RECORD_TTL_S, compress_hostlist, log, mark_down, pool_of, scontrol,  # noqa: E402
+                             start)
 
 DEFAULT_CONFIG = "/etc/aicluster/cluster.json"
 DEFAULT_LOG = "/var/log/aicluster/power.log"
@@ -40,6 +45,33 @@ CONFIG_KEYS = ("cluster", "project", "zone", "cluster_label", "node_label", "ins
 
 def instance_name(config: dict, node: str) -> str:
     return f"{config['instance_prefix']}{node}"
+
+
+def record_name(config: dict, node: str) -> str:
+    return f"{node}.{config['dns_domain'].rstrip('.')}."
+
+
+def node_dns(config: dict):
+    """The cluster's zone of node names, or None when cluster.json names none (logged)."""
+    if not config.get("dns_zone") or not config.get("dns_domain"):
+        log.warning("cluster.json names no dns_zone/dns_domain: node names will not resolve")
+        return None
+    return Dns(config["project"], config["dns_zone"])
+
+
+def delete_records(dns, config: dict, nodes: list[str], action: str) -> bool:
+    """Delete the A records of `nodes`; missing ones are fine. False when Cloud DNS refused one."""
+    ok, deleted = True, []
+    for node in dict.fromkeys(nodes):
+        try:
+            if dns.delete_a(record_name(config, node)):
+                deleted.append(node)
+        except ApiError as err:
+            log.error("%s: deleting the DNS record of %s failed: %s: %s", action, node, err.code, err.message)
+            ok = False
+    if deleted:
+        log.info("%s: deleted the DNS records of %s", action, compress_hostlist(deleted))
+    return ok
 
 
 def bulk_insert_request(config: dict, pool_name: str, nodes: list[str]) -> dict:
@@ -90,7 +122,7 @@ def existing(compute, names: list[str]) -> list[str]:
     return found
 
 
-def resume_chunk(compute, config: dict, pool_name: str, nodes: list[str]) -> list[str]:
+def resume_chunk(compute, config: dict, pool_name: str, nodes: list[str], dns=None) -> list[str]:
     """Create one chunk of a pool's nodes; returns the nodes that failed (already set down)."""
     names = {node: instance_name(config, node) for node in nodes}
     try:
@@ -106,13 +138,17 @@ def resume_chunk(compute, config: dict, pool_name: str, nodes: list[str]) -> lis
             delete_instances(compute, leftovers)
         return list(nodes)
 
-    failed, bad = [], []
+    failed, bad, written = [], [], []
     for node, name in names.items():
         try:
             instance = compute.get(name)
             address = instance["networkInterfaces"][0]["networkIP"]
             labels = {**instance.get("labels", {}), config["node_label"]: node}
             compute.set_labels(name, labels, instance.get("labelFingerprint", ""))
+            # The name before the address: once slurmctld has the address, a job may start on it.
+            if dns:
+                dns.upsert_a(record_name(config, node), address, NODE_RECORD_TTL_S)
+                written.append(node)
         except (ApiError, KeyError, IndexError) as err:
             code, message = (err.code, err.message) if isinstance(err, ApiError) else ("BadInstance", repr(err))
             log.error("resume: %s (%s): %s: %s", node, name, code, message)
@@ -129,10 +165,12 @@ def resume_chunk(compute, config: dict, pool_name: str, nodes: list[str]) -> lis
     if bad:
         log.error("resume: deleting %s, the instances of failed nodes", " ".join(bad))
         delete_instances(compute, bad)
+        if dns and set(written) & set(failed):
+            delete_records(dns, config, [n for n in written if n in failed], "resume")
     return failed
 
 
-def resume(compute, config: dict, nodes: list[str]) -> int:
+def resume(compute, config: dict, nodes: list[str], dns=None) -> int:
     """Create every pool's nodes; the number of nodes that failed and were set down."""
     by_pool: dict[str, list[str]] = {}
     for node in dict.fromkeys(nodes):
@@ -150,7 +188,7 @@ def resume(compute, config: dict, nodes: list[str]) -> int:
         for i in range(0, len(pool_nodes), BULK_INSERT_LIMIT):
             chunk = pool_nodes[i:i + BULK_INSERT_LIMIT]
             try:
-                failed += len(resume_chunk(compute, config, pool_name, chunk))
+                failed += len(resume_chunk(compute, config, pool_name, chunk, dns))
             except Exception as err:  # never silent: a bug or a bad config entry still sets them down
                 log.exception("resume: pool %s failed", pool_name)
                 mark_down(chunk, type(err).__name__, str(err))
@@ -177,20 +215,26 @@ def find_instances(compute, config: dict, nodes: list[str]) -> dict[str, list[st
     return found
 
 
-def suspend(compute, config: dict, nodes: list[str], action: str = "suspend") -> int:
-    """Delete the instances of `nodes`; 0, or 1 when Compute Engine refused."""
+def suspend(compute, config: dict, nodes: list[str], action: str = "suspend", dns=None) -> int:
+    """Delete the instances of `nodes` and their DNS records; 0, or 1 when Compute Engine or
+    Cloud DNS refused."""
+    ok = True
     try:
         found = find_instances(compute, config, list(dict.fromkeys(nodes)))
     except ApiError as err:
         log.error("%s: finding the instances of %s failed: %s: %s", action, compress_hostlist(nodes), err.code,
                   err.message)
-        return 1
-    missing = [n for n in dict.fromkeys(nodes) if n not in found]
-    if missing:
-        log.info("%s: no instance for %s", action, compress_hostlist(missing))
-    for node, names in found.items():
-        log.info("%s: deleting %s (%s)", action, node, " ".join(names))
-    return 0 if delete_instances(compute, [n for names in found.values() for n in names]) else 1
+        found, ok = None, False
+    if found is not None:
+        missing = [n for n in dict.fromkeys(nodes) if n not in found]
+        if missing:
+            log.info("%s: no instance for %s", action, compress_hostlist(missing))
+        for node, names in found.items():
+            log.info("%s: deleting %s (%s)", action, node, " ".join(names))
+        ok = delete_instances(compute, [n for names in found.values() for n in names])
+    if dns:
+        ok = delete_records(dns, config, nodes, action) and ok
+    return 0 if ok else 1
 
 
 def load_config(path: str) -> dict:
@@ -210,14 +254,15 @@ def main(argv: list[str] | None = None) -> int:
     action, nodes, config = started
     hostlist = compress_hostlist(nodes)
     compute = Compute(config["project"], config["zone"])
+    dns = node_dns(config)
     if action == "resume":
-        failed = resume(compute, config, nodes)
+        failed = resume(compute, config, nodes, dns)
         if failed:
             log.error("resume %s: %d of %d nodes failed and are DOWN", hostlist, failed, len(nodes))
             return 1
         log.info("resume %s: done", hostlist)
         return 0
-    return suspend(compute, config, nodes, action)
+    return suspend(compute, config, nodes, action, dns)
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@
 
 slurmctld runs this file through three links, each with one argument, a Slurm hostlist:
 
-    aicluster-resume      gpu-[3-5,9],infer-1   launch one instance per node (EC2 CreateFleet)
-    aicluster-suspend     gpu-[3-5]             terminate the nodes' instances
+    aicluster-resume      gpu-[3-5,9],infer-1   launch one instance per node (EC2 CreateFleet) and
+                                                write its name into the cluster's DNS zone
+    aicluster-suspend     gpu-[3-5]             terminate the nodes' instances, delete their names
     aicluster-resume-fail gpu-4                 the same termination; Slurm has set them down
 
 or directly: aicluster-power.py resume|suspend|resume-fail HOSTLIST.
@@ -13,6 +14,12 @@ It runs with the head node's system python3 and python3-boto3 only. The cluster'
 from /etc/aicluster/cluster.json (AICLUSTER_CONFIG overrides), written by the head node.
 Resume never fails silently: nodes it cannot launch are set DOWN with the EC2 error as the
 reason, so their jobs requeue, and it exits non-zero after handling every pool.
+
+Node names resolve through DNS (SlurmctldParameters=cloud_dns: Slurm hands srun no addresses):
+resume UPSERTs an A record <node>.<dns_domain> -> private IP in the cluster's Route 53 private
+hosted zone before it sets the node's address in Slurm, as ParallelCluster does; a node whose
+record cannot be written goes DOWN like any other EC2 failure. Suspend and resume-fail delete the
+records (a missing one is fine). Every node searches dns_domain, so `gpu-1` resolves.
 """
 from __future__ import annotations
 
@@ -28,8 +35,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 # Hostlists, scontrol, DOWN reasons, logging: shared with the GCP program (aicluster_slurm.py beside
 # this file in /opt/aicluster/bin).
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
-from aicluster_slurm import (MAX_REASON, compress_hostlist, expand_hostlist, log, mark_down,  # noqa: E402,F401
-                             pool_of, reason_text, scontrol, start)
+from aicluster_slurm import (MAX_REASON, NODE_RECORD_TTL_S, compress_hostlist, expand_hostlist,  # noqa: E402,F401
+                             log, mark_down, pool_of, reason_text, scontrol, start)
 
 DEFAULT_CONFIG = "/etc/aicluster/cluster.json"
 DEFAULT_LOG = "/var/log/aicluster/power.log"
@@ -37,6 +44,7 @@ LIVE_STATES = ("pending", "running", "stopping", "stopped")
 IP_WAIT_S = 90              # DescribeInstances is eventually consistent after CreateFleet
 FILTER_CHUNK = 199          # values per DescribeInstances filter
 TERMINATE_CHUNK = 500
+CHANGE_CHUNK = 500          # record changes per ChangeResourceRecordSets (Route 53 takes 1000)
 # CreateFleet reports an override it skipped because another failed with this pair; it points
 # at the real error instead of being one.
 POINTER_ERROR = ("UnfulfillableCapacity", "Failed to fulfill capacity. Please review errors in the response.")
@@ -150,7 +158,102 @@ def addresses(ec2, ids: list[str]) -> dict[str, tuple[str, str]]:
         delay = min(delay * 2, 10)
 
 
-def resume_pool(ec2, config: dict, pool_name: str, nodes: list[str]) -> list[str]:
+# --- Route 53: node names ------------------------------------------------------------------
+
+
+class NodeRecords:
+    """The A records <node>.<domain> of the cluster's private hosted zone."""
+
+    def __init__(self, route53, zone_id: str, domain: str, ttl: int = NODE_RECORD_TTL_S):
+        self.route53, self.zone_id, self.domain, self.ttl = route53, zone_id, domain.rstrip("."), ttl
+
+    def fqdn(self, node: str) -> str:
+        return f"{node}.{self.domain}."
+
+    def _change(self, changes: list[dict], what: str) -> None:
+        self.route53.change_resource_record_sets(HostedZoneId=self.zone_id, ChangeBatch={
+            "Comment": f"aicluster-power: {what}", "Changes": changes})
+
+    def upsert(self, addresses: dict[str, str]) -> dict[str, tuple[str, str]]:
+        """Write node -> IP; returns node -> (code, message) for the records Route 53 refused."""
+        failed: dict[str, tuple[str, str]] = {}
+        items = list(addresses.items())
+        for i in range(0, len(items), CHANGE_CHUNK):
+            chunk = items[i:i + CHANGE_CHUNK]
+            changes = [{"Action": "UPSERT", "ResourceRecordSet": {
+                "Name": self.fqdn(node), "Type": "A", "TTL": self.ttl, "ResourceRecords": [{"Value": ip}]}}
+                for node, ip in chunk]
+            try:
+                self._change(changes, f"resume {compress_hostlist(n for n, _ in chunk)}")
+            except (ClientError, BotoCoreError) as err:
+                code, message = error_of(err)
+                log.error("resume: writing the DNS records of %s failed: %s: %s",
+                          compress_hostlist(n for n, _ in chunk), code, message)
+                failed.update({node: (code, message) for node, _ in chunk})
+        return failed
+
+    def current(self, nodes: list[str]) -> list[dict]:
+        """The A records of `nodes` as they are now (a DELETE must repeat the current value)."""
+        wanted = {self.fqdn(n).lower() for n in nodes}
+        found = []
+        for page in self.route53.get_paginator("list_resource_record_sets").paginate(HostedZoneId=self.zone_id):
+            for record in page.get("ResourceRecordSets", []):
+                name = record["Name"].lower()
+                if record["Type"] == "A" and (name if name.endswith(".") else name + ".") in wanted:
+                    found.append(record)
+        return found
+
+    def delete(self, nodes: list[str], action: str) -> bool:
+        """Delete the A records of `nodes`; missing records are fine. False when Route 53 refused."""
+        try:
+            records = self.current(nodes)
+        except (ClientError, BotoCoreError) as err:
+            log.error("%s: listing the DNS records of %s failed: %s: %s", action, compress_hostlist(nodes),
+                      *error_of(err))
+            return False
+        ok = True
+        for i in range(0, len(records), CHANGE_CHUNK):
+            chunk = records[i:i + CHANGE_CHUNK]
+            try:
+                self._change([{"Action": "DELETE", "ResourceRecordSet": r} for r in chunk], action)
+                log.info("%s: deleted the DNS records %s", action, " ".join(r["Name"] for r in chunk))
+            except (ClientError, BotoCoreError) as err:
+                # One record changed or went since the listing: the batch fails as a whole, so
+                # delete one by one, each from its current value.
+                log.warning("%s: deleting %d DNS records failed (%s: %s); deleting one by one", action,
+                            len(chunk), *error_of(err))
+                ok = self._delete_each(chunk, action) and ok
+        return ok
+
+    def _delete_each(self, records: list[dict], action: str) -> bool:
+        ok = True
+        for record in records:
+            try:
+                now = self.route53.list_resource_record_sets(
+                    HostedZoneId=self.zone_id, StartRecordName=record["Name"], StartRecordType="A", MaxItems="1")
+                for current in now.get("ResourceRecordSets", [])[:1]:
+                    if current["Type"] == "A" and current["Name"].lower() == record["Name"].lower():
+                        self._change([{"Action": "DELETE", "ResourceRecordSet": current}], action)
+            except (ClientError, BotoCoreError) as err:
+                log.error("%s: deleting the DNS record %s failed: %s: %s", action, record["Name"], *error_of(err))
+                ok = False
+        return ok
+
+
+def node_records(config: dict) -> NodeRecords | None:
+    """The cluster's node-name records, or None when cluster.json names no zone (logged)."""
+    if not config.get("hosted_zone_id") or not config.get("dns_domain"):
+        log.warning("cluster.json names no hosted_zone_id/dns_domain: node names will not resolve")
+        return None
+    route53 = boto3.client("route53", region_name=config["region"], config=botocore.config.Config(
+        retries={"max_attempts": 8, "mode": "standard"}, connect_timeout=10, read_timeout=60))
+    return NodeRecords(route53, config["hosted_zone_id"], config["dns_domain"])
+
+
+# --- resume and suspend ---------------------------------------------------------------------
+
+
+def resume_pool(ec2, config: dict, pool_name: str, nodes: list[str], dns: NodeRecords | None = None) -> list[str]:
     """Launch one pool's nodes; returns the nodes that failed (already set down)."""
     hostlist = compress_hostlist(nodes)
     log.info("resume: launching %s (%d x %s, pool %s)", hostlist, len(nodes),
@@ -182,8 +285,17 @@ def resume_pool(ec2, config: dict, pool_name: str, nodes: list[str]) -> list[str
             failed.append(node)
             bad_ids.append(iid)
             mark_down([node], "NoPrivateAddress", f"{iid} has no private IP after {IP_WAIT_S} s")
+    # The names first: once slurmctld has the address, a job may start on the node.
+    refused = dns.upsert({n: found[i][0] for n, i in tagged.items() if i in found}) if dns else {}
+    for node, iid in tagged.items():
+        if iid not in found:
             continue
         ip, host = found[iid]
+        if node in refused:
+            failed.append(node)
+            bad_ids.append(iid)
+            mark_down([node], *refused[node])
+            continue
         if scontrol("update", f"nodename={node}", f"nodeaddr={ip}", f"nodehostname={host}"):
             log.info("resume: %s -> %s %s (%s)", node, ip, host, iid)
         else:
@@ -193,10 +305,13 @@ def resume_pool(ec2, config: dict, pool_name: str, nodes: list[str]) -> list[str
     if bad_ids:
         log.error("resume: terminating %s, the instances of failed nodes", " ".join(bad_ids))
         terminate(ec2, bad_ids)
+    written = [n for n in failed if n in tagged and tagged[n] in found and n not in refused]
+    if dns and written:
+        dns.delete(written, "resume")
     return failed
 
 
-def resume(ec2, config: dict, nodes: list[str]) -> int:
+def resume(ec2, config: dict, nodes: list[str], dns: NodeRecords | None = None) -> int:
     """Launch every pool's nodes; the number of nodes that failed and were set down."""
     by_pool: dict[str, list[str]] = {}
     for node in dict.fromkeys(nodes):
@@ -210,7 +325,7 @@ def resume(ec2, config: dict, nodes: list[str]) -> int:
             failed += len(pool_nodes)
             continue
         try:
-            failed += len(resume_pool(ec2, config, pool_name, pool_nodes))
+            failed += len(resume_pool(ec2, config, pool_name, pool_nodes, dns))
         except Exception as err:  # never silent: a bug or a bad config entry still sets them down
             log.exception("resume: pool %s failed", pool_name)
             mark_down(pool_nodes, type(err).__name__, str(err))
@@ -236,20 +351,25 @@ def find_instances(ec2, config: dict, nodes: list[str]) -> dict[str, list[str]]:
     return found
 
 
-def suspend(ec2, config: dict, nodes: list[str], action: str = "suspend") -> int:
-    """Terminate the instances of `nodes`; 0, or 1 when EC2 refused."""
+def suspend(ec2, config: dict, nodes: list[str], action: str = "suspend", dns: NodeRecords | None = None) -> int:
+    """Terminate the instances of `nodes` and delete their DNS records; 0, or 1 when EC2 or
+    Route 53 refused."""
+    ok = True
     try:
         found = find_instances(ec2, config, nodes)
     except (ClientError, BotoCoreError) as err:
         log.error("%s: finding the instances of %s failed: %s: %s", action, compress_hostlist(nodes), *error_of(err))
-        return 1
-    missing = [n for n in dict.fromkeys(nodes) if n not in found]
-    if missing:
-        log.info("%s: no instance for %s", action, compress_hostlist(missing))
-    for node, ids in found.items():
-        log.info("%s: terminating %s (%s)", action, node, " ".join(ids))
-    ids = [i for node_ids in found.values() for i in node_ids]
-    return 0 if terminate(ec2, ids) else 1
+        found, ok = None, False
+    if found is not None:
+        missing = [n for n in dict.fromkeys(nodes) if n not in found]
+        if missing:
+            log.info("%s: no instance for %s", action, compress_hostlist(missing))
+        for node, ids in found.items():
+            log.info("%s: terminating %s (%s)", action, node, " ".join(ids))
+        ok = terminate(ec2, [i for node_ids in found.values() for i in node_ids])
+    if dns:
+        ok = dns.delete(list(dict.fromkeys(nodes)), action) and ok
+    return 0 if ok else 1
 
 
 # --- entry point ----------------------------------------------------------------------------
@@ -274,14 +394,15 @@ def main(argv: list[str] | None = None) -> int:
 
     ec2 = boto3.client("ec2", region_name=config["region"], config=botocore.config.Config(
         retries={"max_attempts": 8, "mode": "standard"}, connect_timeout=10, read_timeout=60))
+    dns = node_records(config)
     if action == "resume":
-        failed = resume(ec2, config, nodes)
+        failed = resume(ec2, config, nodes, dns)
         if failed:
             log.error("resume %s: %d of %d nodes failed and are DOWN", hostlist, failed, len(nodes))
             return 1
         log.info("resume %s: done", hostlist)
         return 0
-    return suspend(ec2, config, nodes, action)
+    return suspend(ec2, config, nodes, action, dns)
 
 
 if __name__ == "__main__":

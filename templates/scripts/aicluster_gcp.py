@@ -1,13 +1,13 @@
 """Google Cloud REST for aicluster's node programs: the metadata server, an access token for the
-VM's service account, Compute Engine, Secret Manager, Cloud Storage and Managed Lustre.
+VM's service account, Compute Engine, Cloud DNS, Secret Manager, Cloud Storage and Managed Lustre.
 
 Standard library only (urllib), so the head node and the compute nodes need no Google SDK: the
 programs run with the distribution's python3. Installed in /opt/aicluster/bin next to the programs
 that import it (aicluster-gcp-power.py, aicluster-secret, aicluster-sync, aicluster-gcp-lustre-import).
 
 Tests point every endpoint at a local fake through the environment:
-AICLUSTER_GCP_METADATA, AICLUSTER_GCP_COMPUTE, AICLUSTER_GCP_SECRETMANAGER, AICLUSTER_GCP_STORAGE,
-AICLUSTER_GCP_LUSTRE; AICLUSTER_GCP_TOKEN skips the metadata server's token.
+AICLUSTER_GCP_METADATA, AICLUSTER_GCP_COMPUTE, AICLUSTER_GCP_DNS, AICLUSTER_GCP_SECRETMANAGER,
+AICLUSTER_GCP_STORAGE, AICLUSTER_GCP_LUSTRE; AICLUSTER_GCP_TOKEN skips the metadata server's token.
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ import urllib.request
 
 METADATA = "http://metadata.google.internal/computeMetadata/v1"
 COMPUTE = "https://compute.googleapis.com/compute/v1"
+DNS = "https://dns.googleapis.com/dns/v1"
 SECRETMANAGER = "https://secretmanager.googleapis.com/v1"
 STORAGE = "https://storage.googleapis.com/storage/v1"
 LUSTRE = "https://lustre.googleapis.com/v1"
@@ -152,6 +153,34 @@ class Compute:
 
     def delete(self, name: str) -> dict:
         return call("DELETE", f"{self.base}/instances/{name}")
+
+
+class Dns:
+    """The Cloud DNS calls the power programs make: A records in one managed zone, one record set
+    per call (rrsets create, patch, delete), so one refused record fails one node only."""
+
+    def __init__(self, project: str, zone: str):
+        self.base = f"{endpoint('DNS', DNS)}/projects/{project}/managedZones/{zone}/rrsets"
+
+    def upsert_a(self, name: str, address: str, ttl: int) -> dict:
+        """Create or replace the A record `name` (a fully qualified name, ending in a dot)."""
+        body = {"name": name, "type": "A", "ttl": ttl, "rrdatas": [address]}
+        try:
+            return call("POST", self.base, body)
+        except ApiError as err:
+            if err.status != 409:           # alreadyExists: a node launched again
+                raise
+        return call("PATCH", f"{self.base}/{urllib.parse.quote(name, safe='')}/A", body)
+
+    def delete_a(self, name: str) -> bool:
+        """Delete the A record `name`: True when it was there, False when there was none."""
+        try:
+            call("DELETE", f"{self.base}/{urllib.parse.quote(name, safe='')}/A")
+            return True
+        except ApiError as err:
+            if err.status == 404:
+                return False
+            raise
 
 
 def operation_error(operation: dict) -> tuple[str, str] | None:

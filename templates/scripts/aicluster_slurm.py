@@ -15,6 +15,9 @@ import sys
 ACTIONS = ("resume", "suspend", "resume-fail")
 MAX_REASON = 200            # characters of a cloud error kept in a Slurm node reason
 MAX_HOSTS = 100_000         # a hostlist that expands further is a typo, not a cluster
+# TTL of the node-name A records the resume programs write: well under SuspendTimeout (300 s), so
+# a node relaunched with a new address is never looked up at its old one.
+NODE_RECORD_TTL_S = 60
 NODE_RE = re.compile(r"^([a-z0-9](?:[a-z0-9-]*[a-z0-9])?)-([0-9]+)$")
 
 log = logging.getLogger("aicluster-power")

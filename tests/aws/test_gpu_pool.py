@@ -105,8 +105,10 @@ def test_user_data_mounts_the_filesystem_from_its_outputs(plan_spec, base_spec):
     script = next(f["content"] for f in doc["write_files"] if f["path"] == "/usr/local/sbin/aicluster-mount-storage")
     assert f"mount_one '{fs.outputs['dnsName']}@tcp:/{fs.outputs['mountName']}' '/fsx' 'lustre'" in script
     assert "AICLUSTER_FABRIC_DEVICES=32" in text
-    # Storage first, then Slurm: a job must never start on a node without its filesystem.
-    assert doc["runcmd"] == [["/usr/local/sbin/aicluster-mount-storage"], ["/opt/aicluster/bin/aicluster-node-bootstrap"]]
+    # Storage first, then Slurm: a job must never start on a node without its filesystem. Before
+    # both, the node starts searching the cluster's node-name domain (cloud_dns).
+    assert doc["runcmd"] == [["systemctl", "try-restart", "systemd-resolved"],
+                             ["/usr/local/sbin/aicluster-mount-storage"], ["/opt/aicluster/bin/aicluster-node-bootstrap"]]
 
 
 def test_pool_size_does_not_change_resources(plan_spec, base_spec):

@@ -11,6 +11,7 @@ import pytest
 from components.offline.capture import Secret, reveal
 
 INSTANCE = "aws:ec2/instance:Instance"
+ZONE = "aws:route53/zone:Zone"
 OBJECT = "aws:s3/bucketObjectv2:BucketObjectv2"
 POLICY = "aws:iam/rolePolicy:RolePolicy"
 
@@ -120,12 +121,68 @@ def test_head_fleet_permissions_are_scoped_to_the_cluster(plan_spec, base_spec):
     assert read["ReadClusterSecrets"]["Resource"].endswith(":secret:aicluster/demo/*")
     munge_read = policy(plan, "-compute-munge")["Statement"]
     assert [s["Resource"] for s in munge_read] == [plan.named("demo-slurm-munge").outputs["arn"]]
-    for document in (policy(plan, "-head-fleet"), policy(plan, "-head-read"), policy(plan, "-compute-munge")):
+    for document in (policy(plan, "-head-fleet"), policy(plan, "-head-read"), policy(plan, "-compute-munge"),
+                     policy(plan, "-head-dns")):
         for statement in document["Statement"]:
             actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
             assert "*" not in actions and not any(a.endswith(":*") for a in actions)
             if statement["Resource"] == "*":
                 assert all(a.startswith("ec2:Describe") for a in actions), statement
+
+
+def test_head_writes_node_records_in_its_own_zone_only(plan_spec, base_spec):
+    plan = plan_spec(base_spec)
+    zone = plan.named("demo-slurm-dns", ZONE)
+    statements = {s["Sid"]: s for s in policy(plan, "-head-dns")["Statement"]}
+    assert set(statements) == {"WriteNodeRecords", "ReadNodeRecords"}
+    arn = f"arn:aws:route53:::hostedzone/{zone.outputs['zoneId']}"
+    assert statements["WriteNodeRecords"]["Action"] == "route53:ChangeResourceRecordSets"
+    assert statements["WriteNodeRecords"]["Resource"] == arn
+    # A records only, written and deleted: never the zone's SOA or NS, never a CREATE of something else.
+    assert statements["WriteNodeRecords"]["Condition"] == {"ForAllValues:StringEquals": {
+        "route53:ChangeResourceRecordSetsRecordTypes": ["A"],
+        "route53:ChangeResourceRecordSetsActions": ["UPSERT", "DELETE"]}}
+    assert statements["ReadNodeRecords"] == {"Sid": "ReadNodeRecords", "Effect": "Allow",
+                                             "Action": "route53:ListResourceRecordSets", "Resource": arn}
+    role = plan.named("demo-slurm-head-dns", POLICY).inputs["role"]
+    assert role == plan.named("demo-slurm-head-role").outputs["name"]
+    others = [s for n in ("-head-fleet", "-head-read") for s in policy(plan, n)["Statement"]]
+    assert not any("route53" in str(s["Action"]) for s in others)
+
+
+def test_node_names_resolve_through_the_clusters_private_zone(plan_spec, base_spec):
+    """cloud_dns: the zone (private, on the cluster's VPC), its id and domain in cluster.json for the
+    power programs, and the domain searched on the head node and on every compute node."""
+    import yaml
+
+    plan = plan_spec(base_spec)
+    zone = plan.named("demo-slurm-dns", ZONE)
+    assert zone.inputs["name"] == "demo.aicluster.internal"
+    assert zone.inputs["vpcs"] == [{"vpcId": plan.named("demo-network-vpc").id, "vpcRegion": "us-east-1"}]
+    assert zone.inputs["forceDestroy"] is True           # records written at runtime never block a destroy
+    assert zone.inputs["tags"]["aicluster-role"] == "control-plane"
+    assert zone.inputs["tags"]["aicluster-cluster"] == "demo"
+    assert not zone.protect                               # control plane, not data: rebuilt by the next resume
+    cluster = json.loads(published(plan)["head/aicluster/cluster.json"])
+    assert (cluster["hosted_zone_id"], cluster["dns_domain"]) == (zone.outputs["zoneId"], "demo.aicluster.internal")
+
+    resolved = "[Resolve]\nDomains=demo.aicluster.internal\nCache=no-negative\n"
+    head_doc = yaml.safe_load(head(plan).inputs["userData"])
+    lt = plan.named("demo-gpu-template", "aws:ec2/launchTemplate:LaunchTemplate")
+    node_doc = yaml.safe_load(base64.b64decode(lt.inputs["userData"]).decode())
+    for doc in (head_doc, node_doc):
+        files = {f["path"]: f["content"] for f in doc["write_files"]}
+        assert resolved in files["/etc/systemd/resolved.conf.d/aicluster.conf"]
+        assert doc["runcmd"][0] == ["systemctl", "try-restart", "systemd-resolved"]   # before slurmd/slurmctld
+
+
+@pytest.mark.parametrize("edit", ["add a pool", "scale max_nodes", "enable accounting"])
+def test_the_zone_follows_the_cluster_name_not_the_pools(plan_spec, base_spec, edit):
+    before = plan_spec(base_spec).named("demo-slurm-dns", ZONE)
+    changed = copy.deepcopy(base_spec)
+    ROUTINE_EDITS[edit](changed)
+    after = plan_spec(changed).named("demo-slurm-dns", ZONE)
+    assert (after.urn, after.inputs) == (before.urn, before.inputs)
 
 
 def test_compute_user_data_joins_the_controller(plan_spec, base_spec):

@@ -1,6 +1,7 @@
 """A small fake of the Google APIs aicluster's node programs call, on loopback HTTP: the metadata
-server, Compute Engine (bulkInsert, zone operations, instances get/list/setLabels/delete), Secret
-Manager (access), Cloud Storage (object media) and Managed Lustre (importData).
+server, Compute Engine (bulkInsert, zone operations, instances get/list/setLabels/delete), Cloud
+DNS (record sets create/patch/delete), Secret Manager (access), Cloud Storage (object media) and
+Managed Lustre (importData).
 
 It keeps state in memory, records every request, and can be told to fail a bulkInsert the way
 Compute Engine does on a stockout (an operation that ends DONE with an error) or on a quota (an
@@ -38,6 +39,9 @@ class FakeGcp:
     objects: dict = field(default_factory=dict)                # (bucket, name) -> bytes
     metadata: dict = field(default_factory=dict)               # path -> text
     instances: dict = field(default_factory=dict)              # name -> instance
+    dns_zones: set = field(default_factory=set)                # managed zone names that exist
+    records: dict = field(default_factory=dict)                # (zone, name, type) -> record set
+    fail_dns: set = field(default_factory=set)                 # record names Cloud DNS refuses (403)
     calls: list = field(default_factory=list)
     fail_bulk_insert: tuple | None = None                      # ("operation"|"http", code, message)
     fail_set_labels: set = field(default_factory=set)          # instance names
@@ -53,6 +57,7 @@ class FakeGcp:
 
     def env(self) -> dict[str, str]:
         return {"AICLUSTER_GCP_TOKEN": TOKEN, "AICLUSTER_GCP_COMPUTE": f"{self.base}/compute/v1",
+                "AICLUSTER_GCP_DNS": f"{self.base}/dns/v1",
                 "AICLUSTER_GCP_SECRETMANAGER": f"{self.base}/secretmanager/v1",
                 "AICLUSTER_GCP_STORAGE": f"{self.base}/storage/v1", "AICLUSTER_GCP_LUSTRE": f"{self.base}/lustre/v1",
                 "AICLUSTER_GCP_METADATA": f"{self.base}/computeMetadata/v1"}
@@ -97,6 +102,9 @@ class FakeGcp:
 
             def do_DELETE(self):
                 self._handle("DELETE")
+
+            def do_PATCH(self):
+                self._handle("PATCH")
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
@@ -147,6 +155,9 @@ class FakeGcp:
                 del self.instances[name]
                 return 200, {"name": f"op-delete-{name}", "status": "RUNNING"}
             return 200, self.instances[name]
+        if m := re.fullmatch(rf"/dns/v1/projects/{re.escape(self.project)}/managedZones/([^/]+)/rrsets(?:/([^/]+)/([^/]+))?",
+                             path):
+            return self.rrsets(method, *m.groups(), body)
         if m := re.fullmatch(r"/secretmanager/v1/(projects/[^/]+/secrets/[^/]+)/versions/latest:access", path):
             if m.group(1) not in self.secrets:
                 return self.error(404, "notFound", f"Secret [{m.group(1)}] not found")
@@ -161,6 +172,40 @@ class FakeGcp:
             return 200, {"name": f"{m.group(1).rsplit('/instances/', 1)[0]}/operations/import-{len(self.calls)}",
                          "done": False}
         return self.error(404, "notFound", f"fake: no route for {method} {path}")
+
+    def rrsets(self, method: str, zone: str, name: str | None, type_: str | None, body):
+        """Cloud DNS record sets, as the rrsets API answers: create (409 when it exists), patch and
+        delete (404 when it does not)."""
+        if zone not in self.dns_zones:
+            return self.error(404, "notFound", f"The 'parameters.managedZone' resource named '{zone}' does not exist.")
+        if method == "POST" and name is None:
+            name, type_ = body["name"], body["type"]
+        if name is None:
+            return self.error(404, "notFound", f"fake: no route for {method} rrsets")
+        if name in self.fail_dns:
+            return self.error(403, "forbidden", f"Forbidden: dns.resourceRecordSets on {name}")
+        if not name.endswith("."):
+            return self.error(400, "invalid", f"Invalid value for 'entity.rrset.name': '{name}'")
+        key = (zone, name, type_)
+        if method == "POST":
+            if key in self.records:
+                return self.error(409, "alreadyExists", f"The resource 'entity.rrset' named '{name} ({type_})' already exists")
+            self.records[key] = {"kind": "dns#resourceRecordSet", **body}
+            return 200, self.records[key]
+        if key not in self.records:
+            return self.error(404, "notFound", f"The 'parameters.name' resource named '{name}' does not exist.")
+        if method == "PATCH":
+            self.records[key] = {"kind": "dns#resourceRecordSet", **body}
+            return 200, self.records[key]
+        if method == "DELETE":
+            del self.records[key]
+            return 200, {}
+        return 200, self.records[key]
+
+    def addresses_in(self, zone: str) -> dict[str, str]:
+        """name -> address of the zone's A records."""
+        return {name: rrset["rrdatas"][0] for (z, name, type_), rrset in self.records.items()
+                if z == zone and type_ == "A"}
 
     def bulk_insert(self, body: dict):
         if self.fail_bulk_insert and self.fail_bulk_insert[0] == "http":

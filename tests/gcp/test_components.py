@@ -285,7 +285,8 @@ def test_munge_key_lives_in_secret_manager_and_only_the_cluster_reads_it(plan_sp
     version = plan.named("test-slurm-munge-value", "gcp:secretmanager/secretVersion:SecretVersion")
     assert isinstance(version.inputs["secretData"], Secret)                       # secret in Pulumi
     head = yaml.safe_load(files["user-data/test-slurm-head.yaml"])
-    assert [secret.id, "/etc/munge/munge.key"] == head["runcmd"][1][1:3]
+    (fetch,) = [c for c in head["runcmd"] if c[0] == "/opt/aicluster/bin/aicluster-secret"]
+    assert [secret.id, "/etc/munge/munge.key"] == fetch[1:3]
 
 
 def routine_edits():
@@ -314,6 +315,63 @@ def test_routine_edits_leave_the_head_node_untouched(plan_spec, edit):
         return h.urn, h.inputs
 
     assert head(edits[edit]) == head(base)
+
+
+DNS_ZONE = "gcp:dns/managedZone:ManagedZone"
+
+
+def test_node_names_resolve_through_the_clusters_private_zone(plan_spec):
+    """cloud_dns: a Cloud DNS private zone on the cluster's network, named in cluster.json for the
+    power programs, and the domain searched by the head node (and every node: see below)."""
+    plan = plan_spec(spec_with())
+    zone = plan.named("test-slurm-dns", DNS_ZONE)
+    i = zone.inputs
+    assert (i["name"], i["dnsName"], i["visibility"]) == ("test-nodes", "test.aicluster.internal.", "private")
+    assert i["privateVisibilityConfig"] == {"networks": [{"networkUrl": plan.named("test-network-vpc", NETWORK).id}]}
+    assert i["forceDestroy"] is True and not zone.protect          # control plane: rebuilt by the next resume
+    assert i["labels"]["aicluster-role"] == "control-plane" and i["labels"]["aicluster-cluster"] == "test"
+    files = rendered_files(plan)
+    cluster = json.loads(files["aicluster/cluster.json"])
+    assert (cluster["dns_zone"], cluster["dns_domain"]) == (zone.outputs["name"], "test.aicluster.internal")
+    head = yaml.safe_load(files["user-data/test-slurm-head.yaml"])
+    resolved = {f["path"]: f["content"] for f in head["write_files"]}["/etc/systemd/resolved.conf.d/aicluster.conf"]
+    assert "[Resolve]\nDomains=test.aicluster.internal\nCache=no-negative\n" in resolved
+    assert head["runcmd"][0] == ["systemctl", "try-restart", "systemd-resolved"]
+
+
+def test_head_writes_records_in_its_own_zone_only(plan_spec):
+    plan = plan_spec(spec_with())
+    zone = plan.named("test-slurm-dns", DNS_ZONE)
+    head_sa = plan.named("test-slurm-head-account", "gcp:serviceaccount/account:Account")
+    role = plan.named("test-slurm-dns-role", "gcp:projects/iAMCustomRole:IAMCustomRole")
+    assert sorted(role.inputs["permissions"]) == ["dns.changes.create", "dns.resourceRecordSets.create",
+                                                  "dns.resourceRecordSets.delete", "dns.resourceRecordSets.update"]
+    (binding,) = plan.of_type("gcp:dns/dnsManagedZoneIamMember:DnsManagedZoneIamMember")
+    assert binding.inputs == {"project": GCP_PROJECT, "managedZone": zone.outputs["name"],
+                              "role": role.outputs["name"], "member": head_sa.outputs["member"]}
+    # Granted on the zone, never on the project: no other zone of the project is writable.
+    assert not any(m.inputs["role"] == role.outputs["name"] for m in plan.of_type("gcp:projects/iAMMember:IAMMember"))
+    compute_role = plan.named("test-slurm-config-head-role", "gcp:projects/iAMCustomRole:IAMCustomRole")
+    assert not any(p.startswith("dns.") for p in compute_role.inputs["permissions"])
+
+
+def test_the_zone_goes_on_an_existing_network(plan_spec):
+    spec = spec_with()
+    spec["network"] = {"existing": {"vpc_id": "prod-vpc", "subnet_id": "projects/p/regions/us-central1/subnetworks/s"}}
+    zone = plan_spec(spec).named("test-slurm-dns", DNS_ZONE)
+    assert zone.inputs["privateVisibilityConfig"]["networks"] == [
+        {"networkUrl": f"projects/{GCP_PROJECT}/global/networks/prod-vpc"}]
+
+
+@pytest.mark.parametrize("edit", ["bigger-pool", "new-pool", "accounting", "more-storage"])
+def test_routine_edits_leave_the_zone_untouched(plan_spec, edit):
+    base, edits = routine_edits()
+
+    def zone(spec):
+        z = plan_spec(spec).named("test-slurm-dns", DNS_ZONE)
+        return z.urn, z.inputs
+
+    assert zone(edits[edit]) == zone(base)
 
 
 def test_published_configuration_is_the_shared_slurm_templates(plan_spec):
@@ -353,7 +411,12 @@ def test_compute_nodes_join_configless_with_the_family_nccl_stack(plan_spec):
     assert (env["AICLUSTER_FABRIC_KIND"], env["AICLUSTER_FABRIC_DEVICES"]) == ("rdma", "8")
     assert env["AICLUSTER_APT_PACKAGES"] == "nccl-gib=v1.1.0"
     assert env["AICLUSTER_MUNGE_SECRET"] == f"projects/{GCP_PROJECT}/secrets/aicluster-test-munge-key"
-    assert user_data["runcmd"] == [["/opt/aicluster/bin/aicluster-gcp-fabric"], ["/usr/local/sbin/aicluster-mount-storage"],
+    # Node names resolve (cloud_dns): the node searches the cluster's domain before slurmd starts.
+    files = {f["path"]: f["content"] for f in user_data["write_files"]}
+    resolved = files["/etc/systemd/resolved.conf.d/aicluster.conf"]
+    assert "[Resolve]\nDomains=test.aicluster.internal\nCache=no-negative\n" in resolved
+    assert user_data["runcmd"] == [["systemctl", "try-restart", "systemd-resolved"],
+                                   ["/opt/aicluster/bin/aicluster-gcp-fabric"], ["/usr/local/sbin/aicluster-mount-storage"],
                                    ["/opt/aicluster/bin/aicluster-gcp-node-bootstrap"]]
 
 

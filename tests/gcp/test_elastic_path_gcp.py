@@ -1,7 +1,8 @@
 """The whole elastic path on GCP, with real programs end to end: a job submitted to a real slurmctld
 (reading the configuration rendered for gcp-a3mega-slurm) makes it call the real ResumeProgram
 (aicluster-gcp-power.py), which creates the nodes with one bulkInsert against a fake Compute
-Engine, labels them with their node names and hands their addresses back to slurmctld."""
+Engine, labels them with their node names, writes their names into the cluster's Cloud DNS zone
+(cloud_dns: node names must resolve) and hands their addresses back to slurmctld."""
 from __future__ import annotations
 
 import json
@@ -51,7 +52,7 @@ class GcpElasticController(Controller):
 @pytest.fixture
 def elastic(tmp_path):
     design = design_cluster(parse_spec(stack_spec("gcp-a3mega-slurm")))
-    fake = FakeGcp(project=GCP_PROJECT, zone=design.zone,
+    fake = FakeGcp(project=GCP_PROJECT, zone=design.zone, dns_zones={f"{design.name}-nodes"},
                    template_labels={"aicluster-cluster": design.name, "aicluster-pool": "gpu"}).start()
     files = published_files(design, project_id=GCP_PROJECT, controller_addr="127.0.0.1",
                             templates={"gpu": TEMPLATE}, placements={"gpu": PLACEMENT}, accounting_secret=None,
@@ -92,4 +93,7 @@ def test_job_creates_labelled_nodes_through_bulk_insert_and_slurm_learns_their_a
              60, ctl.diagnostics)
     node = fields(ctl.run("scontrol", "-o", "show", "node", "gpu-1"))
     assert node["NodeHostName"] == "a3mega-train-gpu-1"
+    # Every node name resolves, to the address slurmctld has: the records of the job's nodes.
+    assert fake.addresses_in("a3mega-train-nodes") == {
+        f"{n}.a3mega-train.aicluster.internal.": fake.address(f"a3mega-train-{n}") for n in ("gpu-1", "gpu-2")}
     assert json.loads(ctl.cluster_json.read_text())["pools"]["gpu"]["instance_template"] == TEMPLATE

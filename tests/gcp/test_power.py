@@ -110,6 +110,31 @@ class StubCompute:
         return [c for c in self.calls if c[0] == kind]
 
 
+class StubDns:
+    """What aicluster_gcp.Dns offers, in memory: name -> address, with the `scontrol` calls made
+    before each write (the record must exist before slurmctld gets the address)."""
+
+    def __init__(self, refuse=(), scontrol=lambda: []):
+        self.records: dict[str, str] = {}
+        self.calls: list[tuple] = []
+        self.refuse, self.scontrol = set(refuse), scontrol
+        self.before_write: dict[str, list] = {}
+
+    def upsert_a(self, name, address, ttl):
+        self.calls.append(("upsert_a", name, address, ttl))
+        if name in self.refuse:
+            raise ApiError(403, "forbidden", f"Forbidden: dns.resourceRecordSets.create on {name}")
+        self.before_write[name] = self.scontrol()
+        self.records[name] = address
+        return {}
+
+    def delete_a(self, name):
+        self.calls.append(("delete_a", name))
+        if name in self.refuse:
+            raise ApiError(503, "backendError", "try again")
+        return self.records.pop(name, None) is not None
+
+
 @pytest.fixture
 def scontrol(tmp_path, monkeypatch):
     record = tmp_path / "scontrol.calls"
@@ -225,6 +250,60 @@ def test_large_resumes_are_split_into_bulk_inserts(scontrol, monkeypatch):
     assert [b[1]["count"] for b in compute.made("bulk_insert")] == [2, 2, 1]
 
 
+# --- node names in Cloud DNS (SlurmctldParameters=cloud_dns) ----------------------------------
+
+
+def test_resume_writes_each_nodes_record_before_slurm_gets_its_address(scontrol):
+    config = config_for()
+    assert (config["dns_zone"], config["dns_domain"]) == ("a3mega-train-nodes", "a3mega-train.aicluster.internal")
+    dns = StubDns(scontrol=scontrol)
+    assert power.resume(StubCompute(), config, ["gpu-3", "gpu-4"], dns) == 0
+    assert dns.records == {"gpu-3.a3mega-train.aicluster.internal.": "10.0.7.10",
+                           "gpu-4.a3mega-train.aicluster.internal.": "10.0.7.11"}
+    assert {c[3] for c in dns.calls} == {60}                                   # well under SuspendTimeout
+    # Each node's record is written before slurmctld learns its address.
+    assert not any("nodename=gpu-3" in call for call in dns.before_write["gpu-3.a3mega-train.aicluster.internal."])
+    assert [c[2] for c in scontrol()] == ["nodeaddr=10.0.7.10", "nodeaddr=10.0.7.11"]
+
+
+def test_a_node_whose_record_is_refused_goes_down_and_its_instance_is_deleted(scontrol):
+    compute = StubCompute()
+    dns = StubDns(refuse={"gpu-2.a3mega-train.aicluster.internal."})
+    assert power.resume(compute, config_for(), ["gpu-1", "gpu-2"], dns) == 1
+    assert set(compute.instances) == {"a3mega-train-gpu-1"}
+    assert ("delete", "a3mega-train-gpu-2") in compute.calls
+    assert [c[:3] for c in scontrol()] == [["update", "nodename=gpu-1", "nodeaddr=10.0.7.10"],
+                                           ["update", "nodename=gpu-2", "state=down"]]
+    assert scontrol()[1][3].startswith('reason="forbidden: Forbidden: dns.resourceRecordSets.create')
+    assert list(dns.records) == ["gpu-1.a3mega-train.aicluster.internal."]
+
+
+def test_a_node_that_fails_after_its_record_was_written_loses_the_record(tmp_path, monkeypatch):
+    stub = tmp_path / "scontrol"
+    stub.write_text("#!/bin/sh\nexit 1\n")          # slurmctld refuses every update
+    stub.chmod(0o755)
+    monkeypatch.setenv("AICLUSTER_SCONTROL", str(stub))
+    dns = StubDns()
+    assert power.resume(StubCompute(), config_for(), ["gpu-1"], dns) == 1
+    assert dns.records == {}
+    assert ("delete_a", "gpu-1.a3mega-train.aicluster.internal.") in dns.calls
+
+
+def test_suspend_deletes_the_records_and_tolerates_missing_ones(scontrol):
+    dns = StubDns()
+    dns.records = {"gpu-1.a3mega-train.aicluster.internal.": "10.0.7.10",
+                   "gpu-9.a3mega-train.aicluster.internal.": "10.0.7.19"}
+    assert power.suspend(StubCompute(), config_for(), ["gpu-1", "gpu-2"], dns=dns) == 0   # gpu-2 had none
+    assert dns.records == {"gpu-9.a3mega-train.aicluster.internal.": "10.0.7.19"}
+    assert [c for c in dns.calls if c[0] == "delete_a"] == [("delete_a", "gpu-1.a3mega-train.aicluster.internal."),
+                                                           ("delete_a", "gpu-2.a3mega-train.aicluster.internal.")]
+
+
+def test_suspend_reports_a_refused_record_deletion():
+    dns = StubDns(refuse={"gpu-1.a3mega-train.aicluster.internal."})
+    assert power.suspend(StubCompute(), config_for(), ["gpu-1"], "resume-fail", dns) == 1
+
+
 # --- suspend: deletion by node-name label ------------------------------------------------------
 
 
@@ -260,7 +339,7 @@ def test_suspend_reports_a_failed_listing():
 
 @pytest.fixture
 def fake():
-    server = FakeGcp(project=GCP_PROJECT, zone="us-east4-a",
+    server = FakeGcp(project=GCP_PROJECT, zone="us-east4-a", dns_zones={"a3mega-train-nodes"},
                      template_labels={"aicluster-cluster": "a3mega-train", "aicluster-pool": "gpu"}).start()
     yield server
     server.stop()
@@ -293,12 +372,30 @@ def test_resume_and_suspend_links_over_rest(tmp_path, fake, scontrol):
         "a3mega-train-gpu-1": "gpu-1", "a3mega-train-gpu-2": "gpu-2"}
     assert scontrol() == [["update", f"nodename=gpu-{n}", f"nodeaddr={fake.address(f'a3mega-train-gpu-{n}')}",
                            f"nodehostname=a3mega-train-gpu-{n}"] for n in (1, 2)]
+    records = fake.requests("/managedZones/a3mega-train-nodes/rrsets")
+    assert [r.path for r in records] == [f"/dns/v1/projects/{GCP_PROJECT}/managedZones/a3mega-train-nodes/rrsets"] * 2
+    assert records[0].body == {"name": "gpu-1.a3mega-train.aicluster.internal.", "type": "A", "ttl": 60,
+                               "rrdatas": [fake.address("a3mega-train-gpu-1")]}
+    assert fake.addresses_in("a3mega-train-nodes") == {
+        f"gpu-{n}.a3mega-train.aicluster.internal.": fake.address(f"a3mega-train-gpu-{n}") for n in (1, 2)}
 
-    done = run_link(tmp_path, fake, "aicluster-suspend", "gpu-1", config)
+    # Launched again (a record left behind): the record is replaced, not refused.
+    fake.records[("a3mega-train-nodes", "gpu-3.a3mega-train.aicluster.internal.", "A")] = {
+        "name": "gpu-3.a3mega-train.aicluster.internal.", "type": "A", "ttl": 60, "rrdatas": ["10.9.9.9"]}
+    assert run_link(tmp_path, fake, "aicluster-resume", "gpu-3", config).returncode == 0
+    assert fake.addresses_in("a3mega-train-nodes")["gpu-3.a3mega-train.aicluster.internal."] == \
+        fake.address("a3mega-train-gpu-3")
+    assert fake.requests("/rrsets/gpu-3.a3mega-train.aicluster.internal./A", "PATCH")
+
+    done = run_link(tmp_path, fake, "aicluster-suspend", "gpu-[1,3]", config)
     assert done.returncode == 0, done.stderr
-    assert [c.path.rsplit("/", 1)[1] for c in fake.calls if c.method == "DELETE"] == ["a3mega-train-gpu-1"]
+    assert sorted(c.path.rsplit("/", 1)[1] for c in fake.calls
+                  if c.method == "DELETE" and "/instances/" in c.path) == ["a3mega-train-gpu-1", "a3mega-train-gpu-3"]
     assert set(fake.instances) == {"a3mega-train-gpu-2"}
+    assert list(fake.addresses_in("a3mega-train-nodes")) == ["gpu-2.a3mega-train.aicluster.internal."]
     assert "deleting gpu-1 (a3mega-train-gpu-1)" in (tmp_path / "power.log").read_text()
+    # A node with no record (already deleted) is fine.
+    assert run_link(tmp_path, fake, "aicluster-resume-fail", "gpu-1", config).returncode == 0
 
 
 @pytest.mark.parametrize("failure, reason", [
@@ -311,7 +408,17 @@ def test_resume_failures_over_rest_set_nodes_down_and_exit_1(tmp_path, fake, sco
     done = run_link(tmp_path, fake, "aicluster-resume", "gpu-[3-4]", config_for())
     assert done.returncode == 1
     assert scontrol() == [["update", "nodename=gpu-[3-4]", "state=down", f'reason="{reason}"']]
-    assert fake.instances == {}
+    assert fake.instances == {} and fake.records == {}
+
+
+def test_a_refused_record_over_rest_sets_the_node_down(tmp_path, fake, scontrol):
+    fake.fail_dns = {"gpu-2.a3mega-train.aicluster.internal."}
+    done = run_link(tmp_path, fake, "aicluster-resume", "gpu-[1-2]", config_for())
+    assert done.returncode == 1
+    assert scontrol()[1][:3] == ["update", "nodename=gpu-2", "state=down"]
+    assert "forbidden" in scontrol()[1][3]
+    assert set(fake.instances) == {"a3mega-train-gpu-1"}
+    assert list(fake.addresses_in("a3mega-train-nodes")) == ["gpu-1.a3mega-train.aicluster.internal."]
 
 
 def test_unreadable_config_sets_the_nodes_down(tmp_path, fake, scontrol):

@@ -1,8 +1,9 @@
 """The Slurm resume/suspend programs (templates/scripts/aicluster-power.py).
 
 They run as slurmctld runs them: a subprocess through the aicluster-resume/-suspend/-resume-fail
-links, against moto's EC2 server on loopback, with a recording `scontrol`. Capacity errors come
-from botocore's Stubber, in process, since moto always has capacity.
+links, against moto's EC2 and Route 53 server on loopback, with a recording `scontrol`. Capacity
+errors and refused DNS changes come from botocore's Stubber, in process, since moto always has
+capacity.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "templates" / "scripts" / "aicluster-power.py"
 REGION = "us-east-1"
 CLUSTER = "p5-train"
+DOMAIN = "p5-train.aicluster.internal"
 FAKE_AWS = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
@@ -275,6 +277,70 @@ def test_untaggable_instance_is_terminated_and_its_node_set_down(stubbed):
     ]
 
 
+# --- in process, with Stubber: node-name records (cloud_dns) ---------------------------------
+
+
+@pytest.fixture
+def route53():
+    client = boto3.client("route53", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    with Stubber(client) as stubber:
+        yield power.NodeRecords(client, "Z0ABC", DOMAIN), stubber
+        stubber.assert_no_pending_responses()
+
+
+def upsert(*pairs):
+    return {"HostedZoneId": "Z0ABC", "ChangeBatch": {"Comment": f"aicluster-power: resume {pairs[0][0]}"
+                                                     if len(pairs) == 1 else None, "Changes": [
+        {"Action": "UPSERT", "ResourceRecordSet": {"Name": f"{node}.{DOMAIN}.", "Type": "A", "TTL": 60,
+                                                   "ResourceRecords": [{"Value": ip}]}} for node, ip in pairs]}}
+
+
+def test_refused_record_sets_the_node_down_and_terminates_its_instance(stubbed, route53):
+    client, stubber, record = stubbed
+    dns, dns_stub = route53
+    stubber.add_response("create_fleet", {"FleetId": "fleet-6", "Instances": [
+        {"InstanceIds": ["i-01"], "InstanceType": "p5.48xlarge", "Lifecycle": "on-demand"}]}, None)
+    stubber.add_response("create_tags", {}, {"Resources": ["i-01"], "Tags": [{"Key": "aicluster-node", "Value": "gpu-1"}]})
+    stubber.add_response("describe_instances", {"Reservations": [{"Instances": [
+        {"InstanceId": "i-01", "PrivateIpAddress": "10.0.0.1", "PrivateDnsName": "ip-10-0-0-1.ec2.internal"}]}]},
+        {"InstanceIds": ["i-01"]})
+    dns_stub.add_client_error("change_resource_record_sets", service_error_code="AccessDenied",
+                              service_message="not authorized to perform: route53:ChangeResourceRecordSets",
+                              http_status_code=403, expected_params=upsert(("gpu-1", "10.0.0.1")))
+    stubber.add_response("terminate_instances", {}, {"InstanceIds": ["i-01"]})
+
+    assert power.resume(client, config_for(), ["gpu-1"], dns) == 1
+    assert calls(record) == [["update", "nodename=gpu-1", "state=down",
+                              'reason="AccessDenied: not authorized to perform: route53:ChangeResourceRecordSets"']]
+
+
+def test_record_is_written_before_slurm_gets_the_address(stubbed, route53):
+    """One UPSERT for the batch, before any `scontrol update nodeaddr=`."""
+    client, stubber, record = stubbed
+    dns, dns_stub = route53
+    stubber.add_response("create_fleet", {"FleetId": "fleet-7", "Instances": [
+        {"InstanceIds": ["i-01", "i-02"], "InstanceType": "p5.48xlarge", "Lifecycle": "on-demand"}]}, None)
+    for iid, node in (("i-01", "gpu-1"), ("i-02", "gpu-2")):
+        stubber.add_response("create_tags", {}, {"Resources": [iid], "Tags": [{"Key": "aicluster-node", "Value": node}]})
+    stubber.add_response("describe_instances", {"Reservations": [{"Instances": [
+        {"InstanceId": f"i-0{n}", "PrivateIpAddress": f"10.0.0.{n}"} for n in (1, 2)]}]}, {"InstanceIds": ["i-01", "i-02"]})
+
+    expected = upsert(("gpu-1", "10.0.0.1"), ("gpu-2", "10.0.0.2"))
+    expected["ChangeBatch"]["Comment"] = "aicluster-power: resume gpu-[1-2]"
+    dns_stub.add_response("change_resource_record_sets", {"ChangeInfo": {
+        "Id": "C1", "Status": "PENDING", "SubmittedAt": "2026-01-01T00:00:00Z"}}, expected)
+    scontrol_seen, change = [], dns._change
+
+    def change_and_note_scontrol(*args):
+        scontrol_seen.append(calls(record))
+        return change(*args)
+
+    dns._change = change_and_note_scontrol
+    assert power.resume(client, config_for(), ["gpu-1", "gpu-2"], dns) == 0
+    assert scontrol_seen == [[]]                                    # no address handed to Slurm yet
+    assert [c[2] for c in calls(record)] == ["nodeaddr=10.0.0.1", "nodeaddr=10.0.0.2"]
+
+
 def test_unreadable_config_sets_the_nodes_down(tmp_path, monkeypatch):
     stub, record = recorder(tmp_path)
     monkeypatch.setenv("AICLUSTER_SCONTROL", str(stub))
@@ -299,8 +365,14 @@ def aws(moto_endpoint, tmp_path):
     urllib.request.urlopen(urllib.request.Request(f"{moto_endpoint}/moto-api/reset", method="POST")).close()
     ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=moto_endpoint,
                        aws_access_key_id="testing", aws_secret_access_key="testing")
+    route53 = boto3.client("route53", region_name=REGION, endpoint_url=moto_endpoint,
+                           aws_access_key_id="testing", aws_secret_access_key="testing")
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
     subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.0.0/20", AvailabilityZone="us-east-1a")["Subnet"]["SubnetId"]
+    # The cluster's private zone of node names, as SlurmController creates it.
+    zone = route53.create_hosted_zone(Name=DOMAIN, CallerReference="p5-train", VPC={"VPCRegion": REGION, "VPCId": vpc},
+                                      HostedZoneConfig={"Comment": "node names", "PrivateZone": True})
+    zone_id = zone["HostedZone"]["Id"].rsplit("/", 1)[-1]
     sg = ec2.create_security_group(GroupName="p5-train-efa", Description="efa", VpcId=vpc)["GroupId"]
     # moto 5.2 has no CreatePlacementGroup (NotImplementedError); the template names the group,
     # which moto neither checks nor applies.
@@ -323,7 +395,7 @@ def aws(moto_endpoint, tmp_path):
     })["LaunchTemplate"]["LaunchTemplateId"]
 
     config = config_for(launch_template_id=template, subnet_id=subnet)
-    config["log_file"] = str(tmp_path / "log" / "power.log")
+    config |= {"log_file": str(tmp_path / "log" / "power.log"), "hosted_zone_id": zone_id, "dns_domain": DOMAIN}
     (tmp_path / "cluster.json").write_text(json.dumps(config))
     stub, record = recorder(tmp_path)
     for action in ("resume", "suspend", "resume-fail"):
@@ -337,8 +409,8 @@ def aws(moto_endpoint, tmp_path):
         "AICLUSTER_SCONTROL": str(stub),
     }
 
-    aws = SimpleNamespace(ec2=ec2, template=template, image=image, record=record, config=config, env=env,
-                          log=Path(config["log_file"]))
+    aws = SimpleNamespace(ec2=ec2, route53=route53, zone_id=zone_id, template=template, image=image, record=record,
+                          config=config, env=env, log=Path(config["log_file"]))
 
     def run(link: str, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, str(tmp_path / link), *args], env=env,
@@ -352,7 +424,12 @@ def aws(moto_endpoint, tmp_path):
                 found[instance["InstanceId"]] = {**instance, "TagMap": {t["Key"]: t["Value"] for t in instance.get("Tags", [])}}
         return found
 
-    aws.run, aws.instances = run, instances
+    def records() -> dict[str, tuple[int, list[str]]]:
+        """The zone's A records: name -> (TTL, addresses)."""
+        sets = route53.list_resource_record_sets(HostedZoneId=zone_id)["ResourceRecordSets"]
+        return {r["Name"]: (r["TTL"], [v["Value"] for v in r["ResourceRecords"]]) for r in sets if r["Type"] == "A"}
+
+    aws.run, aws.instances, aws.records = run, instances, records
     return aws
 
 
@@ -383,6 +460,8 @@ def test_resume_launches_tagged_instances_from_the_template(aws):
         for node, i in by_node.items())
     log = aws.log.read_text()
     assert all(node in log for node in by_node), log
+    # Every node name resolves (cloud_dns): <node>.<cluster domain> -> the address slurmctld has.
+    assert aws.records() == {f"{node}.{DOMAIN}.": (60, [i["PrivateIpAddress"]]) for node, i in by_node.items()}
 
 
 def test_suspend_terminates_exactly_the_named_nodes(aws):
@@ -401,10 +480,25 @@ def test_suspend_terminates_exactly_the_named_nodes(aws):
     assert states["gpu-3@p5-train"] == states["gpu-1@other"] == "running"
     assert aws.instances()[other]["State"]["Name"] == "running"
     assert "suspend: terminating gpu-1" in aws.log.read_text()
+    assert list(aws.records()) == [f"gpu-3.{DOMAIN}."]                       # the suspended names are gone
 
     done = aws.run("aicluster-resume-fail", "gpu-3")
     assert done.returncode == 0, done.stderr
     assert [i["State"]["Name"] for i in aws.instances(aicluster_node="gpu-3").values()] == ["terminated"]
+    assert aws.records() == {}
+    # Nodes whose records are gone already (or never were written): nothing to do, no error.
+    done = aws.run("aicluster-suspend", "gpu-[1-4]")
+    assert done.returncode == 0, done.stderr
+
+
+def test_resume_of_a_node_launched_again_replaces_its_record(aws):
+    assert aws.run("aicluster-resume", "gpu-1").returncode == 0
+    first = aws.records()[f"gpu-1.{DOMAIN}."]
+    assert aws.run("aicluster-suspend", "gpu-1").returncode == 0
+    assert aws.run("aicluster-resume", "gpu-1").returncode == 0
+    (live,) = [i for i in aws.instances(aicluster_node="gpu-1").values() if i["State"]["Name"] != "terminated"]
+    assert aws.records() == {f"gpu-1.{DOMAIN}.": (60, [live["PrivateIpAddress"]])}
+    assert first[1] != [live["PrivateIpAddress"]]
 
 
 def test_resume_of_an_unknown_pool_marks_it_down(aws):

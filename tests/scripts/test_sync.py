@@ -30,7 +30,7 @@ def head(moto_endpoint, tmp_path):
     design = design_cluster(parse_spec(stack_spec("aws-p5-slurm")))
     files = published_files(design, controller_addr="10.0.0.10", subnet_id="subnet-0123456789abcdef0",
                             launch_templates={"gpu": "lt-0123456789abcdef0"}, placement_groups={"gpu": "pg"},
-                            accounting_secret=None)
+                            accounting_secret=None, hosted_zone_id="Z0123456789ABCDEFGHIJ")
     for key, content in files.items():
         s3.put_object(Bucket=BUCKET, Key=CONFIG_PREFIX + key, Body=content.encode())
     root = tmp_path / "root"

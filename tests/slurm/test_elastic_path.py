@@ -1,6 +1,7 @@
 """The whole elastic path, with real programs end to end: a job submitted to a real slurmctld
 makes it call the real ResumeProgram (aicluster-power.py), which launches the nodes through EC2
-CreateFleet against moto's EC2 server, tags them with their node names and hands their
+CreateFleet against moto's EC2 server, tags them with their node names, writes their names into
+the cluster's Route 53 private zone (cloud_dns: node names must resolve) and hands their
 addresses back to slurmctld with `scontrol update`."""
 from __future__ import annotations
 
@@ -70,24 +71,32 @@ def moto_launch_template(endpoint: str, cluster: str) -> tuple[object, str, str]
 def elastic(moto_endpoint, tmp_path):
     from components.aws.slurm import published_files
 
+    from components.slurm_config import node_domain
+
     design = design_cluster(parse_spec(stack_spec("aws-p5-slurm")))
     ec2, template, subnet = moto_launch_template(moto_endpoint, design.name)
+    vpc = ec2.describe_subnets(SubnetIds=[subnet])["Subnets"][0]["VpcId"]
+    route53 = boto3.client("route53", region_name=REGION, endpoint_url=moto_endpoint,
+                           aws_access_key_id="testing", aws_secret_access_key="testing")
+    zone_id = route53.create_hosted_zone(
+        Name=node_domain(design.name), CallerReference=design.name, VPC={"VPCRegion": REGION, "VPCId": vpc},
+        HostedZoneConfig={"Comment": "node names", "PrivateZone": True})["HostedZone"]["Id"].rsplit("/", 1)[-1]
     files = published_files(design, controller_addr="127.0.0.1", subnet_id=subnet,
                             launch_templates={"gpu": template}, placement_groups={"gpu": None},
-                            accounting_secret=None)
+                            accounting_secret=None, hosted_zone_id=zone_id)
     cluster_json = tmp_path / "cluster.json"
     cluster_json.write_text(files["aicluster/cluster.json"])
     controller = ElasticController("elastic", design, tmp_path / "slurm")
     controller.cluster_json, controller.endpoint = cluster_json, moto_endpoint
     try:
         controller.start()
-        yield controller, ec2, template
+        yield controller, ec2, template, route53
     finally:
         controller.stop()
 
 
 def test_job_launches_tagged_nodes_through_ec2_and_slurm_learns_their_addresses(elastic):
-    ctl, ec2, template = elastic
+    ctl, ec2, template, route53 = elastic
     ctl.run("sbatch", "-N", "2", "-p", "gpu", "-o", str(ctl.root / "job-%j.out"), "--wrap", "hostname")
 
     def launched():
@@ -112,6 +121,12 @@ def test_job_launches_tagged_nodes_through_ec2_and_slurm_learns_their_addresses(
 
     wait_for("slurmctld to learn the nodes' addresses",
              lambda: all(addresses()[n] == instances[n]["PrivateIpAddress"] for n in instances), 60, ctl.diagnostics)
+    # Every node name resolves to the address slurmctld has: an A record per node of the job.
+    config = json.loads(ctl.cluster_json.read_text())
+    assert config["dns_domain"] == "p5-train.aicluster.internal"
+    records = route53.list_resource_record_sets(HostedZoneId=config["hosted_zone_id"])["ResourceRecordSets"]
+    assert {r["Name"]: [v["Value"] for v in r["ResourceRecords"]] for r in records if r["Type"] == "A"} == {
+        f"{n}.p5-train.aicluster.internal.": [i["PrivateIpAddress"]] for n, i in instances.items()}
     log = (ctl.root / "power.log").read_text()
     assert re.search(r"gpu-\[?1", log), log
     assert json.loads(ctl.cluster_json.read_text())["pools"]["gpu"]["launch_template_id"] == template
