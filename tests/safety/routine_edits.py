@@ -3,8 +3,10 @@ values), so every stack in stacks/ - including ones added later - gets the same 
 
 Each edit turns a stack's spec into a (before, after) pair. Most use the stack's own spec as
 `before`; where the stack has nothing to change (no tags yet, a single pool to remove), `before`
-is the spec with that thing added. An edit that cannot apply to a stack (the Slurm idle time on a
-Kubernetes stack) says why, and the test is skipped with that reason: explicit, never silent.
+is the spec with that thing added. Node counts are tried in order until the spec accepts one
+(a TPU pool grows and shrinks in whole slices: 16 hosts, not 1). An edit that cannot apply to a
+stack (the Slurm idle time on a Kubernetes stack) says why, and the test is skipped with that
+reason: explicit, never silent.
 """
 from __future__ import annotations
 
@@ -37,31 +39,50 @@ def _pool0(spec: dict) -> dict:
     return spec["pools"][0]
 
 
+def _valid(spec: dict) -> bool:
+    from components.design import design_cluster
+    from components.errors import SpecError
+    from components.spec import parse_spec
+
+    try:
+        design_cluster(parse_spec(spec))
+    except SpecError:
+        return False
+    return True
+
+
+def _first_valid(pairs) -> Pair:
+    """The first (before, after) whose two specs the spec accepts; else the first, so the test
+    reports why it is refused."""
+    pairs = [p for p in pairs if p is not None]
+    return next((p for p in pairs if _valid(p[0]) and _valid(p[1])), pairs[0])
+
+
+def _with_pool0(spec: dict, **keys) -> dict:
+    out = _copy(spec)
+    _pool0(out).update(keys)
+    return out
+
+
 def _max_nodes_up(spec: dict) -> Pair:
-    after = _copy(spec)
-    pool = _pool0(after)
-    pool["max_nodes"] = min(pool["max_nodes"] * 4, 100_000)
-    return spec, after
+    most = _pool0(spec)["max_nodes"]
+    return _first_valid([(spec, _with_pool0(spec, max_nodes=min(most * k, 100_000))) for k in (4, 2, 3)])
 
 
 def _max_nodes_down(spec: dict) -> Pair:
     pool = _pool0(spec)
     floor = max(pool.get("min_nodes", 0), 1)
-    if pool["max_nodes"] > floor:
-        after = _copy(spec)
-        _pool0(after)["max_nodes"] = max(floor, pool["max_nodes"] // 2)
-        return spec, after
-    before = _copy(spec)            # already at its floor: scale down to it from a larger pool
-    _pool0(before)["max_nodes"] = pool["max_nodes"] * 2
-    return before, spec
+    halved = (spec, _with_pool0(spec, max_nodes=max(floor, pool["max_nodes"] // 2))) \
+        if pool["max_nodes"] > floor else None
+    # At its floor, or halving is not a valid size: scale down to it from a pool twice as large.
+    return _first_valid([halved, (_with_pool0(spec, max_nodes=pool["max_nodes"] * 2), spec)])
 
 
 def _min_nodes(spec: dict) -> Pair:
-    after = _copy(spec)
-    pool = _pool0(after)
-    current = pool.get("min_nodes", 0)
-    pool["min_nodes"] = current + 1 if current < pool["max_nodes"] else current - 1
-    return spec, after
+    pool = _pool0(spec)
+    current, most = pool.get("min_nodes", 0), pool["max_nodes"]
+    return _first_valid([(spec, _with_pool0(spec, min_nodes=value))
+                         for value in (current + 1, current - 1, most, 0) if 0 <= value <= most and value != current])
 
 
 def _free_pool_name(spec: dict) -> str:
@@ -69,16 +90,20 @@ def _free_pool_name(spec: dict) -> str:
     return next(f"extra{i}" for i in range(1, 100) if f"extra{i}" not in taken)
 
 
-def _with_extra_pool(spec: dict) -> dict:
+def _with_extra_pool(spec: dict, max_nodes: int) -> dict:
     out = _copy(spec)
     extra = _copy(_pool0(spec))
-    extra.update(name=_free_pool_name(spec), min_nodes=0, max_nodes=2)
+    extra.update(name=_free_pool_name(spec), min_nodes=0, max_nodes=max_nodes)
     out["pools"].append(extra)
     return out
 
 
+def _extra_sizes(spec: dict) -> list[int]:
+    return [2, _pool0(spec)["max_nodes"]]          # a small pool, or one the size of pools[0]
+
+
 def _add_pool(spec: dict) -> Pair:
-    return spec, _with_extra_pool(spec)
+    return _first_valid([(spec, _with_extra_pool(spec, n)) for n in _extra_sizes(spec)])
 
 
 def _remove_pool(spec: dict) -> Pair:
@@ -86,7 +111,7 @@ def _remove_pool(spec: dict) -> Pair:
         after = _copy(spec)
         after["pools"].pop()
         return spec, after
-    return _with_extra_pool(spec), spec
+    return _first_valid([(_with_extra_pool(spec, n), spec) for n in _extra_sizes(spec)])
 
 
 def _other_instance_type(spec: dict) -> Pair:
@@ -97,6 +122,8 @@ def _other_instance_type(spec: dict) -> Pair:
     from components.spec import parse_spec
 
     catalog = load_catalog()
+    if "instance_type" not in _pool0(spec):
+        raise NotApplicable(f"pools[0] has no instance_type (it names its hardware by {sorted(_pool0(spec))})")
     current = catalog.resolve(spec["cloud"], _pool0(spec)["instance_type"])
     if current is None:
         raise NotApplicable(f"pools[0].instance_type {_pool0(spec)['instance_type']!r} is not a catalog type")
