@@ -89,7 +89,7 @@ def _fabric_gbps(instance: InstanceType, wired: int) -> tuple[float, float]:
     if instance.cloud == "aws":
         # Each EFA device sits on its own network card [EFA-ACC], cards are symmetric (catalog).
         return wired * instance.card_gbps, instance.fabric_gbps
-    if instance.gpu_nics <= 0:   # e.g. a2: no GPU NICs, no GPU-to-GPU fabric [G-AOM]
+    if instance.gpu_nics <= 0:   # e.g. a2: no GPU NICs, no GPU-to-GPU fabric [G-AOM]; TPUs: ICI
         return 0.0, 0.0
     # GCP: gpu_network_gbps is shared evenly by the GPU NICs [G-NET].
     return wired * instance.gpu_network_gbps / instance.gpu_nics, instance.gpu_network_gbps
@@ -136,7 +136,8 @@ def assess(pools: Sequence[PoolShape], filesystems: Sequence[FilesystemShape],
     usd = None if any(pb.usd_per_hour is None for pb in pbs) else sum(pb.usd_per_hour for pb in pbs)
 
     for p, pb in zip(pools, pbs):
-        if p.nodes >= 2 and pb.fabric_fraction_wired < 1:
+        # TPU slices talk over ICI inside the slice, not over NICs: no NIC fabric to wire.
+        if p.nodes >= 2 and pb.fabric_fraction_wired < 1 and pb.accelerator_kind != "tpu":
             findings.append(
                 f"pool {pb.name}: {pb.fabric_gbps_per_accelerator:.0f} Gbps per {unit} wired, "
                 f"{pb.fabric_fraction_wired:.0%} of {pb.instance_type}'s fabric"

@@ -14,6 +14,7 @@ from .catalog import FsxDeploymentType, InstanceType, load_catalog
 from .errors import Problem, SpecError
 from .kubernetes_design import KubernetesDesign, design_kubernetes, versions as kubernetes_versions
 from .spec import CapacitySpec, ClusterSpec, PoolSpec, StorageSpec, WorkloadSpec
+from .tpu import TpuSlice, host_instance, tpu_slice
 
 DEFAULT_VPC_CIDR = "10.0.0.0/16"
 # Head node types when the spec names none: 8 vCPU / 32 GiB on both clouds.
@@ -103,6 +104,12 @@ class PoolDesign:
     root_volume_gib: int
     nics: tuple[GcpNic, ...] = ()           # GCP: every NIC of the instance template, in order
     boot_disk_type: str | None = None       # GCP boot disk type
+    tpu: TpuSlice | None = None             # a Cloud TPU pool: its slice; instance is one host
+
+    @property
+    def slices(self) -> int:
+        """TPU pools: identical slices of `tpu.hosts` nodes each (max_nodes is whole slices)."""
+        return self.max_nodes // self.tpu.hosts if self.tpu else 0
 
     @property
     def efa_devices(self) -> int:
@@ -194,6 +201,8 @@ class SlurmNodeSet:
     features: tuple[str, ...]
     exclusive: bool                  # multi-node GPU partitions: whole nodes only
     switch: str                      # topology/tree: one switch per placement group
+    cloud: bool = True               # State=CLOUD (powered by Slurm); TPU slices exist as long as the stack
+    switches: tuple[tuple[str, str], ...] = ()   # (switch, hostlist) per TPU slice; else one `switch`
 
 
 @dataclass(frozen=True)
@@ -260,8 +269,8 @@ def design_cluster(spec: ClusterSpec) -> ClusterDesign:
         workload=spec.workload,
         tags=dict(spec.tags),
         slurm=_design_slurm(spec, pools) if spec.scheduler == "slurm" else None,
-        kubernetes=(design_kubernetes(spec, pools, network.vpc_cidr)
-                    if spec.scheduler == "kubernetes" and spec.cloud == "aws" else None),
+        kubernetes=(design_kubernetes(spec, pools, network.vpc_cidr, network)
+                    if spec.scheduler == "kubernetes" else None),
     )
 
 
@@ -281,7 +290,27 @@ def efa_interfaces(instance: InstanceType) -> tuple[NetworkInterface, ...]:
     return tuple(nics)
 
 
+def _design_tpu_pool(spec: ClusterSpec, pool: PoolSpec) -> PoolDesign:
+    """A Cloud TPU pool: `max_nodes` hosts in slices of the topology. On GKE a multi-host slice is
+    one node pool placed together (placement_policy COMPACT with the topology); on Slurm each slice
+    is a TPU VM that Pulumi creates, so every host is always on."""
+    tpu = tpu_slice(load_catalog().tpus[pool.tpu.type.lower()], pool.tpu.topology)
+    if tpu.multi_host:
+        placement = Placement("compact", f"a multi-host TPU slice: {tpu.hosts} hosts on one ICI topology "
+                                         f"({tpu.topology})")
+    else:
+        placement = Placement(None, "single-host TPU slice: nothing to place together")
+    min_nodes = pool.max_nodes if spec.scheduler == "slurm" else pool.min_nodes
+    return PoolDesign(
+        name=pool.name, instance=host_instance(tpu), min_nodes=min_nodes, max_nodes=pool.max_nodes,
+        capacity=pool.capacity, efa=False, interfaces=(), placement=placement,
+        image=tpu.generation.runtime_version or "", root_device="", root_volume_gib=pool.root_volume_gib,
+        tpu=tpu)
+
+
 def _design_pool(spec: ClusterSpec, index: int, pool: PoolSpec) -> PoolDesign:
+    if pool.tpu is not None:
+        return _design_tpu_pool(spec, pool)
     catalog = load_catalog()
     instance = catalog.resolve(spec.cloud, pool.instance_type)
     assert instance is not None  # parse_spec guarantees it
@@ -356,6 +385,9 @@ SLURM_MEMORY_SHARE = 0.95
 def _design_slurm(spec: ClusterSpec, pools: tuple[PoolDesign, ...]) -> SlurmDesign:
     nodesets = []
     for pool in pools:
+        if pool.tpu is not None:
+            nodesets.append(_tpu_nodeset(pool))
+            continue
         acc = pool.instance.accelerator
         is_gpu = acc.kind == "gpu"
         features = [pool.instance.name, pool.name, acc.kind, acc.gres_type]
@@ -389,6 +421,21 @@ def _design_slurm(spec: ClusterSpec, pools: tuple[PoolDesign, ...]) -> SlurmDesi
         head_root_volume_gib=head.root_volume_gib,
         head_public_ip=head.public_ip,
     )
+
+
+def _tpu_nodeset(pool: PoolDesign) -> SlurmNodeSet:
+    """A TPU pool on Slurm: one partition, one topology switch per slice (hosts of a slice share
+    its ICI; slices meet over the data-center network), no GRES (the chips are the host's)."""
+    tpu = pool.tpu
+    switches = tuple((f"{pool.name}-slice-{k}", _hostlist(pool.name, k * tpu.hosts + 1, (k + 1) * tpu.hosts))
+                     for k in range(pool.slices))
+    return SlurmNodeSet(
+        pool=pool.name, hostlist=pool.hostlist, static_hostlist=pool.hostlist, dynamic_hostlist=None,
+        cpus=pool.instance.vcpu or 1, cores=None, threads_per_core=None,
+        real_memory_mib=int((pool.instance.memory_gib or 1) * 1024 * SLURM_MEMORY_SHARE),
+        gres=None, gpu_count=0, gpu_type=None,
+        features=(pool.instance.name, pool.name, "tpu", f"tpu-{tpu.name}", tpu.topology),
+        exclusive=True, switch=pool.name, cloud=False, switches=switches)
 
 
 def _hostlist(prefix: str, first: int, last: int) -> str:

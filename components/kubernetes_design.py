@@ -6,11 +6,12 @@ The versions live in components/catalog/kubernetes.yaml (one place, every entry 
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import yaml
 
@@ -37,6 +38,9 @@ GPU_TAINT_VALUE = "present"
 GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 HUGEPAGES_RESOURCE = "hugepages-2Mi"
+TPU_RESOURCE = "google.com/tpu"
+# GKE taints its GPU and TPU nodes itself (GKE GPU and TPU docs); workloads tolerate them.
+TPU_TAINT_KEY = "google.com/tpu"
 
 # "Amazon EC2 instances with the EFA driver installed pre-allocate 5128 2MiB Huge Pages"; an EFA
 # worker requests 5120Mi of them (EKS user guide, node-efa). The nodes set the same count
@@ -64,6 +68,29 @@ class Chart:
     namespace: str
     source: str
     api_version: str | None = None
+    used_by: tuple[str, ...] = ("eks",)   # the platforms that install it: eks, gke
+
+
+@dataclass(frozen=True)
+class GkeVersions:
+    """What GKE clusters pin (kubernetes.yaml `gke`): release channel, minimum version, the GPU
+    driver GKE installs, the node image, and each GPU machine type's GKE accelerator name."""
+
+    release_channel: str
+    version: str
+    gpu_driver_version: str
+    image_type: str
+    accelerators: Mapping[str, str]    # machine type -> cloud.google.com/gke-accelerator
+
+
+@dataclass(frozen=True)
+class NcclInstaller:
+    """The NCCL installer DaemonSet of a GPU NIC stack on GKE, and the RxDM sidecar image."""
+
+    stack: str                         # tcpx | tcpxo | rdma
+    image: str
+    rxdm_image: str | None
+    source: str
 
 
 @dataclass(frozen=True)
@@ -75,6 +102,16 @@ class Versions:
     charts: Mapping[str, Chart]
     images: Mapping[str, str]
     sources: Mapping[str, str]         # "kubernetes", "addon:<name>", "chart:<name>", ... -> source
+    image_users: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)   # image -> platforms
+    gke: GkeVersions | None = None
+    nccl_installers: Mapping[str, NcclInstaller] = dataclasses.field(default_factory=dict)
+    packages: Mapping[str, str] = dataclasses.field(default_factory=dict)   # name -> pip requirement
+
+    def platform_charts(self, platform: str) -> dict[str, Chart]:
+        return {n: c for n, c in self.charts.items() if platform in c.used_by}
+
+    def platform_images(self, platform: str) -> dict[str, str]:
+        return {n: i for n, i in self.images.items() if platform in self.image_users.get(n, ("eks",))}
 
 
 def _sourced(entry: Mapping, where: str) -> str:
@@ -106,14 +143,32 @@ def versions_from(doc: Mapping) -> Versions:
         sources[f"chart:{name}"] = _sourced(entry, f"charts.{name}")
         charts[name] = Chart(name=name, repo=entry["repo"], chart=entry["chart"], version=str(entry["version"]),
                              namespace=entry["namespace"], source=entry["source"],
-                             api_version=entry.get("api_version"))
-    images = {}
+                             api_version=entry.get("api_version"), used_by=tuple(entry.get("used_by", ["eks"])))
+    images, image_users = {}, {}
     for name, entry in doc["images"].items():
         sources[f"image:{name}"] = _sourced(entry, f"images.{name}")
         images[name] = entry["image"]
+        image_users[name] = tuple(entry.get("used_by", ["eks"]))
+    gke = None
+    if "gke" in doc:
+        g = doc["gke"]
+        sources["gke"] = _sourced(g, "gke")
+        sources["gke:accelerators"] = _sourced(g["accelerators"], "gke.accelerators")
+        gke = GkeVersions(release_channel=str(g["release_channel"]), version=str(g["version"]),
+                          gpu_driver_version=str(g["gpu_driver_version"]), image_type=str(g["image_type"]),
+                          accelerators={k: str(v) for k, v in g["accelerators"].items() if k != "source"})
+    installers = {}
+    for stack, entry in (doc.get("nccl_installers") or {}).items():
+        sources[f"nccl-installer:{stack}"] = _sourced(entry, f"nccl_installers.{stack}")
+        installers[stack] = NcclInstaller(stack, entry["image"], entry.get("rxdm_image"), entry["source"])
+    packages = {}
+    for name, entry in (doc.get("packages") or {}).items():
+        sources[f"package:{name}"] = _sourced(entry, f"packages.{name}")
+        packages[name] = str(entry["requirement"])
     return Versions(kubernetes=str(doc["kubernetes"]["version"]),
                     schema_version=str(doc["kubernetes"]["schema_version"]),
-                    addons=addons, ami_types=amis, charts=charts, images=images, sources=sources)
+                    addons=addons, ami_types=amis, charts=charts, images=images, sources=sources,
+                    image_users=image_users, gke=gke, nccl_installers=installers, packages=packages)
 
 
 @dataclass(frozen=True)
@@ -132,6 +187,9 @@ class Taint:
 
 
 GPU_TAINT = Taint(GPU_TAINT_KEY, GPU_TAINT_VALUE, "NoSchedule")
+TPU_TAINT = Taint(TPU_TAINT_KEY, "present", "NoSchedule")
+# The system node group's type when the spec names none (4 vCPU / 16 GiB on both clouds).
+DEFAULT_SYSTEM_TYPE = {"aws": "m7i.xlarge", "gcp": "n2-standard-4"}
 
 
 @dataclass(frozen=True)
@@ -154,6 +212,7 @@ class KubernetesPool:
     worker_cpu: int
     worker_memory_gib: int
     shm_gib: int
+    tpus: int = 0                     # TPU chips per node (GKE TPU node pools)
 
     @property
     def flavor(self) -> str:
@@ -161,22 +220,32 @@ class KubernetesPool:
 
     @property
     def quota(self) -> dict[str, str]:
-        """The ClusterQueue's nominal quota for this flavor: the pool's totals at max_nodes."""
+        """The ClusterQueue's nominal quota for this flavor: the pool's totals at max_nodes
+        (memory only where the catalog knows it; TPU chips for TPU pools)."""
         n = self.max_nodes
-        return {
-            "cpu": str(self.vcpu * n),
-            "memory": f"{self.memory_gib * n}Gi",
+        quota = {"cpu": str(self.vcpu * n)}
+        if self.memory_gib:
+            quota["memory"] = f"{self.memory_gib * n}Gi"
+        quota |= {
             GPU_RESOURCE: str(self.gpus * n),
             EFA_RESOURCE: str(self.efa * n),
             HUGEPAGES_RESOURCE: f"{self.hugepages_per_node * 2 * n}Mi",
         }
+        if self.tpus:
+            quota[TPU_RESOURCE] = str(self.tpus * n)
+        return quota
 
     @property
     def worker_resources(self) -> dict[str, str]:
         """What one worker pod (one per node) requests, limits equal (Guaranteed QoS; hugepages
-        need requests == limits)."""
-        resources = {"cpu": str(self.worker_cpu), "memory": f"{self.worker_memory_gib}Gi",
-                     GPU_RESOURCE: str(self.gpus)}
+        need requests == limits). A TPU worker asks for its host's chips only, as GKE's TPU
+        guides do: the chips decide the placement, the host's CPU and memory are the worker's."""
+        if self.tpus:
+            return {TPU_RESOURCE: str(self.tpus)}
+        resources = {"cpu": str(self.worker_cpu)}
+        if self.worker_memory_gib > 0:
+            resources["memory"] = f"{self.worker_memory_gib}Gi"
+        resources[GPU_RESOURCE] = str(self.gpus)
         if self.efa:
             resources[EFA_RESOURCE] = str(self.efa)
             resources[HUGEPAGES_RESOURCE] = f"{HUGEPAGES_PER_WORKER_MIB}Mi"
@@ -196,6 +265,8 @@ class KubernetesDesign:
     control_plane_subnets: tuple[tuple[str, str], ...]   # (cidr, zone), new VPC only
     control_plane_subnet_ids: tuple[str, ...]            # existing network only
     pools: tuple[KubernetesPool, ...]
+    platform: str = "eks"                                # eks | gke
+    gke: Any = None                                      # gke_design.GkeDesign on gcp
 
     @property
     def cluster_queue(self) -> str:
@@ -208,7 +279,24 @@ class KubernetesDesign:
     @property
     def resources(self) -> tuple[str, ...]:
         """The ClusterQueue's covered resources, in order."""
-        return ("cpu", "memory", GPU_RESOURCE, EFA_RESOURCE, HUGEPAGES_RESOURCE)
+        return tuple(r for group in self.resource_groups for r in group.resources)
+
+    @property
+    def resource_groups(self) -> tuple["ResourceGroup", ...]:
+        """The ClusterQueue's resource groups. EKS: one (cpu, memory, GPUs, EFA, huge pages) for
+        every pool. GKE: GPU pools cover cpu, memory (where every GPU pool's memory is known) and
+        GPUs; TPU pools cover TPU chips in a group of their own (a TPU worker asks for chips only)."""
+        if self.platform == "eks":
+            return (ResourceGroup(("cpu", "memory", GPU_RESOURCE, EFA_RESOURCE, HUGEPAGES_RESOURCE), self.pools),)
+        gpu = tuple(p for p in self.pools if not p.tpus)
+        tpu = tuple(p for p in self.pools if p.tpus)
+        groups = []
+        if gpu:
+            memory = ("memory",) if all(p.memory_gib for p in gpu) else ()
+            groups.append(ResourceGroup(("cpu", *memory, GPU_RESOURCE), gpu))
+        if tpu:
+            groups.append(ResourceGroup((TPU_RESOURCE,), tpu))
+        return tuple(groups)
 
     def pool(self, name: str) -> KubernetesPool:
         for pool in self.pools:
@@ -217,12 +305,25 @@ class KubernetesDesign:
         raise KeyError(name)
 
 
+@dataclass(frozen=True)
+class ResourceGroup:
+    """One resourceGroups entry of the ClusterQueue: resources covered and the flavors (pools)."""
+
+    resources: tuple[str, ...]
+    pools: tuple[KubernetesPool, ...]
+
+
 def second_zone(zone: str) -> str:
     """The default second zone for the control plane: the zone's neighbour (a <-> b)."""
     return zone[:-1] + ("b" if zone.endswith("a") else "a")
 
 
-def design_kubernetes(spec: "ClusterSpec", pools: "tuple[PoolDesign, ...]", vpc_cidr: str | None) -> KubernetesDesign:
+def design_kubernetes(spec: "ClusterSpec", pools: "tuple[PoolDesign, ...]", vpc_cidr: str | None,
+                      network: Any = None) -> KubernetesDesign:
+    if spec.cloud == "gcp":
+        from .gke_design import design_gke_kubernetes
+
+        return design_gke_kubernetes(spec, pools, network)
     k8s = spec.kubernetes
     subnets: tuple[tuple[str, str], ...] = ()
     if vpc_cidr:
@@ -239,7 +340,7 @@ def design_kubernetes(spec: "ClusterSpec", pools: "tuple[PoolDesign, ...]", vpc_
         gpu_devices=k8s.gpu_devices,
         api_access_cidrs=tuple(str(ipaddress.ip_network(c)) for c in k8s.api_access_cidrs),
         admins=tuple(k8s.admins),
-        system_instance_type=k8s.system_nodes.instance_type,
+        system_instance_type=k8s.system_nodes.instance_type or DEFAULT_SYSTEM_TYPE["aws"],
         system_nodes=k8s.system_nodes.count,
         control_plane_subnets=subnets,
         control_plane_subnet_ids=tuple(k8s.control_plane_subnet_ids),

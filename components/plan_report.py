@@ -14,15 +14,25 @@ from .planner import PlanResult
 _NOT_YET: dict[str, str] = {}
 
 
+def _kubernetes_title(d: ClusterDesign) -> str:
+    return f"Kubernetes ({'GKE' if d.kubernetes.platform == 'gke' else 'EKS'} {d.kubernetes.version})"
+
+
 def _kubernetes_lines(d: ClusterDesign) -> list[str]:
     if d.kubernetes is None:
         return []
-    from .aws.eks_report import kubernetes_lines
+    if d.kubernetes.platform == "gke":
+        from .gcp.gke_report import kubernetes_lines
+    else:
+        from .aws.eks_report import kubernetes_lines
 
-    return ["", f"Kubernetes (EKS {d.kubernetes.version})", *kubernetes_lines(d)]
+    return ["", _kubernetes_title(d), *kubernetes_lines(d)]
 
 
 def _fabric(pool: PoolDesign) -> str:
+    if pool.tpu:
+        slices = f"{pool.slices} slice" + ("s" if pool.slices != 1 else "")
+        return f"{pool.tpu.describe()}, {slices}: {pool.max_nodes} hosts, ICI within each slice"
     if pool.nics:     # GCP: every NIC of the instance template
         host = sum(1 for n in pool.nics if n.role == "host")
         gpu = f" + {pool.gpu_nics} {'MRDMA' if pool.instance.gpu_nic_stack == 'rdma' else 'gVNIC GPU NICs'} " \
@@ -43,6 +53,9 @@ def pool_lines(design: ClusterDesign) -> list[str]:
         if design.cloud == "gcp":
             placement = "compact placement policy" if pool.placement.strategy else \
                 f"no placement policy ({pool.placement.reason})"
+            if design.kubernetes and pool.placement.strategy:
+                placement = "compact placement (GKE placement_policy COMPACT" + \
+                    (f", tpu_topology {pool.tpu.topology})" if pool.tpu else ")")
         lines.append(f"  {pool.name}: {pool.instance.name} ({pool.instance.accelerator_count}x "
                      f"{pool.instance.accelerator.model}), nodes {pool.min_nodes}..{pool.max_nodes} "
                      f"as {pool.hostlist}")
@@ -134,7 +147,7 @@ def markdown(result: PlanResult) -> list[str]:
         "### Storage",
         "",
         *([f"- {_storage_line(fs).strip()}" for fs in d.storage] or ["- none"]),
-        *(["", f"### Kubernetes (EKS {d.kubernetes.version})", "",
+        *(["", f"### {_kubernetes_title(d)}", "",
             *[f"- {line.strip()}" for line in _kubernetes_lines(d)[2:]]] if d.kubernetes else []),
         "",
         f"### Resources ({len(result.plan.custom_resources())})",
@@ -173,6 +186,9 @@ def to_json(result: PlanResult) -> dict[str, Any]:
                 "placement": p.placement.strategy, "capacity": p.capacity.type,
                 "nics": [{"index": n.index, "network": n.network, "subnet": n.subnet, "nic_type": n.nic_type,
                           "role": n.role} for n in p.nics],
+                **({"tpu": {"type": p.tpu.name, "topology": p.tpu.topology, "chips_per_slice": p.tpu.chips,
+                            "hosts_per_slice": p.tpu.hosts, "slices": p.slices, "machine_type": p.tpu.machine_type}}
+                   if p.tpu else {}),
             } for p in d.pools],
             "networks": [{"name": n.name, "key": n.key, "mtu": n.mtu, "roce": n.roce,
                           "subnets": [s.cidr for s in n.subnets]} for n in d.network.fabric_networks],
@@ -195,7 +211,10 @@ def to_json(result: PlanResult) -> dict[str, Any]:
 
 
 def _kubernetes_json(d: ClusterDesign) -> dict[str, Any]:
-    from .aws.eks_report import kubernetes_summary
+    if d.kubernetes.platform == "gke":
+        from .gcp.gke_report import kubernetes_summary
+    else:
+        from .aws.eks_report import kubernetes_summary
 
     return kubernetes_summary(d)
 
@@ -243,8 +262,8 @@ def mermaid(result: PlanResult) -> list[str]:
     if d.scheduler == "slurm":
         control = _label("Slurm head node", head or "not in this plan", "slurmctld")
     elif d.kubernetes:
-        control = _label(f"EKS {d.kubernetes.version} control plane", "Kueue ClusterQueue "
-                         f"{d.kubernetes.cluster_queue}")
+        control = _label(f"{'GKE' if d.kubernetes.platform == 'gke' else 'EKS'} {d.kubernetes.version} control plane",
+                         f"Kueue ClusterQueue {d.kubernetes.cluster_queue}")
     else:
         control = _label("Kubernetes control plane", head or "not in this plan")
     lines = ["flowchart LR", '  subgraph cp["control plane"]', f"    head[{control}]", "  end"]

@@ -56,10 +56,22 @@ class CapacitySpec(_Model):
         None, description="Required for reservation and capacity-block: AWS cr-..., GCP reservation name.")
 
 
+class TpuSpec(_Model):
+    """A Cloud TPU slice (gcp only): its generation and its ICI topology."""
+
+    type: Text = Field(description="TPU generation from the catalog: v4, v5e, v5p or v6e.")
+    topology: Text = Field(description="Chips per ICI dimension, one of the generation's slice shapes "
+                                       "(v5p 2x2x2, 4x4x4, ...; v5e and v6e 2x4, 4x8, 8x8, ...).")
+
+
 class PoolSpec(_Model):
     name: Name
-    instance_type: Text = Field(description="An instance/machine type (p5.48xlarge) or an accelerator "
-                                            "alias (h100, h200, b200, a100, ...) resolved per cloud.")
+    instance_type: Text | None = Field(None, description="An instance/machine type (p5.48xlarge) or an "
+                                                         "accelerator alias (h100, h200, b200, a100, ...) "
+                                                         "resolved per cloud. Required unless `tpu` is given.")
+    tpu: TpuSpec | None = Field(None, description="A Cloud TPU slice instead of instance_type (gcp only): "
+                                                  "{type: v5p, topology: 4x4x4}. max_nodes counts hosts "
+                                                  "and must be whole slices (4x4x4: 16 hosts per slice).")
     min_nodes: Count = Field(0, description="Always-on nodes (never powered down).")
     max_nodes: Annotated[int, Field(strict=True, ge=1, le=100_000)] = Field(
         description="Upper bound of the pool; nodes above min_nodes power up on demand.")
@@ -123,8 +135,9 @@ class SlurmSpec(_Model):
 
 
 class SystemNodesSpec(_Model):
-    instance_type: Text = Field("m7i.xlarge", description="A controller type from the catalog for the "
-                                                          "add-on controllers (CoreDNS, Kueue, CSI controller).")
+    instance_type: Text | None = Field(None, description="A controller type from the catalog for the add-on "
+                                                         "controllers (CoreDNS, Kueue, JobSet, CSI controllers). "
+                                                         "Default: m7i.xlarge on aws, n2-standard-4 on gcp.")
     count: Annotated[int, Field(strict=True, ge=1, le=20)] = Field(
         2, description="Nodes of the system node group (two: add-on controllers survive losing one).")
 
@@ -322,14 +335,14 @@ def _kubernetes_problems(spec: ClusterSpec) -> list[Problem]:
             return [Problem("kubernetes", "<section>", "leave it out unless scheduler is kubernetes")]
         return []
     if spec.cloud != "aws":
-        return []
+        return _gke_problems(spec)
     from .kubernetes_design import second_zone, versions
 
     k8s, problems = spec.kubernetes, []
     catalog = load_catalog()
     gpu_ami = versions().ami_types["gpu"]
     for i, pool in enumerate(spec.pools):
-        itype = catalog.resolve(spec.cloud, pool.instance_type)
+        itype = catalog.resolve(spec.cloud, pool.instance_type) if pool.instance_type else None
         if itype is None:
             continue   # reported by the pool checks
         if itype.accelerator.kind != "gpu" or itype.family not in gpu_ami["instance_families"]:
@@ -340,23 +353,8 @@ def _kubernetes_problems(spec: ClusterSpec) -> list[Problem]:
             problems.append(Problem(f"pools[{i}].image", pool.image,
                                     f"leave it out with scheduler kubernetes: EKS node groups run the "
                                     f"EKS-optimized accelerated AL2023 AMI ({gpu_ami['ami_type']})"))
-    controllers = [n for n, c in catalog.controllers.items() if getattr(c, "cloud", "aws") == "aws"]
-    if k8s.system_nodes.instance_type not in controllers:
-        problems.append(Problem("kubernetes.system_nodes.instance_type", k8s.system_nodes.instance_type,
-                                f"a controller type: {', '.join(controllers)}",
-                                close_match(k8s.system_nodes.instance_type, controllers)))
-    seen: list[tuple[int, Any]] = []
-    for i, text in enumerate(k8s.api_access_cidrs):
-        at = f"kubernetes.api_access_cidrs[{i}]"
-        cidr = _parse_cidr(text, at, problems)
-        if cidr is None:
-            continue
-        if cidr.prefixlen == 0:
-            problems.append(Problem(at, text, "named CIDRs: an API endpoint open to the whole internet is refused"))
-        for j, other in seen:
-            if cidr.version == other.version and cidr.overlaps(other):
-                problems.append(Problem(at, text, f"CIDRs that do not overlap (it overlaps api_access_cidrs[{j}] {other})"))
-        seen.append((i, cidr))
+    problems += _system_nodes_problems(spec)
+    problems += _api_cidr_problems(spec)
     for i, arn in enumerate(k8s.admins):
         if not _IAM_PRINCIPAL.fullmatch(arn):
             problems.append(Problem(f"kubernetes.admins[{i}]", arn,
@@ -379,6 +377,94 @@ def _kubernetes_problems(spec: ClusterSpec) -> list[Problem]:
         if not re.fullmatch(r"subnet-[0-9a-f]{8,17}", subnet):
             problems.append(Problem(f"kubernetes.control_plane_subnet_ids[{i}]", subnet,
                                     "an id such as subnet-0123456789abcdef0"))
+    return problems
+
+
+def _system_nodes_problems(spec: ClusterSpec) -> list[Problem]:
+    chosen = spec.kubernetes.system_nodes.instance_type
+    controllers = [n for n, c in load_catalog().controllers.items() if getattr(c, "cloud", "aws") == spec.cloud]
+    if chosen is not None and chosen not in controllers:
+        return [Problem("kubernetes.system_nodes.instance_type", chosen,
+                        f"a {spec.cloud} controller type: {', '.join(controllers)}", close_match(chosen, controllers))]
+    return []
+
+
+def _api_cidr_problems(spec: ClusterSpec) -> list[Problem]:
+    problems: list[Problem] = []
+    seen: list[tuple[int, Any]] = []
+    for i, text in enumerate(spec.kubernetes.api_access_cidrs):
+        at = f"kubernetes.api_access_cidrs[{i}]"
+        cidr = _parse_cidr(text, at, problems)
+        if cidr is None:
+            continue
+        if cidr.prefixlen == 0:
+            problems.append(Problem(at, text, "named CIDRs: an API endpoint open to the whole internet is refused"))
+        for j, other in seen:
+            if cidr.version == other.version and cidr.overlaps(other):
+                problems.append(Problem(at, text, f"CIDRs that do not overlap (it overlaps api_access_cidrs[{j}] {other})"))
+        seen.append((i, cidr))
+    return problems
+
+
+def _gke_problems(spec: ClusterSpec) -> list[Problem]:
+    """scheduler: kubernetes on gcp builds GKE: node pools run GKE's Container-Optimized OS image
+    (GKE installs the NVIDIA driver and device plugin; the Managed Lustre CSI driver needs COS)."""
+    from .kubernetes_design import versions
+
+    k8s, problems = spec.kubernetes, []
+    accelerators = versions().gke.accelerators
+    catalog = load_catalog()
+    for i, pool in enumerate(spec.pools):
+        if pool.image:
+            problems.append(Problem(f"pools[{i}].image", pool.image,
+                                    "leave it out with scheduler kubernetes: GKE node pools run GKE's "
+                                    "Container-Optimized OS image, with the GPU driver GKE installs"))
+        itype = catalog.resolve("gcp", pool.instance_type) if pool.instance_type else None
+        if itype is not None and itype.name not in accelerators:
+            problems.append(Problem(f"pools[{i}].instance_type", pool.instance_type,
+                                    f"a GPU machine type GKE knows: {', '.join(accelerators)}"))
+    if k8s.gpu_devices != "nvidia-device-plugin":
+        problems.append(Problem("kubernetes.gpu_devices", k8s.gpu_devices,
+                                "nvidia-device-plugin (leave it out) on gcp: GKE installs the NVIDIA driver and "
+                                "device plugin on GPU nodes itself"))
+    if k8s.admins:
+        problems.append(Problem("kubernetes.admins", list(k8s.admins),
+                                "leave it out on gcp: GKE access is IAM (grant roles/container.admin or "
+                                "roles/container.developer to people and groups in the project)"))
+    for key in ("control_plane_zone", "control_plane_subnet_ids"):
+        if key in k8s.model_fields_set:
+            problems.append(Problem(f"kubernetes.{key}", getattr(k8s, key),
+                                    "leave it out on gcp: the GKE control plane is regional and Google-managed"))
+    problems += _system_nodes_problems(spec)
+    problems += _api_cidr_problems(spec)
+    problems += _gke_size_problems(spec)
+    return problems
+
+
+def _gke_size_problems(spec: ClusterSpec) -> list[Problem]:
+    """GKE node pool names (a TPU pool of several slices has one per slice: <pool>-<k>) are unique
+    and leave `system` to the system nodes; all nodes fit the cluster's pod range."""
+    from .gke_design import MAX_NODES, MAX_PODS_PER_NODE, POD_RANGE_PREFIX, SYSTEM_POOL
+    from .tpu import tpu_slice
+
+    catalog = load_catalog()
+    problems, owners = [], {SYSTEM_POOL: "the system node pool"}
+    total = spec.kubernetes.system_nodes.count
+    for i, pool in enumerate(spec.pools):
+        total += pool.max_nodes
+        names = [pool.name]
+        gen = catalog.tpus.get(pool.tpu.type.lower()) if pool.tpu else None
+        if gen is not None and pool.tpu.topology in gen.topologies:
+            slices = pool.max_nodes // tpu_slice(gen, pool.tpu.topology).hosts
+            names = [f"{pool.name}-{k}" for k in range(slices)] if slices > 1 else [pool.name]
+        for name in names:
+            if name in owners:
+                problems.append(Problem(f"pools[{i}].name", pool.name, f"another name: its GKE node pool {name} "
+                                        f"would clash with {owners[name]}"))
+            owners.setdefault(name, f"pools[{i}]")
+    if total > MAX_NODES:
+        problems.append(Problem("pools", f"{total} nodes", f"at most {MAX_NODES} GKE nodes with the system nodes "
+                                f"(the cluster's /{POD_RANGE_PREFIX} pod range at {MAX_PODS_PER_NODE} pods per node)"))
     return problems
 
 
@@ -448,13 +534,21 @@ def _pool_problems(spec: ClusterSpec) -> list[Problem]:
         if pool.min_nodes > pool.max_nodes:
             problems.append(Problem(f"{at}.min_nodes", pool.min_nodes,
                                     f"at most max_nodes ({pool.max_nodes})"))
-        itype = catalog.resolve(spec.cloud, pool.instance_type)
-        if itype is None:
+        tpu_pool = pool.tpu is not None or pool.instance_type is None
+        if tpu_pool:
+            problems += _tpu_pool_problems(spec, i, pool)
+        itype = None if tpu_pool else catalog.resolve(spec.cloud, pool.instance_type)
+        if tpu_pool:
+            pass
+        elif itype is None:
             other = "gcp" if spec.cloud == "aws" else "aws"
             hint = (f" ({pool.instance_type} is a {other} type)"
                     if catalog.resolve(other, pool.instance_type) else "")
             if spec.cloud == "aws" and _names_a_tpu(pool.instance_type, catalog.tpus):
                 hint = f" ({pool.instance_type} is a Cloud TPU: TPUs are GCP-only, use cloud: gcp)"
+            elif spec.cloud == "gcp" and _names_a_tpu(pool.instance_type, catalog.tpus):
+                hint = (f" ({pool.instance_type} is a Cloud TPU: write tpu: {{type: v5p, topology: 4x4x4}} "
+                        "instead of instance_type)")
             problems.append(Problem(f"{at}.instance_type", pool.instance_type,
                                     f"an instance type or alias in the {spec.cloud} catalog{hint}: "
                                     f"{', '.join(catalog.names(spec.cloud))}",
@@ -484,6 +578,8 @@ def _pool_problems(spec: ClusterSpec) -> list[Problem]:
                 not re.fullmatch(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?", cap.reservation_id):
             problems.append(Problem(f"{at}.capacity.reservation_id", cap.reservation_id,
                                     "a Compute Engine reservation name such as a3u-reservation-1"))
+        if tpu_pool:
+            continue    # the rest is about instance types and their images (TPU: _tpu_pool_problems)
         if pool.image and spec.cloud == "aws" and not re.fullmatch(r"ami-[0-9a-f]{8,17}|(resolve:ssm:)?/\S+",
                                                                    pool.image):
             problems.append(Problem(f"{at}.image", pool.image, "an AMI id (ami-...) or an SSM parameter path (/aws/...)"))
@@ -494,9 +590,64 @@ def _pool_problems(spec: ClusterSpec) -> list[Problem]:
             problems.append(Problem(f"{at}.name", pool.name, "a shorter cluster or pool name: GCP names each node's "
                                     f"instance <cluster>-<pool>-<n>, at most 63 characters "
                                     f"({spec.name}-{pool.name}-{pool.max_nodes} is longer)"))
-        if spec.cloud == "gcp" and itype is not None and itype.image is None and not pool.image:
+        if spec.cloud == "gcp" and spec.scheduler == "slurm" and itype is not None and itype.image is None \
+                and not pool.image:
             problems.append(Problem(f"{at}.image", None, f"required for {itype.name}: no public image carries "
                                     f"what its {itype.gpu_nic_stack} NICs need (the TCPX kernel); name your image"))
+    return problems
+
+
+def _tpu_pool_problems(spec: ClusterSpec, i: int, pool: PoolSpec) -> list[Problem]:
+    """A `tpu:` pool: gcp only, never with instance_type, a catalog generation and one of its
+    topologies, whole slices of hosts, and only what a TPU host takes."""
+    from .tpu import topology_problem, tpu_slice
+
+    at = f"pools[{i}]"
+    if pool.tpu is None:
+        return [Problem(f"{at}.instance_type", None, "this key is required (or tpu: {type, topology} "
+                                                     "for a Cloud TPU slice on gcp)")]
+    if pool.instance_type is not None:
+        return [Problem(f"{at}.tpu", "<section>", f"either instance_type or tpu, not both (instance_type "
+                                                  f"is {pool.instance_type})")]
+    if spec.cloud != "gcp":
+        return [Problem(f"{at}.tpu", "<section>", "cloud: gcp (Cloud TPUs are GCP-only; on aws use a GPU or "
+                                                  "Trainium instance_type)")]
+    generations = load_catalog().tpus
+    gen = generations.get(pool.tpu.type.lower())
+    if gen is None:
+        return [Problem(f"{at}.tpu.type", pool.tpu.type, f"a TPU generation: {', '.join(generations)}",
+                        close_match(pool.tpu.type, list(generations)))]
+    why = topology_problem(gen, pool.tpu.topology)
+    if why:
+        return [Problem(f"{at}.tpu.topology", pool.tpu.topology, why, close_match(pool.tpu.topology, gen.topologies))]
+    problems = []
+    tpu = tpu_slice(gen, pool.tpu.topology)
+    for key in ("max_nodes", "min_nodes"):
+        value = getattr(pool, key)
+        if value % tpu.hosts:
+            lower, upper = value // tpu.hosts * tpu.hosts, -(-value // tpu.hosts) * tpu.hosts
+            near = " or ".join(str(v) for v in (lower, upper) if v > 0 or key == "min_nodes")
+            problems.append(Problem(f"{at}.{key}", value, f"whole slices: a multiple of {tpu.hosts} ({tpu.describe()})",
+                                    near))
+    if spec.scheduler == "slurm":
+        problems.append(Problem(f"{at}.tpu", "<section>", "scheduler: kubernetes (GKE) for a TPU pool: TPU "
+                                                          "slices on Slurm are not built yet"))
+    if spec.scheduler == "slurm" and pool.min_nodes not in (0, pool.max_nodes):
+        problems.append(Problem(f"{at}.min_nodes", pool.min_nodes,
+                                f"0 or max_nodes ({pool.max_nodes}): on Slurm every slice is created by "
+                                "Pulumi and always on", str(pool.max_nodes)))
+    if spec.scheduler == "slurm" and tpu.machine_type not in gen.hosts:
+        problems.append(Problem(f"{at}.tpu.type", pool.tpu.type,
+                                f"a generation whose {tpu.machine_type} hosts' vCPUs and memory the catalog "
+                                f"has ({', '.join(g.name for g in generations.values() if g.hosts)}): Slurm's "
+                                "node lines need them; or scheduler: kubernetes"))
+    for key in ("efa", "image"):
+        if getattr(pool, key) is not None:
+            problems.append(Problem(f"{at}.{key}", getattr(pool, key), "leave it out for a TPU pool (TPU hosts "
+                                    "boot the TPU software version pinned in the catalog)"))
+    if pool.capacity.type == "flex-start":
+        problems.append(Problem(f"{at}.capacity.type", pool.capacity.type,
+                                "on-demand, spot or reservation for a TPU slice"))
     return problems
 
 

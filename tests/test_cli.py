@@ -44,7 +44,8 @@ def test_every_example_stack_plans(stack):
     doc = json.loads(run.stdout)
     assert doc["stack"] == stack
     types = {r["type"] for r in doc["plan"]["resources"]}
-    assert {"aws:ec2/launchTemplate:LaunchTemplate", "gcp:compute/instanceTemplate:InstanceTemplate"} & types
+    assert {"aws:ec2/launchTemplate:LaunchTemplate", "gcp:compute/instanceTemplate:InstanceTemplate",
+            "gcp:container/nodePool:NodePool"} & types
     assert doc["balance"]["accelerators"] > 0
 
 

@@ -18,21 +18,18 @@ from typing import Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
-import yaml
 
 from ..design import ClusterDesign, StorageDesign
-from ..kubernetes_design import (EFA_PRESENT_LABEL, GPU_PRESENT_LABEL, GPU_TAINT, POOL_LABEL, ROLE_LABEL, Chart,
-                                 KubernetesPool, versions)
-from ..k8s_manifests import EXAMPLES_CONFIGMAP
+from ..k8s_resources import (RENDEZVOUS_PORT, SCRIPT_DIR, claim_name, examples_configmap, helm_release,  # noqa: F401
+                             job_name, kueue_queues, render_kueue, render_train_job, static_volume,
+                             training_namespace, volume_name)
+from ..kubernetes_design import EFA_PRESENT_LABEL, GPU_PRESENT_LABEL, GPU_TAINT, ROLE_LABEL, KubernetesPool, versions
 from ..mounts import Mount
-from ..render import render, static
+from ..render import static
 
-SCRIPT_DIR = "/opt/aicluster"
-RENDEZVOUS_PORT = 29500
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
 # Lustre options that matter inside a pod's mount (the host-side systemd options do not apply).
 FSX_MOUNT_OPTIONS = ("relatime", "flock")
-HELM_TIMEOUT_S = 900
 SYSTEM_NODES = {ROLE_LABEL: "system"}
 
 
@@ -47,34 +44,10 @@ def nccl_env(pool: KubernetesPool, gpudirect_rdma: bool) -> list[tuple[str, str]
     return env
 
 
-def job_name(pool: KubernetesPool) -> str:
-    return f"train-{pool.name}"
-
-
-def claim_name(fs: StorageDesign) -> str:
-    return fs.name
-
-
-def volume_name(cluster: ClusterDesign, fs: StorageDesign) -> str:
-    return f"{cluster.name}-{fs.name}"
-
-
 def render_job(design: ClusterDesign, pool_name: str) -> str:
-    kd = design.kubernetes
-    pool = kd.pool(pool_name)
-    claims = [{"name": claim_name(fs), "volume": f"fs-{fs.name}", "mount": fs.mount} for fs in design.storage]
-    return render("k8s/train-job.yaml.j2", pool=pool, job=job_name(pool), namespace=kd.namespace,
-                  local_queue=kd.local_queue, cluster_queue=kd.cluster_queue, pool_label=POOL_LABEL,
-                  image=versions().images["pytorch-training"], port=RENDEZVOUS_PORT, script_dir=SCRIPT_DIR,
-                  examples=EXAMPLES_CONFIGMAP, claims=claims,
-                  env=nccl_env(pool, bool(design.pool(pool_name).instance.gpudirect_rdma)))
-
-
-def render_kueue(design: ClusterDesign) -> str:
-    kd = design.kubernetes
-    return render("k8s/kueue.yaml.j2", cluster=design.name, namespace=kd.namespace, pools=kd.pools,
-                  api_version=versions().charts["kueue"].api_version, pool_label=POOL_LABEL,
-                  cluster_queue=kd.cluster_queue, local_queue=kd.local_queue, resources=kd.resources)
+    pool = design.kubernetes.pool(pool_name)
+    return render_train_job(design, pool_name, image=versions().images["pytorch-training"],
+                            env=nccl_env(pool, bool(design.pool(pool_name).instance.gpudirect_rdma)))
 
 
 def gpu_device_values(design: ClusterDesign) -> tuple[str, dict]:
@@ -129,83 +102,21 @@ class KubernetesAddons(pulumi.ComponentResource):
         v = versions()
         after_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
 
-        releases = {chart: self._release(name, v.charts[chart], values, after_cluster)
+        releases = {chart: helm_release(name, v.charts[chart], values, after_cluster)
                     for chart, values in chart_values(design).items()}
 
-        namespace = k8s.core.v1.Namespace(
-            f"{name}-namespace",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=kd.namespace, labels={"aicluster-cluster": design.name}),
-            opts=after_cluster)
+        namespace = training_namespace(name, design, after_cluster)
         in_namespace = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace])
 
+        driver = releases.get("aws-fsx-csi-driver")
         for fs, file_system_id, mount in args.filesystems:
-            self._filesystem(name, design, fs, file_system_id, mount, releases.get("aws-fsx-csi-driver"), in_namespace)
+            static_volume(name, design, fs, driver=FSX_CSI_DRIVER, volume_handle=file_system_id,
+                          volume_attributes=pulumi.Output.from_input(mount).apply(
+                              lambda m: {"dnsname": m.server, "mountname": m.remote_path}),
+                          mount_options=FSX_MOUNT_OPTIONS, depends_on=[driver] if driver else [], opts=in_namespace)
 
-        kueue_opts = pulumi.ResourceOptions(parent=self, provider=args.provider,
-                                            depends_on=[releases["kueue"], namespace])
-        for doc in yaml.safe_load_all(render_kueue(design)):
-            if doc:
-                meta = doc["metadata"]
-                k8s.apiextensions.CustomResource(
-                    f"{name}-{doc['kind'].lower()}-{meta['name']}", api_version=doc["apiVersion"], kind=doc["kind"],
-                    metadata=meta, spec=doc["spec"], opts=kueue_opts)
-
-        k8s.core.v1.ConfigMap(
-            f"{name}-examples",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=EXAMPLES_CONFIGMAP, namespace=kd.namespace,
-                                                labels={"aicluster-cluster": design.name}),
-            data={**{f"{job_name(p)}.yaml": render_job(design, p.name) for p in kd.pools},
-                  "allreduce.py": static("k8s/allreduce.py")},
-            opts=in_namespace)
+        kueue_queues(name, design, pulumi.ResourceOptions(parent=self, provider=args.provider,
+                                                          depends_on=[releases["kueue"], namespace]))
+        examples_configmap(name, design, {**{f"{job_name(p)}.yaml": render_job(design, p.name) for p in kd.pools},
+                                          "allreduce.py": static("k8s/allreduce.py")}, in_namespace)
         self.register_outputs({"namespace": kd.namespace, "charts": {c: v.charts[c].version for c in releases}})
-
-    def _release(self, name: str, chart: Chart, values: dict, opts: pulumi.ResourceOptions) -> k8s.helm.v3.Release:
-        oci = chart.repo.startswith("oci://")
-        return k8s.helm.v3.Release(
-            f"{name}-{chart.name}",
-            name=chart.name,
-            chart=f"{chart.repo}/{chart.chart}" if oci else chart.chart,
-            repository_opts=None if oci else k8s.helm.v3.RepositoryOptsArgs(repo=chart.repo),
-            version=chart.version,
-            namespace=chart.namespace,
-            create_namespace=chart.namespace != "kube-system",
-            values=values,
-            # Wait until the workloads are ready; roll back a failed upgrade instead of leaving it half done.
-            atomic=True,
-            timeout=HELM_TIMEOUT_S,
-            opts=opts)
-
-    def _filesystem(self, name: str, design: ClusterDesign, fs: StorageDesign, file_system_id, mount,
-                    driver: k8s.helm.v3.Release | None, opts: pulumi.ResourceOptions) -> None:
-        size = f"{fs.capacity_gib}Gi"
-        volume = k8s.core.v1.PersistentVolume(
-            f"{name}-{fs.name}-pv",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=volume_name(design, fs),
-                                                labels={"aicluster-cluster": design.name, "aicluster-storage": fs.name}),
-            spec=k8s.core.v1.PersistentVolumeSpecArgs(
-                capacity={"storage": size},
-                volume_mode="Filesystem",
-                access_modes=["ReadWriteMany"],
-                # Deleting the claim or the volume never touches the filesystem (static, Retain).
-                persistent_volume_reclaim_policy="Retain",
-                storage_class_name="",
-                mount_options=list(FSX_MOUNT_OPTIONS),
-                csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
-                    driver=FSX_CSI_DRIVER,
-                    volume_handle=file_system_id,
-                    volume_attributes=pulumi.Output.from_input(mount).apply(
-                        lambda m: {"dnsname": m.server, "mountname": m.remote_path}),
-                ),
-            ),
-            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[driver] if driver else [])))
-        k8s.core.v1.PersistentVolumeClaim(
-            f"{name}-{fs.name}-pvc",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=claim_name(fs), namespace=design.kubernetes.namespace,
-                                                labels={"aicluster-cluster": design.name, "aicluster-storage": fs.name}),
-            spec=k8s.core.v1.PersistentVolumeClaimSpecArgs(
-                access_modes=["ReadWriteMany"],
-                storage_class_name="",
-                volume_name=volume.metadata.name,
-                resources=k8s.core.v1.VolumeResourceRequirementsArgs(requests={"storage": size}),
-            ),
-            opts=opts)

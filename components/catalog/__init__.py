@@ -159,6 +159,10 @@ class TpuGeneration:
     single_host_topologies: Mapping[str, int]
     topologies: tuple[str, ...]
     source: str
+    runtime_version: str | None = None          # Cloud TPU software version of a TPU VM
+    dcn_gbps_per_chip: float | None = None      # data-center network per chip; None: not published
+    hosts: Mapping[str, tuple[int, int]] = field(default_factory=dict)   # machine type -> (vCPU, GiB)
+    host_source: str = ""
 
 
 @dataclass(frozen=True)
@@ -363,6 +367,10 @@ def load_catalog() -> Catalog:
             single_host_topologies=dict(e["single_host_topologies"]),
             topologies=tuple(e["topologies"]),
             source=_sourced(e, f"tpu.yaml tpus.{name}"),
+            runtime_version=e.get("runtime_version"),
+            dcn_gbps_per_chip=e.get("dcn_gbps_per_chip"),
+            hosts={m: (int(h["vcpu"]), int(h["memory_gib"])) for m, h in (e.get("hosts") or {}).items()},
+            host_source=str(e.get("host_source", "")),
         )
         for name, e in _read("tpu.yaml")["tpus"].items()
     }

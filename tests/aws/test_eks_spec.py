@@ -30,7 +30,8 @@ def test_defaults():
     k8s = parse_spec(spec_with()).kubernetes
     assert k8s.gpu_devices == "nvidia-device-plugin"
     assert k8s.api_access_cidrs == () and k8s.admins == ()
-    assert (k8s.system_nodes.instance_type, k8s.system_nodes.count) == ("m7i.xlarge", 2)
+    assert (k8s.system_nodes.instance_type, k8s.system_nodes.count) == (None, 2)   # per cloud, in the design
+    assert design_cluster(parse_spec(spec_with())).kubernetes.system_instance_type == "m7i.xlarge"
     assert k8s.namespace == "training"
 
 

@@ -19,7 +19,7 @@ from components.kubernetes_design import HUGEPAGES_PER_NODE, HUGEPAGES_PER_WORKE
 from components.render import render
 from components.spec import parse_spec
 
-EKS_STACKS = [s for s in STACK_NAMES if stack_spec(s).get("scheduler") == "kubernetes"]
+EKS_STACKS = [s for s in STACK_NAMES if stack_spec(s).get("scheduler") == "kubernetes" and stack_spec(s)["cloud"] == "aws"]
 
 
 def parts(text: str) -> dict[str, str]:

@@ -15,6 +15,7 @@ import yaml
 
 from conftest import BASE_SPEC, FSX, STACK_NAMES, stack_spec
 from components.kubernetes_design import versions
+from gke_schema import SCHEMAS as GKE_SCHEMAS
 from kueue_schema import SCHEMAS
 
 EKS_STACKS = [s for s in STACK_NAMES if stack_spec(s).get("scheduler") == "kubernetes"]
@@ -23,11 +24,18 @@ SCHEMA = versions().schema_version
 
 def validate(doc: dict) -> None:
     """Raise when `doc` is not a valid object of the pinned Kubernetes version."""
-    if doc["apiVersion"].startswith("kueue.x-k8s.io/"):
-        jsonschema.validate(doc, SCHEMAS[doc["kind"]])
+    crd = SCHEMAS.get(doc["kind"]) if doc["apiVersion"].startswith("kueue.x-k8s.io/") else \
+        GKE_SCHEMAS.get((doc["apiVersion"], doc["kind"]))
+    if crd is not None:
+        jsonschema.validate(doc, crd)
         # A CRD object's metadata is a Kubernetes ObjectMeta: check it through a kind that has one.
         kubernetes_validate.validate({"apiVersion": "v1", "kind": "ConfigMap", "metadata": doc["metadata"]},
                                      SCHEMA, strict=True)
+        if doc["kind"] == "JobSet":   # each replicated job is a batch/v1 JobTemplateSpec
+            for job in doc["spec"]["replicatedJobs"]:
+                kubernetes_validate.validate({"apiVersion": "batch/v1", "kind": "Job",
+                                              "metadata": {"name": job["name"], **job["template"].get("metadata", {})},
+                                              "spec": job["template"]["spec"]}, SCHEMA, strict=True)
         return
     kubernetes_validate.validate(doc, SCHEMA, strict=True)
 
@@ -51,8 +59,14 @@ def test_every_rendered_manifest_of_the_stack_validates(stack):
 
     manifests = rendered_manifests(plan_stack(stack).files)
     kinds = {d["kind"] for docs in manifests.values() for d in docs}
-    assert {"Namespace", "PersistentVolume", "PersistentVolumeClaim", "ConfigMap", "ResourceFlavor", "ClusterQueue",
-            "LocalQueue", "Job", "Service"} <= kinds
+    pools = stack_spec(stack)["pools"]
+    expected = {"Namespace", "PersistentVolume", "PersistentVolumeClaim", "ConfigMap", "ResourceFlavor",
+                "ClusterQueue", "LocalQueue"}
+    if any("tpu" not in p for p in pools):
+        expected |= {"Job", "Service"}
+    if any("tpu" in p for p in pools):
+        expected |= {"JobSet"}
+    assert expected <= kinds
     for name, docs in manifests.items():
         for doc in docs:
             try:

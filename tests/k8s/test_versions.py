@@ -16,13 +16,15 @@ from components.kubernetes_design import _VERSIONS_FILE, versions, versions_from
 def test_every_entry_has_a_source():
     v = versions()
     keys = {"kubernetes", *(f"addon:{a}" for a in v.addons), *(f"chart:{c}" for c in v.charts),
-            *(f"ami:{a}" for a in v.ami_types), *(f"image:{i}" for i in v.images)}
+            *(f"ami:{a}" for a in v.ami_types), *(f"image:{i}" for i in v.images), "gke", "gke:accelerators",
+            *(f"nccl-installer:{s}" for s in v.nccl_installers), *(f"package:{n}" for n in v.packages)}
     assert set(v.sources) == keys
     assert all(len(s) > 20 for s in v.sources.values())
 
 
 @pytest.mark.parametrize("path", [("kubernetes",), ("eks_addons", "vpc-cni"), ("charts", "kueue"),
-                                  ("ami_types", "gpu"), ("images", "pytorch-training")])
+                                  ("ami_types", "gpu"), ("images", "pytorch-training"), ("gke",),
+                                  ("gke", "accelerators"), ("nccl_installers", "rdma"), ("packages", "jax-tpu")])
 def test_loader_refuses_an_entry_without_source(path):
     doc = yaml.safe_load(_VERSIONS_FILE.read_text())
     entry = doc
@@ -63,6 +65,8 @@ def test_versions_are_pinned_nowhere_else():
     """No chart, add-on or image version appears in code or templates: one place to bump."""
     v = versions()
     pins = [c.version for c in v.charts.values()] + list(v.addons.values()) + [i.rsplit(":", 1)[1] for i in v.images.values()]
+    pins += [i.rsplit(":", 1)[1] for s in v.nccl_installers.values() for i in (s.image, s.rxdm_image) if i]
+    pins += [r.split("==", 1)[1] for r in v.packages.values()]
     sources = [p for p in (ROOT / "components").rglob("*.py")] + [p for p in (ROOT / "templates" / "k8s").rglob("*")]
     for path in sources:
         text = Path(path).read_text()
@@ -75,7 +79,37 @@ def test_readme_states_the_pinned_versions():
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## Kubernetes on AWS (EKS)", 1)[1].split("\n## ", 1)[0]
     expected = [f"`{v.kubernetes}`", *(f"{name} {version}" for name, version in v.addons.items()),
-                *(f"`{c.version}`" for c in v.charts.values()), *(f"`{i}`" for i in v.images.values()),
+                *(f"`{c.version}`" for c in v.platform_charts("eks").values()),
+                *(f"`{i}`" for i in v.platform_images("eks").values()),
                 *(a["ami_type"] for a in v.ami_types.values())]
     for text in expected:
         assert text in section, f"README's Kubernetes section does not say {text}"
+
+
+def test_readme_states_the_gke_pins():
+    """The GKE section's table says every GKE pin: version, channel, driver, node image, the NCCL
+    installers and RxDM sidecars, the charts, images and packages the GKE stacks use."""
+    v = versions()
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Kubernetes on GCP (GKE)", 1)[1].split("\n## ", 1)[0]
+    expected = [f"`{v.gke.version}`", f"`{v.gke.release_channel}`", f"`{v.gke.gpu_driver_version}`",
+                f"`{v.gke.image_type}`", *(f"`{i.image}`" for i in v.nccl_installers.values()),
+                *(f"`{i.rxdm_image}`" for i in v.nccl_installers.values() if i.rxdm_image),
+                *(f"`{c.version}`" for c in v.platform_charts("gke").values()),
+                *(f"`{i}`" for i in v.platform_images("gke").values()), *(f"`{r}`" for r in v.packages.values()),
+                *(f"`{a}`" for a in v.gke.accelerators.values())]
+    for text in expected:
+        assert text in section, f"README's GKE section does not say {text}"
+
+
+def test_gke_follows_the_pinned_kubernetes_version():
+    """GKE runs the same minor version as the manifests' schemas; every GCP GPU type has a GKE
+    accelerator name; every GPU NIC stack has an installer (TCPX and TCPXO with their RxDM)."""
+    v = versions()
+    assert v.gke.version == v.kubernetes == v.schema_version.rsplit(".", 1)[0]
+    gpus = {t.name for t in load_catalog().instance_types["gcp"].values() if t.accelerator.kind == "gpu"}
+    assert set(v.gke.accelerators) == gpus
+    stacks = {t.gpu_nic_stack for t in load_catalog().instance_types["gcp"].values() if t.gpu_nics}
+    assert set(v.nccl_installers) == stacks
+    assert all(bool(i.rxdm_image) == (s != "rdma") for s, i in v.nccl_installers.items())
+    assert v.charts["jobset"].api_version == "jobset.x-k8s.io/v1alpha2" and "gke" in v.charts["kueue"].used_by

@@ -39,7 +39,7 @@ def _variants(stack: str) -> dict[str, dict]:
     ssh = copy.deepcopy(base)
     ssh.setdefault("network", {})["ssh_ingress_cidrs"] = ["203.0.113.0/24"]
     out["ssh-from-a-cidr"] = ssh
-    if base.get("scheduler") == "kubernetes" and base.get("cloud") == "aws":
+    if base.get("scheduler") == "kubernetes":
         api = copy.deepcopy(base)
         api.setdefault("kubernetes", {})["api_access_cidrs"] = ["203.0.113.0/24"]
         out["public-api-from-a-cidr"] = api

@@ -1,0 +1,208 @@
+"""aicluster:gcp:GkeCluster - the Kubernetes control plane for `cloud: gcp`, `scheduler: kubernetes`.
+
+- The cluster: regional (a replicated control plane), its nodes in the spec's zone; Dataplane V2
+  (ADVANCED_DATAPATH) and multi-networking, which the GPU NIC networks of A3 / A4 node pools need
+  (fabric.md); private nodes and a private endpoint, with a public endpoint only for
+  `kubernetes.api_access_cidrs` (master authorized networks, Google's public ranges left out);
+  Workload Identity; the release channel and minimum version pinned in catalog/kubernetes.yaml;
+  the Managed Lustre and Filestore CSI drivers (always on: adding a filesystem must never change the
+  cluster); VPC-native pod and service ranges from the design; shielded nodes, no client
+  certificate, deletion protection, `protect` and `retain_on_delete` (it holds the jobs' and
+  queues' state). Its inputs depend on the spec's cluster settings and the network only.
+- The node service account (NodeIdentity's compute account) gets GKE's node role.
+- The system node pool (add-on controllers: Kueue, JobSet, CSI controllers, CoreDNS).
+- A Kubernetes provider built from the cluster's outputs, authenticating with the caller's Google
+  credentials (gke-gcloud-auth-plugin): no token or key is stored.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+
+from ..design import ClusterDesign
+from ..gke_design import GkeDesign, SYSTEM_POOL
+from ..kubernetes_design import ROLE_LABEL
+from .common import labels, node_tag, project
+from .identity import CLOUD_PLATFORM
+
+# GKE's own role for a custom node service account: logs, metrics, image pulls (GKE docs,
+# "Use a least privileged IAM service account for nodes").
+NODE_ROLE = "roles/container.defaultNodeServiceAccount"
+SYSTEM_DISK_GIB = 100
+LEGACY_METADATA = {"disable-legacy-endpoints": "true"}
+
+
+def kubeconfig(cluster_name: str, endpoint: str, ca_data: str) -> str:
+    """A kubeconfig that authenticates with the caller's Google credentials (no stored token)."""
+    return json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": cluster_name,
+        "clusters": [{"name": cluster_name, "cluster": {"server": f"https://{endpoint}",
+                                                        "certificate-authority-data": ca_data}}],
+        "contexts": [{"name": cluster_name, "context": {"cluster": cluster_name, "user": cluster_name}}],
+        "users": [{"name": cluster_name, "user": {"exec": {
+            "apiVersion": "client.authentication.k8s.io/v1beta1", "command": "gke-gcloud-auth-plugin",
+            "interactiveMode": "Never", "provideClusterInfo": True}}}],
+    }, sort_keys=True)
+
+
+def workload_pool(project_id: str) -> str:
+    return f"{project_id}.svc.id.goog"
+
+
+def node_metadata() -> dict[str, str]:
+    return dict(LEGACY_METADATA)
+
+
+@dataclass(frozen=True)
+class GkeClusterArgs:
+    cluster: ClusterDesign
+    network_id: pulumi.Input[str]                 # projects/<p>/global/networks/<name>
+    subnetwork: pulumi.Input[str]                 # the system subnetwork's self link
+    node_service_account: pulumi.Input[str]       # email
+    node_service_account_member: pulumi.Input[str]
+
+
+class GkeCluster(pulumi.ComponentResource):
+    cluster_name: pulumi.Output[str]
+    cluster_id: pulumi.Output[str]
+    endpoint: pulumi.Output[str]
+    kubeconfig: pulumi.Output[str]
+    provider: k8s.Provider
+    before_nodes: list[pulumi.Resource]           # what node pools wait for
+    ready: list[pulumi.Resource]                  # what Kubernetes objects wait for
+
+    def __init__(self, name: str, args: GkeClusterArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aicluster:gcp:GkeCluster", name, None, opts)
+        design = args.cluster
+        gke: GkeDesign = design.kubernetes.gke
+        project_id = project()
+        child = pulumi.ResourceOptions(parent=self)
+
+        node_role = gcp.projects.IAMMember(f"{name}-node-role", project=project_id, role=NODE_ROLE,
+                                           member=args.node_service_account_member, opts=child)
+        public = not gke.private_endpoint
+        cluster = gcp.container.Cluster(
+            name,
+            name=gke.cluster_name,
+            location=gke.location,
+            node_locations=[gke.zone],
+            description=f"aicluster {design.name}: GKE control plane",
+            network=args.network_id,
+            subnetwork=args.subnetwork,
+            networking_mode="VPC_NATIVE",
+            ip_allocation_policy=gcp.container.ClusterIpAllocationPolicyArgs(
+                cluster_ipv4_cidr_block=gke.pods_cidr, services_ipv4_cidr_block=gke.services_cidr,
+                stack_type="IPV4"),
+            default_max_pods_per_node=gke.max_pods_per_node,
+            # Dataplane V2: required for multi-networking (the GPU NIC networks as pod interfaces).
+            datapath_provider="ADVANCED_DATAPATH",
+            enable_multi_networking=True,
+            private_cluster_config=gcp.container.ClusterPrivateClusterConfigArgs(
+                enable_private_nodes=True, enable_private_endpoint=not public),
+            master_authorized_networks_config=gcp.container.ClusterMasterAuthorizedNetworksConfigArgs(
+                cidr_blocks=[gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(
+                    cidr_block=cidr, display_name="kubernetes.api_access_cidrs") for cidr in gke.api_access_cidrs],
+                gcp_public_cidrs_access_enabled=False),
+            master_auth=gcp.container.ClusterMasterAuthArgs(
+                client_certificate_config=gcp.container.ClusterMasterAuthClientCertificateConfigArgs(
+                    issue_client_certificate=False)),
+            workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(
+                workload_pool=workload_pool(project_id)),
+            release_channel=gcp.container.ClusterReleaseChannelArgs(channel=gke.release_channel),
+            min_master_version=gke.version,
+            addons_config=gcp.container.ClusterAddonsConfigArgs(
+                lustre_csi_driver_config=gcp.container.ClusterAddonsConfigLustreCsiDriverConfigArgs(enabled=True),
+                gcp_filestore_csi_driver_config=gcp.container.ClusterAddonsConfigGcpFilestoreCsiDriverConfigArgs(
+                    enabled=True),
+                gce_persistent_disk_csi_driver_config=gcp.container.ClusterAddonsConfigGcePersistentDiskCsiDriverConfigArgs(
+                    enabled=True)),
+            enable_shielded_nodes=True,
+            # The default node pool is removed at once; node pools are separate resources.
+            remove_default_node_pool=True,
+            initial_node_count=1,
+            node_config=gcp.container.ClusterNodeConfigArgs(
+                service_account=args.node_service_account, oauth_scopes=[CLOUD_PLATFORM],
+                workload_metadata_config=gcp.container.ClusterNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA"),
+                shielded_instance_config=gcp.container.ClusterNodeConfigShieldedInstanceConfigArgs(
+                    enable_secure_boot=True, enable_integrity_monitoring=True),
+                metadata=node_metadata(), tags=[node_tag(design)]),
+            deletion_protection=True,
+            resource_labels=labels(design, "control-plane"),
+            # Set on the resource itself (mocks and policies see only what is set here). The default
+            # pool's settings no longer exist once it is removed: never diff them.
+            opts=pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True,
+                                        ignore_changes=["nodeConfig", "initialNodeCount"]),
+        )
+        self.cluster_name, self.cluster_id = cluster.name, cluster.id
+        endpoint = (cluster.private_cluster_config.apply(lambda c: c.private_endpoint if c else None)
+                    if not public else cluster.endpoint)
+        self.endpoint = endpoint
+
+        system = gcp.container.NodePool(
+            f"{name}-system",
+            name=SYSTEM_POOL,
+            cluster=cluster.id,
+            location=gke.location,
+            node_locations=[gke.zone],
+            node_count=gke.system_nodes,
+            node_config=gcp.container.NodePoolNodeConfigArgs(
+                machine_type=gke.system_machine_type, image_type=gke.image_type, disk_type="pd-balanced",
+                disk_size_gb=SYSTEM_DISK_GIB, service_account=args.node_service_account, oauth_scopes=[CLOUD_PLATFORM],
+                workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA"),
+                shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
+                    enable_secure_boot=True, enable_integrity_monitoring=True),
+                labels={ROLE_LABEL: "system"}, resource_labels=labels(design, "control-plane"),
+                metadata=node_metadata(), tags=[node_tag(design)]),
+            network_config=gcp.container.NodePoolNetworkConfigArgs(enable_private_nodes=True),
+            management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[node_role]))
+
+        self.kubeconfig = pulumi.Output.all(cluster.name, endpoint, cluster.master_auth).apply(
+            lambda a: kubeconfig(a[0], a[1], _ca(a[2])))
+        self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, enable_server_side_apply=True,
+                                     opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]))
+        self.before_nodes = [node_role]
+        self.ready = [system]
+        self.register_outputs({"cluster_name": cluster.name, "endpoint": endpoint, "kubeconfig": self.kubeconfig})
+
+
+def _ca(master_auth) -> str:
+    """The cluster CA from master_auth (typed output or plain dict under mocks)."""
+    if hasattr(master_auth, "cluster_ca_certificate"):
+        return master_auth.cluster_ca_certificate
+    return (master_auth or {}).get("cluster_ca_certificate") or (master_auth or {}).get("clusterCaCertificate")
+
+
+def attach_gke(design: ClusterDesign, network, nodes, filesystems: list) -> dict[str, pulumi.Output]:
+    """GKE on the cluster's network: the control plane, a node pool per pool (TPU: per slice) with
+    its GPU NIC networks, then everything inside the cluster."""
+    from .gke_addons import GkeAddons, GkeAddonsArgs, GkeFilesystem
+    from .gke_nodes import GkeNodePoolArgs, GkeNodePools, network_names
+
+    gke_design: GkeDesign = design.kubernetes.gke
+    cluster = GkeCluster(f"{design.name}-gke", GkeClusterArgs(
+        cluster=design, network_id=network.network_id, subnetwork=network.subnetwork_self_link,
+        node_service_account=nodes.email, node_service_account_member=nodes.member))
+    pools = {
+        pool.pool: GkeNodePools(f"{design.name}-{pool.pool}-gke", GkeNodePoolArgs(
+            cluster=design, pool=pool, kubernetes_pool=design.kubernetes.pool(pool.pool), cluster_id=cluster.cluster_id,
+            service_account=nodes.email, networks=network_names(network.fabric, pool.networks),
+            depends_on=cluster.before_nodes))
+        for pool in gke_design.node_pools
+    }
+    networks = {n.name: (names.network, names.subnetwork)
+                for n, names in zip(gke_design.networks, network_names(network.fabric, gke_design.networks))}
+    GkeAddons(f"{design.name}-k8s", GkeAddonsArgs(
+        cluster=design, provider=cluster.provider, networks=networks,
+        filesystems=[GkeFilesystem(fs_design, fs.instance_id, fs.mount)
+                     for fs_design, fs in zip(design.storage, filesystems)],
+        depends_on=cluster.ready))
+    return {
+        "gke_cluster": cluster.cluster_name,
+        "kubeconfig": cluster.kubeconfig,
+        "node_pools": {name: list(p.node_pools) for name, p in pools.items()},
+    }

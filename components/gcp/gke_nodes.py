@@ -1,0 +1,149 @@
+"""aicluster:gcp:GkeNodePool - the GKE node pools of one aicluster pool.
+
+GPU pools: one node pool in the cluster's zone with
+- every GPU NIC network of the design as an additional node network (A3 High: 4 TCPX VPCs; A3 Mega:
+  8 TCPXO VPCs; A3 Ultra / A4: the second gVNIC network and the 8 subnets of the RDMA VPC), which
+  the pool's GKENetworkParamSet / Network pairs (gke_addons) expose to pods; node networks cannot
+  change once the pool exists (fabric.md), so they come from the machine family only;
+- compact placement (placement_policy COMPACT) unless a reservation brings its own;
+- reservation affinity (the named reservation, any matching one for on-demand, none for Spot and
+  flex-start), Spot or flex-start;
+- the GPUs with GKE's driver installation (the pinned driver version), gVNIC, GKE's
+  Container-Optimized OS image, the GPU taint, the aicluster.io labels Kueue's flavor selects on,
+  private nodes, the node service account with Workload Identity's metadata server, Shielded VM;
+- autoscaling from min_nodes to max_nodes (GKE's cluster autoscaler adds nodes for the pods Kueue
+  admits) and surge-free upgrades (no spare GPU node is needed to upgrade one).
+
+TPU pools: one node pool per slice, each of the slice's hosts, with placement_policy COMPACT and the
+slice's tpu_topology for a multi-host slice (GKE creates and scales such a pool atomically).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import pulumi
+import pulumi_gcp as gcp
+
+from ..design import ClusterDesign
+from ..gke_design import GkeNetwork, GkeNodePool
+from ..kubernetes_design import KubernetesPool
+from .common import labels, node_tag, pool_labels
+from .gke import node_metadata
+from .gpu_pool import RESERVATION_KEY
+from .identity import CLOUD_PLATFORM
+
+_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
+
+
+@dataclass(frozen=True)
+class NodeNetwork:
+    """The cloud names of one additional node network (Network.fabric): network and subnetwork."""
+
+    network: pulumi.Input[str]
+    subnetwork: pulumi.Input[str]
+
+
+@dataclass(frozen=True)
+class GkeNodePoolArgs:
+    cluster: ClusterDesign
+    pool: GkeNodePool
+    kubernetes_pool: KubernetesPool
+    cluster_id: pulumi.Input[str]
+    service_account: pulumi.Input[str]
+    networks: Sequence[NodeNetwork]               # one per pool.networks entry, in order
+    depends_on: Sequence[pulumi.Resource] = ()
+
+
+def reservation_affinity(pool: GkeNodePool) -> gcp.container.NodePoolNodeConfigReservationAffinityArgs:
+    if pool.reservation:
+        return gcp.container.NodePoolNodeConfigReservationAffinityArgs(
+            consume_reservation_type="SPECIFIC_RESERVATION", key=RESERVATION_KEY, values=[pool.reservation])
+    if pool.capacity in ("spot", "flex-start"):
+        return gcp.container.NodePoolNodeConfigReservationAffinityArgs(consume_reservation_type="NO_RESERVATION")
+    return gcp.container.NodePoolNodeConfigReservationAffinityArgs(consume_reservation_type="ANY_RESERVATION")
+
+
+class GkeNodePools(pulumi.ComponentResource):
+    node_pools: dict[str, pulumi.Output[str]]     # GKE node pool name -> its id
+
+    def __init__(self, name: str, args: GkeNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aicluster:gcp:GkeNodePool", name, None, opts)
+        design, pool, kpool = args.cluster, args.pool, args.kubernetes_pool
+        gke = design.kubernetes.gke
+        if len(args.networks) != len(pool.networks):
+            raise ValueError(f"pool {pool.pool}: {len(args.networks)} networks for {len(pool.networks)}")
+        flex = pool.capacity == "flex-start"
+        guest = None
+        if pool.accelerator:
+            guest = [gcp.container.NodePoolNodeConfigGuestAcceleratorArgs(
+                type=pool.accelerator, count=pool.gpus,
+                gpu_driver_installation_config=gcp.container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
+                    gpu_driver_version=gke.gpu_driver_version))]
+        node_config = gcp.container.NodePoolNodeConfigArgs(
+            machine_type=pool.machine_type,
+            guest_accelerators=guest,
+            image_type=gke.image_type,
+            gvnic=gcp.container.NodePoolNodeConfigGvnicArgs(enabled=True) if pool.accelerator else None,
+            disk_type=pool.disk_type,
+            disk_size_gb=pool.disk_size_gib,
+            spot=pool.capacity == "spot" or None,
+            flex_start=True if flex else None,
+            reservation_affinity=reservation_affinity(pool),
+            service_account=args.service_account,
+            oauth_scopes=[CLOUD_PLATFORM],
+            workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA"),
+            shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
+                enable_secure_boot=True, enable_integrity_monitoring=True),
+            labels=dict(kpool.labels),
+            taints=[gcp.container.NodePoolNodeConfigTaintArgs(key=t.key, value=t.value, effect=_EFFECTS[t.effect])
+                    for t in kpool.taints],
+            resource_labels={**labels(design, "compute", pool.pool), **pool_labels(design, design.pool(pool.pool))},
+            metadata=node_metadata(),
+            tags=[node_tag(design)],
+        )
+        network_config = gcp.container.NodePoolNetworkConfigArgs(
+            enable_private_nodes=True,
+            additional_node_network_configs=[
+                gcp.container.NodePoolNetworkConfigAdditionalNodeNetworkConfigArgs(network=n.network, subnetwork=n.subnetwork)
+                for n in args.networks] or None)
+        common = dict(cluster=args.cluster_id, location=gke.location, node_locations=[gke.zone],
+                      node_config=node_config, network_config=network_config,
+                      management=gcp.container.NodePoolManagementArgs(auto_repair=not flex, auto_upgrade=True))
+        # The autoscaler owns the node count after creation; a changed minimum must not replace the pool.
+        keep = pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on),
+                                      ignore_changes=["initialNodeCount", "nodeCount"])
+        self.node_pools = {}
+        if pool.tpu is None:
+            node_pool = gcp.container.NodePool(
+                f"{name}-pool", name=pool.names[0], **common,
+                initial_node_count=pool.min_nodes,
+                autoscaling=gcp.container.NodePoolAutoscalingArgs(
+                    min_node_count=pool.min_nodes, max_node_count=pool.max_nodes,
+                    location_policy="ANY" if flex else None),
+                placement_policy=gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT") if pool.compact else None,
+                # No surge node: a GPU node is upgraded in place of itself.
+                upgrade_settings=gcp.container.NodePoolUpgradeSettingsArgs(strategy="SURGE", max_surge=0,
+                                                                          max_unavailable=1),
+                opts=keep)
+            self.node_pools[pool.names[0]] = node_pool.id
+        else:
+            for node_pool_name, low, high in pool.slice_sizes():
+                node_pool = gcp.container.NodePool(
+                    f"{name}-{node_pool_name}", name=node_pool_name, **common,
+                    # An always-on slice has a fixed size; the others scale from 0 to the whole slice.
+                    initial_node_count=low if low < high else None,
+                    autoscaling=gcp.container.NodePoolAutoscalingArgs(min_node_count=low, max_node_count=high)
+                    if low < high else None,
+                    node_count=high if low == high else None,
+                    placement_policy=gcp.container.NodePoolPlacementPolicyArgs(
+                        type="COMPACT", tpu_topology=pool.tpu.topology) if pool.tpu.multi_host else None,
+                    opts=keep)
+                self.node_pools[node_pool_name] = node_pool.id
+        self.register_outputs({"node_pools": self.node_pools})
+
+
+def network_names(fabric: dict, networks: Sequence[GkeNetwork]) -> list[NodeNetwork]:
+    """The cloud names of each additional node network, from Network.fabric."""
+    return [NodeNetwork(network=fabric[n.network].network.name,
+                        subnetwork=fabric[n.network].subnetworks[n.subnet].name) for n in networks]

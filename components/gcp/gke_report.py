@@ -1,0 +1,107 @@
+"""The Kubernetes part of `aicluster plan` on GKE: the control plane, every node pool with its
+additional networks and placement, the in-cluster objects, the queues and the example jobs, with
+every pinned version."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..design import ClusterDesign
+from ..gke_design import GkeNodePool
+from ..k8s_resources import claim_name, job_name, volume_name
+from ..kubernetes_design import versions
+from .gke_addons import INSTALLERS, chart_values
+
+
+def _networks_text(pool: GkeNodePool) -> str:
+    rdma = [n.name for n in pool.networks if n.device_mode == "RDMA"]
+    netdev = [n.name for n in pool.networks if n.device_mode == "NetDevice"]
+    parts = []
+    if netdev:
+        parts.append(f"{', '.join(netdev)} (NetDevice)")
+    if rdma:
+        parts.append(f"{len(rdma)} RDMA networks {rdma[0]}..{rdma[-1]} (deviceMode RDMA)")
+    return f"{len(pool.networks)} additional node networks: " + " + ".join(parts) if parts else "no additional networks"
+
+
+def kubernetes_summary(design: ClusterDesign) -> dict[str, Any]:
+    kd, v = design.kubernetes, versions()
+    gke = kd.gke
+    pools = []
+    for pool in gke.node_pools:
+        kpool = kd.pool(pool.pool)
+        entry = {
+            "pool": pool.pool, "node_pools": list(pool.names), "machine_type": pool.machine_type,
+            "min": pool.min_nodes, "max": pool.max_nodes, "capacity": pool.capacity, "reservation": pool.reservation,
+            "placement": "COMPACT" if pool.compact else None, "taints": [f"{t.key}={t.value}:{t.effect}" for t in kpool.taints],
+            "labels": dict(kpool.labels),
+        }
+        if pool.tpu:
+            entry |= {"tpu": pool.tpu.name, "topology": pool.tpu.topology, "slices": pool.slices,
+                      "hosts_per_slice": pool.tpu.hosts, "chips_per_host": pool.tpu.chips_per_host,
+                      "chips": pool.tpu.chips * pool.slices}
+        else:
+            entry |= {"accelerator": pool.accelerator, "gpus": pool.gpus, "gpu_driver": gke.gpu_driver_version,
+                      "nic_stack": pool.nic_stack,
+                      "additional_networks": [{"name": n.name, "device_mode": n.device_mode, "interface": n.interface}
+                                              for n in pool.networks]}
+        pools.append(entry)
+    return {
+        "platform": "gke",
+        "version": gke.version, "release_channel": gke.release_channel,
+        "location": gke.location, "zone": gke.zone,
+        "endpoint": {"private": True, "public_cidrs": list(gke.api_access_cidrs)},
+        "dataplane_v2": True, "multi_networking": True, "workload_identity": True,
+        "pods_cidr": gke.pods_cidr, "services_cidr": gke.services_cidr, "max_pods_per_node": gke.max_pods_per_node,
+        "system_nodes": {"machine_type": gke.system_machine_type, "count": gke.system_nodes},
+        "node_pools": pools,
+        "networks": [{"name": n.name, "device_mode": n.device_mode} for n in gke.networks],
+        "nccl_installers": {s: v.nccl_installers[s].image for s in gke.nic_stacks},
+        "charts": {name: v.charts[name].version for name in chart_values(design)},
+        "volumes": [{"volume": volume_name(design, fs), "claim": f"{kd.namespace}/{claim_name(fs)}",
+                     "capacity": f"{fs.capacity_gib}Gi", "mount": fs.mount,
+                     "driver": "Managed Lustre CSI" if fs.kind == "managed-lustre" else "Filestore CSI"}
+                    for fs in design.storage],
+        "queues": {"local_queue": f"{kd.namespace}/{kd.local_queue}", "cluster_queue": kd.cluster_queue,
+                   "quotas": {p.flavor: {r: p.quota[r] for r in g.resources}
+                              for g in kd.resource_groups for p in g.pools}},
+        "jobs": [f"k8s/examples/{job_name(p)}.yaml" for p in kd.pools],
+    }
+
+
+def kubernetes_lines(design: ClusterDesign) -> list[str]:
+    s = kubernetes_summary(design)
+    gke = design.kubernetes.gke
+    access = "private endpoint" + (f" + public for {', '.join(s['endpoint']['public_cidrs'])}"
+                                   if s["endpoint"]["public_cidrs"] else " only")
+    lines = [f"  control plane: regional ({s['location']}), release channel {s['release_channel']} from "
+             f"{s['version']}, {access}, private nodes, Dataplane V2 + multi-networking, Workload Identity, "
+             f"Managed Lustre and Filestore CSI drivers",
+             f"  pods {s['pods_cidr']} ({s['max_pods_per_node']} per node), services {s['services_cidr']}",
+             f"  system nodes: {s['system_nodes']['count']} x {s['system_nodes']['machine_type']}"]
+    for pool, entry in zip(gke.node_pools, s["node_pools"]):
+        placement = "compact placement" if pool.compact else (
+            "the reservation's placement" if pool.reservation else "no compact placement")
+        capacity = pool.capacity + (f" {pool.reservation}" if pool.reservation else "")
+        if pool.tpu:
+            lines.append(f"  node pools {', '.join(pool.names)}: {pool.tpu.describe()} each "
+                         f"({entry['slices']} slice(s), {entry['chips']} chips), {placement} with tpu_topology "
+                         f"{pool.tpu.topology}, {capacity}, taint {', '.join(entry['taints'])}")
+        else:
+            lines.append(f"  node pool {pool.names[0]}: {pool.min_nodes}..{pool.max_nodes} x {pool.machine_type} "
+                         f"({pool.gpus} x {pool.accelerator}, GKE driver {entry['gpu_driver']}), {capacity}, "
+                         f"{placement}; {_networks_text(pool)}")
+    if s["networks"]:
+        lines.append("  GKENetworkParamSet + Network: " + ", ".join(f"{n['name']} ({n['device_mode']})"
+                                                                    for n in s["networks"]))
+    for stack, image in s["nccl_installers"].items():
+        lines.append(f"  NCCL installer DaemonSet {INSTALLERS[stack][0]}: {image}")
+    lines.append("  Helm charts: " + ", ".join(f"{n} {ver}" for n, ver in s["charts"].items()))
+    for vol in s["volumes"]:
+        lines.append(f"  storage: PersistentVolume {vol['volume']} ({vol['capacity']}, {vol['driver']}, Retain) "
+                     f"bound to claim {vol['claim']}, mounted at {vol['mount']} in the jobs")
+    q = s["queues"]
+    lines.append(f"  queue: LocalQueue {q['local_queue']} -> ClusterQueue {q['cluster_queue']}")
+    for flavor, quota in q["quotas"].items():
+        lines.append(f"    flavor {flavor}: " + ", ".join(f"{r} {n}" for r, n in quota.items()))
+    lines.append("  example jobs: " + ", ".join(s["jobs"]))
+    return lines

@@ -1,0 +1,238 @@
+"""spec + catalog -> the GKE part of a `cloud: gcp`, `scheduler: kubernetes` design. Pure (no Pulumi).
+
+Everything about the GKE cluster that needs no cloud output is decided here, and the Kueue and job
+parts reuse kubernetes_design (KubernetesPool, quotas, worker shapes):
+
+- the control plane: regional, the release channel and minimum version pinned in
+  catalog/kubernetes.yaml, private nodes, a private endpoint unless `api_access_cidrs` asks for a
+  public one; pod and service ranges that overlap neither the system VPC, the GPU NIC networks nor
+  the private service access range, and that depend on no pool (so scaling never replaces the
+  cluster);
+- per GPU pool one node pool in the cluster's zone, with an additional node network for every GPU
+  NIC network of the design (gcp_nics), and for each a GKENetworkParamSet + Network pair: deviceMode
+  RDMA for MRDMA NICs, NetDevice for gVNIC; the worker pods attach the GPU NIC networks on the
+  interfaces Google's own manifests use (eth<NIC index>);
+- per TPU pool one node pool per slice (placement COMPACT with the slice's topology).
+"""
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from .kubernetes_design import (ACCELERATOR_LABEL, DEFAULT_SYSTEM_TYPE, GPU_TAINT, INSTANCE_TYPE_LABEL, POOL_LABEL,
+                                SHM_SHARE, TPU_TAINT, WORKER_CPU_MARGIN, WORKER_MEMORY_SHARE, KubernetesDesign,
+                                KubernetesPool, versions)
+from .tpu import TpuSlice
+
+if TYPE_CHECKING:
+    from .design import NetworkDesign, PoolDesign
+    from .spec import ClusterSpec
+
+# GKE's limit on device network (GKENetworkParamSet / Network) names (fabric.md, GKE multi-network docs).
+NETWORK_NAME_LIMIT = 41
+# Node pool names: 1-40 characters (GKE API).
+NODE_POOL_NAME_LIMIT = 40
+SYSTEM_POOL = "system"
+# A training node runs one worker and a few DaemonSets: 32 pods per node gives each node a /26 of
+# the pod range, so the /14 below holds 4096 nodes. Both are fixed: a pod range that followed the
+# pools would replace the cluster on a routine edit.
+MAX_PODS_PER_NODE = 32
+POD_RANGE_PREFIX = 14
+SERVICE_RANGE_PREFIX = 20
+MAX_NODES = 2 ** (32 - POD_RANGE_PREFIX) // 2 ** (32 - 26)      # nodes the pod range holds
+# 10^9 / 2^30: GB (Google's machine type tables) to GiB (Kubernetes quantities).
+GB_PER_GIB_RATIO = 1e9 / 2**30
+# Where the pod and service ranges are taken from, in order: the private 10/8, then RFC 6598.
+_RANGE_SPACES = ("10.0.0.0/8", "100.64.0.0/10")
+
+
+@dataclass(frozen=True)
+class GkeNetwork:
+    """One additional node network of a GPU node pool and its GKENetworkParamSet + Network pair."""
+
+    name: str                                  # the Kubernetes objects' name (<= 41 characters)
+    network: str                               # design fabric network key (gvnic-1, rdma, tcpxo-3, ...)
+    subnet: int                                # index into that network's subnets
+    device_mode: Literal["NetDevice", "RDMA"]
+    interface: str                             # the pod interface it appears as (eth<NIC index>)
+    gpu: bool                                  # a GPU NIC: worker pods attach it
+
+
+@dataclass(frozen=True)
+class GkeNodePool:
+    """One aicluster pool as GKE node pools: one for a GPU pool, one per slice for a TPU pool."""
+
+    pool: str
+    names: tuple[str, ...]                     # GKE node pool names
+    machine_type: str
+    accelerator: str | None                    # GPU: cloud.google.com/gke-accelerator value
+    gpus: int
+    tpu: TpuSlice | None
+    nic_stack: str                             # tcpx | tcpxo | rdma | none
+    networks: tuple[GkeNetwork, ...]           # additional node networks, in NIC order
+    compact: bool                              # placement_policy COMPACT
+    min_nodes: int
+    max_nodes: int
+    capacity: str                              # on-demand | spot | reservation | flex-start
+    reservation: str | None
+    disk_type: str
+    disk_size_gib: int
+
+    @property
+    def slices(self) -> int:
+        return len(self.names) if self.tpu else 0
+
+    def slice_sizes(self) -> list[tuple[str, int, int]]:
+        """TPU: (node pool, min nodes, max nodes) per slice; the first min_nodes / hosts slices are
+        always on, the others scale from 0 to the whole slice (GKE scales a multi-host slice
+        atomically)."""
+        hosts = self.tpu.hosts
+        always_on = self.min_nodes // hosts
+        return [(name, hosts if k < always_on else 0, hosts) for k, name in enumerate(self.names)]
+
+
+@dataclass(frozen=True)
+class GkeDesign:
+    cluster_name: str
+    location: str                              # the region: a regional (replicated) control plane
+    zone: str                                  # where every node pool's nodes are
+    release_channel: str
+    version: str
+    gpu_driver_version: str
+    image_type: str
+    pods_cidr: str
+    services_cidr: str
+    max_pods_per_node: int
+    api_access_cidrs: tuple[str, ...]
+    system_machine_type: str
+    system_nodes: int
+    node_pools: tuple[GkeNodePool, ...]
+
+    @property
+    def private_endpoint(self) -> bool:
+        """No public endpoint at all unless the spec names CIDRs for one."""
+        return not self.api_access_cidrs
+
+    @property
+    def networks(self) -> tuple[GkeNetwork, ...]:
+        """Every additional network of every node pool, once (pools of a family share them)."""
+        seen: dict[str, GkeNetwork] = {}
+        for pool in self.node_pools:
+            for net in pool.networks:
+                seen.setdefault(net.name, net)
+        return tuple(seen.values())
+
+    @property
+    def nic_stacks(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(p.nic_stack for p in self.node_pools if p.nic_stack != "none"))
+
+    def node_pool(self, pool: str) -> GkeNodePool:
+        for p in self.node_pools:
+            if p.pool == pool:
+                return p
+        raise KeyError(pool)
+
+
+def device_network_name(key: str, subnet: int, roce: bool) -> str:
+    """gvnic-1, tcpxo-3, rdma-0 .. rdma-7 (one per RDMA subnet), as Google's manifests name them."""
+    name = f"{key}-{subnet}" if roce else key
+    return name[:NETWORK_NAME_LIMIT].rstrip("-")
+
+
+def _networks(pool: "PoolDesign", net: "NetworkDesign") -> tuple[GkeNetwork, ...]:
+    out = []
+    for nic in pool.nics:
+        if nic.network == "system":
+            continue     # the node's primary network (the cluster's own VPC)
+        roce = net.fabric_network(nic.network).roce
+        out.append(GkeNetwork(name=device_network_name(nic.network, nic.subnet, roce), network=nic.network,
+                              subnet=nic.subnet, device_mode="RDMA" if nic.nic_type == "MRDMA" else "NetDevice",
+                              interface=f"eth{nic.index}", gpu=nic.role == "gpu"))
+    return tuple(out)
+
+
+def node_pool_names(pool: "PoolDesign") -> tuple[str, ...]:
+    if pool.tpu is None:
+        return (pool.name,)
+    return tuple(pool.name if pool.slices == 1 else f"{pool.name}-{k}" for k in range(pool.slices))
+
+
+def _node_pool(pool: "PoolDesign", net: "NetworkDesign", accelerators) -> GkeNodePool:
+    itype = pool.instance
+    return GkeNodePool(
+        pool=pool.name, names=node_pool_names(pool), machine_type=itype.name,
+        accelerator=None if pool.tpu else accelerators.get(itype.name),
+        gpus=0 if pool.tpu else itype.accelerator_count, tpu=pool.tpu,
+        nic_stack=itype.gpu_nic_stack if pool.gpu_nics else "none",
+        networks=() if pool.tpu else _networks(pool, net),
+        compact=pool.placement.strategy is not None,
+        min_nodes=pool.min_nodes, max_nodes=pool.max_nodes, capacity=pool.capacity.type,
+        reservation=pool.capacity.reservation_id if pool.capacity.type == "reservation" else None,
+        # TPU hosts and A3 Ultra / A4 take Hyperdisk; the rest the catalog's boot disk type.
+        disk_type=pool.boot_disk_type or "hyperdisk-balanced", disk_size_gib=pool.root_volume_gib)
+
+
+def free_range(prefix: int, taken: list, after=None) -> str:
+    """The first aligned block of `prefix` in the range spaces (after `after`, when given) that
+    overlaps nothing taken."""
+    for space in _RANGE_SPACES:
+        for block in ipaddress.ip_network(space).subnets(new_prefix=prefix):
+            if after is not None and block.network_address <= after.broadcast_address:
+                continue
+            if not any(block.overlaps(t) for t in taken):
+                return str(block)
+    raise ValueError(f"no free /{prefix} for GKE")   # unreachable: the spaces are far larger than a VPC
+
+
+def cluster_ranges(net: "NetworkDesign") -> tuple[str, str]:
+    """(pods, services): clear of the system VPC, the GPU NIC networks and private service access."""
+    taken = [ipaddress.ip_network(c) for c in (net.vpc_cidr, net.service_cidr) if c]
+    taken += [ipaddress.ip_network(s.cidr) for f in net.fabric_networks for s in f.subnets]
+    if net.service_cidr:    # the whole fabric range: the /16 of private service access sits at its end
+        from .design import GCP_FABRIC_CIDRS
+
+        taken += [ipaddress.ip_network(c) for c in GCP_FABRIC_CIDRS
+                  if ipaddress.ip_network(net.service_cidr).subnet_of(ipaddress.ip_network(c))]
+    pods = free_range(POD_RANGE_PREFIX, taken)
+    services = free_range(SERVICE_RANGE_PREFIX, taken, after=ipaddress.ip_network(pods))
+    return pods, services
+
+
+def _kubernetes_pool(pool: "PoolDesign", gke: GkeNodePool) -> KubernetesPool:
+    itype = pool.instance
+    tpu = pool.tpu
+    labels = {POOL_LABEL: pool.name, INSTANCE_TYPE_LABEL: itype.name,
+              ACCELERATOR_LABEL: f"tpu-{tpu.name}" if tpu else itype.accelerator.gres_type}
+    vcpu = itype.vcpu or 0
+    # gcp.yaml and tpu.yaml give GPU machine types' memory in GB as Google publishes it: in GiB for Kubernetes.
+    memory = int((itype.memory_gib or 0) * GB_PER_GIB_RATIO) if not tpu else (itype.memory_gib or 0)
+    worker_memory = int(memory * WORKER_MEMORY_SHARE)
+    return KubernetesPool(
+        name=pool.name, instance_type=itype.name, min_nodes=pool.min_nodes, max_nodes=pool.max_nodes,
+        capacity_type=pool.capacity.type.upper().replace("-", "_"), labels=labels,
+        taints=(TPU_TAINT,) if tpu else (GPU_TAINT,),
+        gpus=gke.gpus, efa=0, vcpu=vcpu, memory_gib=memory, hugepages_per_node=0, local_nvme=False,
+        worker_cpu=max(1, vcpu - WORKER_CPU_MARGIN), worker_memory_gib=worker_memory,
+        shm_gib=max(1, int(worker_memory * SHM_SHARE)), tpus=tpu.chips_per_host if tpu else 0)
+
+
+def design_gke_kubernetes(spec: "ClusterSpec", pools: "tuple[PoolDesign, ...]",
+                          network: "NetworkDesign") -> KubernetesDesign:
+    v = versions()
+    k8s = spec.kubernetes
+    node_pools = tuple(_node_pool(p, network, v.gke.accelerators) for p in pools)
+    pods, services = cluster_ranges(network)
+    gke = GkeDesign(
+        cluster_name=spec.name, location=spec.region, zone=spec.zone,
+        release_channel=v.gke.release_channel, version=v.gke.version,
+        gpu_driver_version=v.gke.gpu_driver_version, image_type=v.gke.image_type,
+        pods_cidr=pods, services_cidr=services, max_pods_per_node=MAX_PODS_PER_NODE,
+        api_access_cidrs=tuple(str(ipaddress.ip_network(c)) for c in k8s.api_access_cidrs),
+        system_machine_type=k8s.system_nodes.instance_type or DEFAULT_SYSTEM_TYPE["gcp"],
+        system_nodes=k8s.system_nodes.count, node_pools=node_pools)
+    return KubernetesDesign(
+        version=v.gke.version, cluster_name=spec.name, namespace=k8s.namespace, gpu_devices="gke",
+        api_access_cidrs=gke.api_access_cidrs, admins=(), system_instance_type=gke.system_machine_type,
+        system_nodes=gke.system_nodes, control_plane_subnets=(), control_plane_subnet_ids=(),
+        pools=tuple(_kubernetes_pool(p, g) for p, g in zip(pools, node_pools)), platform="gke", gke=gke)
