@@ -56,6 +56,8 @@ def pool_lines(design: ClusterDesign) -> list[str]:
             if design.kubernetes and pool.placement.strategy:
                 placement = "compact placement (GKE placement_policy COMPACT" + \
                     (f", tpu_topology {pool.tpu.topology})" if pool.tpu else ")")
+            elif pool.tpu and not design.kubernetes:
+                placement = "each slice one Cloud TPU VM (its hosts on one ICI topology), always on"
         lines.append(f"  {pool.name}: {pool.instance.name} ({pool.instance.accelerator_count}x "
                      f"{pool.instance.accelerator.model}), nodes {pool.min_nodes}..{pool.max_nodes} "
                      f"as {pool.hostlist}")

@@ -85,6 +85,13 @@ def _gcp_user_data(resource: CapturedResource) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _startup_script(resource: CapturedResource) -> str | None:
+    """A Cloud TPU VM's startup script (its hosts' counterpart of user data)."""
+    metadata = reveal(resource.inputs.get("metadata"))
+    value = metadata.get("startup-script") if isinstance(metadata, dict) else None
+    return value if isinstance(value, str) else None
+
+
 def _gcs_object_path(resource: CapturedResource) -> str:
     """Cloud Storage object "head/slurm/slurm.conf" -> "slurm/slurm.conf", as for S3."""
     name = str(resource.inputs.get("name", resource.name))
@@ -99,6 +106,7 @@ _RENDERED: dict[str, tuple[Callable[[CapturedResource], str | None], Callable[[C
     "gcp:compute/instanceTemplate:InstanceTemplate": (_gcp_user_data, lambda r: f"user-data/{r.name}.yaml"),
     "gcp:compute/instance:Instance": (_gcp_user_data, lambda r: f"user-data/{r.name}.yaml"),
     "gcp:storage/bucketObject:BucketObject": (_object_content, _gcs_object_path),
+    "gcp:tpu/v2Vm:V2Vm": (_startup_script, lambda r: f"startup-scripts/{r.name}.sh"),
 }
 
 

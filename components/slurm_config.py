@@ -8,7 +8,8 @@ slurmctld (configless). The same texts are fed to a real slurmctld by tests/slur
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Mapping
 
 from components.design import ClusterDesign, SlurmNodeSet
 from components.render import render
@@ -46,6 +47,9 @@ class SlurmRuntime:
     slurmctld_port: int = 6817
     slurmd_port: int = 6818
     accounting_host: str | None = None     # slurmdbd host when accounting is on (the head itself)
+    # Addresses of nodes that are not CLOUD nodes (Cloud TPU hosts Pulumi creates): node -> address,
+    # written as NodeAddr so slurmctld needs no name lookup for them.
+    node_addrs: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,7 @@ class _NodeLine:
     hostlist: str
     features: tuple[str, ...]
     nodeset: SlurmNodeSet
+    addrs: tuple[str, ...] = ()     # NodeAddr of each node of the hostlist, in order
 
 
 @dataclass(frozen=True)
@@ -71,7 +76,7 @@ def render_slurm_configs(design: ClusterDesign, runtime: SlurmRuntime) -> dict[s
         "cluster": design.name,
         "slurm": slurm,
         "rt": runtime,
-        "node_lines": _node_lines(slurm.nodesets),
+        "node_lines": _node_lines(slurm.nodesets, design, runtime.node_addrs),
         "accounting_host": runtime.accounting_host or runtime.controller_addr,
         "suspend_timeout_s": SUSPEND_TIMEOUT_S,
         "gpu_nodesets": [n for n in slurm.nodesets if n.gres],
@@ -80,14 +85,20 @@ def render_slurm_configs(design: ClusterDesign, runtime: SlurmRuntime) -> dict[s
     return {name: render(f"slurm/{name}.j2", **context) for name in SLURM_CONFIG_FILES}
 
 
-def _node_lines(nodesets: tuple[SlurmNodeSet, ...]) -> list[_NodeLine]:
+def _node_lines(nodesets: tuple[SlurmNodeSet, ...], design: ClusterDesign,
+                node_addrs: Mapping[str, str]) -> list[_NodeLine]:
     """Per pool: the always-on (min_nodes) line and the elastic line, each only when non-empty.
     The static|dynamic feature lets users and the resume program tell them apart
-    (ParallelCluster's convention)."""
+    (ParallelCluster's convention). Nodes that are not CLOUD nodes get their NodeAddr when known."""
     lines = []
     for ns in nodesets:
         if ns.static_hostlist:
-            lines.append(_NodeLine(ns.static_hostlist, (*ns.features, "static"), ns))
+            addrs: tuple[str, ...] = ()
+            if not ns.cloud:
+                names = design.pool(ns.pool).node_names()
+                if all(n in node_addrs for n in names):
+                    addrs = tuple(node_addrs[n] for n in names)
+            lines.append(_NodeLine(ns.static_hostlist, (*ns.features, "static"), ns, addrs))
         if ns.dynamic_hostlist:
             lines.append(_NodeLine(ns.dynamic_hostlist, (*ns.features, "dynamic"), ns))
     return lines
@@ -99,7 +110,9 @@ def _switches(nodesets: tuple[SlurmNodeSet, ...]) -> list[_Switch]:
     a job, and Slurm logs every disconnected switch)."""
     members: dict[str, list[str]] = {}
     for ns in nodesets:
-        members.setdefault(ns.switch, []).append(ns.hostlist)
+        # A TPU pool: one switch per slice (its hosts share the slice's ICI, slices meet over DCN).
+        for switch, hostlist in ns.switches or ((ns.switch, ns.hostlist),):
+            members.setdefault(switch, []).append(hostlist)
     leaves = [_Switch(name, nodes=",".join(hostlists)) for name, hostlists in members.items()]
     if len(leaves) < 2:
         return leaves

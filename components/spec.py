@@ -629,9 +629,6 @@ def _tpu_pool_problems(spec: ClusterSpec, i: int, pool: PoolSpec) -> list[Proble
             near = " or ".join(str(v) for v in (lower, upper) if v > 0 or key == "min_nodes")
             problems.append(Problem(f"{at}.{key}", value, f"whole slices: a multiple of {tpu.hosts} ({tpu.describe()})",
                                     near))
-    if spec.scheduler == "slurm":
-        problems.append(Problem(f"{at}.tpu", "<section>", "scheduler: kubernetes (GKE) for a TPU pool: TPU "
-                                                          "slices on Slurm are not built yet"))
     if spec.scheduler == "slurm" and pool.min_nodes not in (0, pool.max_nodes):
         problems.append(Problem(f"{at}.min_nodes", pool.min_nodes,
                                 f"0 or max_nodes ({pool.max_nodes}): on Slurm every slice is created by "

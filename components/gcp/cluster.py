@@ -109,22 +109,35 @@ def build_gcp_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
             cluster=design, pool=pool, nic_subnetworks=network.nic_subnetworks(pool),
             service_account_email=nodes.email,
             user_data=node_inputs.apply(lambda a, p=pool.name: compute_user_data(design, p, list(a[0]), a[1], a[2]))))
-        for pool in design.pools
+        for pool in design.pools if pool.tpu is None
     }
+    if controller:
+        # Cloud TPU pools: slices Pulumi creates (TPU VMs), always on, named into the node-name zone.
+        from .tpu_slice import TpuSlice, TpuSliceArgs, startup_script
+
+        for pool in (p for p in design.pools if p.tpu is not None):
+            pools[pool.name] = TpuSlice(f"{design.name}-{pool.name}", TpuSliceArgs(
+                cluster=design, pool=pool, network=network.network_id, subnetwork=network.subnetwork_self_link,
+                service_account_email=nodes.email, dns_zone=controller.dns_zone,
+                startup_script=node_inputs.apply(lambda a, p=pool: startup_script(
+                    design, p, list(a[0]), f"{a[1]}:{SLURMCTLD_PORT}", a[2]))))
     outputs = {
         "network": network.network_id,
         "subnetwork": network.subnetwork_self_link,
         "fabric_networks": {key: f.network.self_link for key, f in network.fabric.items()},
-        "instance_templates": {name: p.instance_template for name, p in pools.items()},
+        "instance_templates": {name: p.instance_template for name, p in pools.items() if p.instance_template},
         "filesystems": {fs.name: f.instance_id for fs, f in zip(design.storage, filesystems)},
     }
     if controller:
         imports = pulumi.Output.all(*[
             f.instance_id.apply(lambda i, fs=fs: {"instance": i, "uri": fs.import_path, "path": "/"})
             for fs, f in zip(design.storage, filesystems) if fs.kind == "managed-lustre" and fs.import_path])
+        tpu_pools = [p for p in design.pools if p.tpu is not None]
+        node_addrs = pulumi.Output.all(*[pools[p.name].addresses for p in tpu_pools]).apply(
+            lambda a: {node: addr for p, addrs in zip(tpu_pools, a) for node, addr in zip(p.node_names(), addrs)})
         SlurmConfiguration(f"{design.name}-slurm-config", SlurmConfigurationArgs(
             cluster=design, controller=controller, compute_identity=nodes, pools=pools, mounts=mounts,
-            lustre_imports=imports))
+            lustre_imports=imports, node_addrs=node_addrs))
         outputs["slurm_controller"] = controller.controller_addr
         outputs["slurm_config_bucket"] = controller.bucket_name
     return outputs

@@ -220,6 +220,7 @@ class SlurmConfigurationArgs:
     pools: dict                                   # pool name -> GpuPool
     mounts: pulumi.Input[list] = ()               # list[Mount]: the head mounts them when published
     lustre_imports: pulumi.Input[list] = ()       # [{"instance": ..., "uri": ..., "path": "/"}]
+    node_addrs: pulumi.Input[dict] = None         # Cloud TPU hosts: node name -> address (NodeAddr)
 
 
 class SlurmConfiguration(pulumi.ComponentResource):
@@ -234,12 +235,12 @@ class SlurmConfiguration(pulumi.ComponentResource):
         )
         project_id = project()
         files = pulumi.Output.all(controller.controller_addr, pool_facts, controller.accounting_secret or "",
-                                  args.lustre_imports, args.mounts, controller.dns_zone).apply(
+                                  args.lustre_imports, args.mounts, controller.dns_zone, args.node_addrs or {}).apply(
             lambda a: published_files(design, project_id=project_id, controller_addr=a[0],
                                       templates=dict(zip(names, a[1][:len(names)])),
                                       placements=dict(zip(names, a[1][len(names):])),
                                       accounting_secret=a[2] or None, lustre_imports=list(a[3]), mounts=list(a[4]),
-                                      dns_zone=a[5]))
+                                      dns_zone=a[5], node_addrs=dict(a[6])))
         for key in PUBLISHED_KEYS:
             gcp.storage.BucketObject(f"{name}-{key.replace('/', '-').replace('.', '-').replace('_', '-')}",
                                      bucket=controller.bucket_name, name=CONFIG_PREFIX + key,
@@ -277,10 +278,12 @@ PUBLISHED_KEYS = (*[f"slurm/{f}" for f in _SLURM_FILES], "aicluster/cluster.json
 
 def published_files(design: ClusterDesign, *, project_id: str, controller_addr: str, templates: dict,
                     placements: dict, accounting_secret: str | None, lustre_imports: list,
-                    mounts: list[Mount] = (), dns_zone: str | None = None) -> dict[str, str]:
+                    mounts: list[Mount] = (), dns_zone: str | None = None,
+                    node_addrs: dict | None = None) -> dict[str, str]:
     # The very same Slurm templates as on AWS: only where things live differs.
     runtime = SlurmRuntime(controller_host=head_hostname(design), controller_addr=controller_addr, run_dir="/run",
-                           accounting_host=head_hostname(design) if design.slurm.accounting else None)
+                           accounting_host=head_hostname(design) if design.slurm.accounting else None,
+                           node_addrs=node_addrs or {})
     configs = render_slurm_configs(design, runtime)
     cluster = {
         "cluster": design.name, "project": project_id, "region": design.region, "zone": design.zone,
@@ -293,8 +296,8 @@ def published_files(design: ClusterDesign, *, project_id: str, controller_addr: 
             "placement_policy": placements[p.name] or None, "capacity": p.capacity.type,
             "reservation": p.capacity.reservation_id if p.capacity.type == "reservation" else None,
             "min_nodes": p.min_nodes, "max_nodes": p.max_nodes,
-        } for p in design.pools},
-        "static_nodes": [p.static_hostlist for p in design.pools if p.static_hostlist],
+        } for p in design.pools if p.tpu is None},        # TPU slices are Pulumi's, never launched by Slurm
+        "static_nodes": [p.static_hostlist for p in design.pools if p.static_hostlist and p.tpu is None],
         "log_file": "/var/log/aicluster/power.log",
     }
     files = {f"slurm/{f}": configs[f] for f in _SLURM_FILES}

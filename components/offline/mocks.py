@@ -756,16 +756,35 @@ def _gcp_sn_connection(r: _Res):
         "peering": "servicenetworking-googleapis-com"}
 
 
-def _tpu_v2vm(r: _Res):
-    zone = r.get("zone", r.gcp_zone())
+_TPU_CONFIG_TYPES = {"V4": "v4", "V5P": "v5p", "V5LITE_POD": "v5e", "V6E": "v6e"}
+
+
+def _tpu_hosts(r: _Res) -> int:
+    """A TPU VM's hosts: from acceleratorConfig {type, topology} through the catalog's slice
+    shapes, else from acceleratorType (v5p-8: the suffix counts TensorCores)."""
+    config = r.get("acceleratorConfig") or {}
+    gen = _TPU_CONFIG_TYPES.get(str(config.get("type", "")).upper())
+    if gen:
+        from ..catalog import load_catalog
+        from ..tpu import tpu_slice
+
+        generation = load_catalog().tpus.get(gen)
+        if generation and config.get("topology") in generation.topologies:
+            return tpu_slice(generation, config["topology"]).hosts
     accel = str(r.get("acceleratorType", "v5p-8"))
     try:
         size = int(accel.rsplit("-", 1)[1])
     except (IndexError, ValueError):
         size = 8
     per_host = 4 if ("lite" in accel or accel.startswith("v6e")) else 8
-    endpoints = [{"ipAddress": r.ip_in(None, "10.130.0.0/20", f"tpu{i}"), "port": 8470,
-                  "accessConfigs": []} for i in range(max(1, size // per_host))]
+    return max(1, size // per_host)
+
+
+def _tpu_v2vm(r: _Res):
+    zone = r.get("zone", r.gcp_zone())
+    subnet = r.cloud.lookup((r.get("networkConfig") or {}).get("subnetwork"))
+    endpoints = [{"ipAddress": r.ip_in(subnet.get("ipCidrRange"), "10.130.0.0/20", f"tpu{i}"), "port": 8470,
+                  "accessConfigs": []} for i in range(_tpu_hosts(r))]
     name = r.given_name
     return f"projects/{r.project}/locations/{zone}/nodes/{name}", {
         "name": name, "project": r.project, "zone": zone, "state": "READY",
