@@ -11,8 +11,8 @@ CONFIG_KEY = "cluster"   # stack config `aicluster:cluster`
 
 
 def check_buildable(design: ClusterDesign) -> None:
-    """Every cloud x scheduler the spec accepts is built (GKE's control plane arrives later: a
-    kubernetes cluster on gcp plans its network, pools and storage)."""
+    """Every cloud x scheduler the spec accepts is built: Slurm or EKS on aws, Slurm or GKE on gcp
+    (GPU pools and Cloud TPU slices on both schedulers)."""
 
 
 def build_cluster(spec: ClusterSpec) -> ClusterDesign:
