@@ -216,3 +216,16 @@ def test_a3_high_needs_no_image_on_gke():
     design_cluster(parse_spec(gke_spec({"name": "gpu", "instance_type": "a3-highgpu-8g", "max_nodes": 2})))
     spec = gke_spec({"name": "gpu", "instance_type": "a3-highgpu-8g", "max_nodes": 2}, scheduler="slurm")
     assert any(p.path == "pools[0].image" for p in problems(spec))
+
+
+def test_balance_counts_tpu_chips_hbm_and_tflops_from_the_catalog():
+    """One v5p 4x4x4 slice: 64 chips x 459 TFLOPS and 95 GiB (tpu/docs/v5p); ICI is no NIC fabric."""
+    from components.balance import from_design
+
+    d = design_cluster(parse_spec(tpu_spec(max_nodes=32)))
+    b = from_design(d)
+    (pool,) = b.pools
+    assert (pool.nodes, pool.accelerators, pool.accelerator_kind) == (32, 128, "tpu")
+    assert pool.bf16_pflops == pytest.approx(128 * 459 / 1000)
+    assert pool.hbm_gib == pytest.approx(128 * 95)
+    assert not [f for f in b.findings if "fabric" in f]
