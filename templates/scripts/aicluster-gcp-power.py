@@ -32,8 +32,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 from aicluster_gcp import ApiError, Compute, Dns, operation_error  # noqa: E402
-from aicluster_slurm import (NODE_RECORD_TTL_S, compress_hostlist, log, mark_down, pool_of, scontrol,  # noqa: E402
-                             start)
+from aicluster_slurm import (NODE_RECORD_TTL_S, compress_hostlist, log, mark_down, pool_of,  # noqa: E402
+                             run_action, scontrol, start)
 
 DEFAULT_CONFIG = "/etc/aicluster/cluster.json"
 DEFAULT_LOG = "/var/log/aicluster/power.log"
@@ -252,17 +252,10 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(started, int):
         return started
     action, nodes, config = started
-    hostlist = compress_hostlist(nodes)
     compute = Compute(config["project"], config["zone"])
     dns = node_dns(config)
-    if action == "resume":
-        failed = resume(compute, config, nodes, dns)
-        if failed:
-            log.error("resume %s: %d of %d nodes failed and are DOWN", hostlist, failed, len(nodes))
-            return 1
-        log.info("resume %s: done", hostlist)
-        return 0
-    return suspend(compute, config, nodes, action, dns)
+    return run_action(action, nodes, lambda: resume(compute, config, nodes, dns),
+                      lambda: suspend(compute, config, nodes, action, dns))
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 # this file in /opt/aicluster/bin).
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 from aicluster_slurm import (MAX_REASON, NODE_RECORD_TTL_S, compress_hostlist, expand_hostlist,  # noqa: E402,F401
-                             log, mark_down, pool_of, reason_text, scontrol, start)
+                             log, mark_down, pool_of, reason_text, run_action, scontrol, start)
 
 DEFAULT_CONFIG = "/etc/aicluster/cluster.json"
 DEFAULT_LOG = "/var/log/aicluster/power.log"
@@ -390,19 +390,12 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(started, int):
         return started
     action, nodes, config = started
-    hostlist = compress_hostlist(nodes)
 
     ec2 = boto3.client("ec2", region_name=config["region"], config=botocore.config.Config(
         retries={"max_attempts": 8, "mode": "standard"}, connect_timeout=10, read_timeout=60))
     dns = node_records(config)
-    if action == "resume":
-        failed = resume(ec2, config, nodes, dns)
-        if failed:
-            log.error("resume %s: %d of %d nodes failed and are DOWN", hostlist, failed, len(nodes))
-            return 1
-        log.info("resume %s: done", hostlist)
-        return 0
-    return suspend(ec2, config, nodes, action, dns)
+    return run_action(action, nodes, lambda: resume(ec2, config, nodes, dns),
+                      lambda: suspend(ec2, config, nodes, action, dns))
 
 
 if __name__ == "__main__":

@@ -225,3 +225,17 @@ def start(argv: list[str], program: str, load_config, default_config: str,
             mark_down(nodes, "ConfigError", problem or "")
         return 1
     return action, nodes, config
+
+
+def run_action(action: str, nodes: list[str], resume, suspend) -> int:
+    """The common end of a power program: resume (returns how many nodes failed and are DOWN)
+    or suspend/resume-fail (returns the exit code), logged the same way on every cloud."""
+    hostlist = compress_hostlist(nodes)
+    if action == "resume":
+        failed = resume()
+        if failed:
+            log.error("resume %s: %d of %d nodes failed and are DOWN", hostlist, failed, len(nodes))
+            return 1
+        log.info("resume %s: done", hostlist)
+        return 0
+    return suspend()
