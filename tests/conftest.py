@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+SCHEMAS = ROOT / "tests" / "data" / "schemas"   # vendored third-party schemas (sources: its README.md)
 STACK_FILES = sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))
 STACK_NAMES = [p.name[len("Pulumi."):-len(".yaml")] for p in STACK_FILES]
 

@@ -1,21 +1,29 @@
-"""The project files themselves: Pulumi.yaml against Pulumi's schema, bounded dependency pins."""
+"""The project files themselves: Pulumi.yaml against Pulumi's schema, bounded dependency pins, the
+licence metadata, the vendored schemas, and the fresh-machine set-up (`make test` installs or asks for
+the programs the tests run)."""
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 import tomllib
+from pathlib import Path
 
 import jsonschema
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, SCHEMAS
 
-SHARED = ROOT.parent / "shared" / "vendor-data"
+INSTALL_SCRIPT = ROOT / ".ci" / "install-system-deps"
 
 
 def test_pulumi_yaml_validates_against_the_project_schema():
-    schema_path = SHARED / "pulumi-project.schema.json"
-    assert schema_path.is_file(), f"missing {schema_path} (shared/ must sit beside the checkout)"
+    schema_path = SCHEMAS / "pulumi-project.schema.json"
+    assert schema_path.is_file(), f"missing {schema_path}"
     project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
     jsonschema.validate(project, json.loads(schema_path.read_text()))
     assert project["name"] == "aicluster"
@@ -37,3 +45,95 @@ def test_every_dependency_has_a_lower_and_an_upper_bound():
     assert any(p.startswith("pulumi-kubernetes>=4.18") and "<5" in p for p in project["dependencies"])
     assert any(p.startswith("kubernetes-validate>=") for p in project["optional-dependencies"]["test"])
     assert project["scripts"]["aicluster"] == "components.cli:main"
+
+
+def test_the_licence_is_an_spdx_expression_with_licence_files():
+    """PEP 639: `license` is an SPDX string (the table form is deprecated) and every `license-files`
+    glob matches a file (setuptools warns on one that does not, and will refuse it)."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    project = pyproject["project"]
+    assert project["license"] == "Apache-2.0"
+    assert isinstance(project["license-files"], list)
+    for pattern in project["license-files"]:
+        assert list(ROOT.glob(pattern)), f"license-files pattern {pattern!r} matches no file"
+    assert not any("License ::" in c for c in project.get("classifiers", [])), "PEP 639: no licence classifiers"
+    floors = [int(m[1]) for r in pyproject["build-system"]["requires"] if (m := re.match(r"setuptools\s*>=\s*(\d+)", r))]
+    assert floors and floors[0] >= 77, "setuptools 77 is the first to read PEP 639 licence metadata"
+
+
+def test_vendored_schemas_match_the_checksums_their_readme_records():
+    readme = (SCHEMAS / "README.md").read_text()
+    recorded = {name: digest for digest, name in re.findall(r"^([0-9a-f]{64})  (\S+)$", readme, re.M)}
+    schemas = sorted(p.name for p in SCHEMAS.glob("*.json"))
+    assert schemas and sorted(recorded) == schemas
+    for name in schemas:
+        assert hashlib.sha256((SCHEMAS / name).read_bytes()).hexdigest() == recorded[name], f"{name} differs from upstream"
+        assert f"`{name}`" in readme, f"{name} has no source row in the README"
+    assert (SCHEMAS / "NOTICE").is_file() and (SCHEMAS / "LICENSE-Apache-2.0.txt").is_file()
+
+
+def test_no_test_reads_beside_the_checkout():
+    """A clone passes `make test` with nothing beside it: no test reaches into ../shared or the like."""
+    outside = re.compile(r"ROOT\.parent\b|vendor-data|/work/shared|\.\./shared")
+    here = Path(__file__).resolve()
+    offenders = [f"{p.relative_to(ROOT)}:{n}" for p in sorted((ROOT / "tests").rglob("*.py")) if p != here
+                 for n, line in enumerate(p.read_text().splitlines(), 1) if outside.search(line)]
+    assert not offenders, offenders
+
+
+def test_make_test_and_ci_run_install_the_system_programs_through_one_script():
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^test: system-deps \$\(VENV\)/\.installed$", makefile, re.M), "the check runs before the venv"
+    assert ".ci/install-system-deps" in makefile
+    ci_run = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if not line.lstrip().startswith("#")]
+    assert ".ci/install-system-deps" in ci_run and not any("apt-get" in line for line in ci_run)
+    assert os.access(INSTALL_SCRIPT, os.X_OK)
+
+
+def _run_install_script(tmp_path, *args, apt_get_exit=None, uid_root=True):
+    """Run the script with a PATH of a few core tools only (no cloud-init, no Slurm client, no munge
+    client; a `shellcheck` that is not executable, which bash's `command -v` still names) and, when
+    asked, a stub apt-get that exits with the given status and records its arguments in
+    tmp_path/apt-get.calls."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(parents=True)
+    for tool in ("bash", "dirname", "mktemp", "rm", "tail", "env", "cat", "make"):
+        found = shutil.which(tool)
+        if found:
+            (bin_dir / tool).symlink_to(found)
+    (bin_dir / "shellcheck").write_text("not a program\n")
+    (bin_dir / "id").write_text(f"#!{shutil.which('bash')}\necho {0 if uid_root else 1000}\n")
+    (bin_dir / "id").chmod(0o755)
+    if apt_get_exit is not None:
+        calls = tmp_path / "apt-get.calls"
+        (bin_dir / "apt-get").write_text(f"#!{shutil.which('bash')}\necho \"$*\" >> {calls}\nexit {apt_get_exit}\n")
+        (bin_dir / "apt-get").chmod(0o755)
+    env = {"PATH": str(bin_dir), "PYTHON": sys.executable, "HOME": str(tmp_path), "CI": "true"}
+    return subprocess.run([shutil.which("bash"), str(INSTALL_SCRIPT), *args], env=env, capture_output=True,
+                          text=True, stdin=subprocess.DEVNULL, timeout=60)
+
+
+def test_missing_programs_fail_at_once_with_the_command_to_run_when_apt_get_fails(tmp_path):
+    run = _run_install_script(tmp_path, apt_get_exit=100)
+    assert run.returncode == 1, run.stderr
+    assert "shellcheck" in run.stderr and "cloud-init" in run.stderr and "apt-get install failed" in run.stderr
+    command = re.search(r"^    (apt-get update && apt-get install -y --no-install-recommends .*)$", run.stderr, re.M)
+    assert command, run.stderr
+    assert {"shellcheck", "cloud-init", "slurm-client", "munge"} <= set(command[1].split())
+    calls = (tmp_path / "apt-get.calls").read_text().splitlines()
+    assert calls[0].startswith("update") and calls[1].startswith("install -y -q --no-install-recommends")
+
+
+def test_missing_programs_without_apt_get_or_with_check_only_are_not_installed(tmp_path):
+    no_apt = _run_install_script(tmp_path / "no-apt")
+    assert no_apt.returncode == 1 and "no apt-get" in no_apt.stderr and "shellcheck" in no_apt.stderr
+    check_only = _run_install_script(tmp_path / "b", "--check-only", apt_get_exit=0)
+    assert check_only.returncode == 1 and "--check-only" in check_only.stderr
+    assert not (tmp_path / "b" / "apt-get.calls").exists(), "--check-only must not run apt-get"
+
+
+def test_without_root_or_sudo_it_prints_the_root_command(tmp_path):
+    run = _run_install_script(tmp_path, apt_get_exit=0, uid_root=False)
+    assert run.returncode == 1 and "sudo is not installed" in run.stderr
+    assert "su -c 'apt-get update && apt-get install -y --no-install-recommends " in run.stderr
+    assert not (tmp_path / "apt-get.calls").exists()
