@@ -2,45 +2,45 @@
 plane), then one GpuPool per pool, then what follows the pools: the Slurm configuration, or the
 EKS node groups and the add-ons inside the cluster.
 
-Order matters only through data: pools consume the filesystems' mounts and the controller's
-address (for their user data); filesystems and the controller consume nothing from pools, so
-scaling or adding pools never touches storage or the head node.
+Order matters only through data: pools consume the controller's address and the nodes' programs
+in the configuration bucket, the filesystems' mount script among them (for their user data);
+filesystems and the controller consume nothing from pools, so scaling or adding pools never
+touches storage or the head node.
 """
 from __future__ import annotations
 
 import pulumi
 
 from ..design import ClusterDesign
-from ..mounts import Mount
 from ..render import render, static
 from ..slurm_config import node_domain
 from .gpu_pool import GpuPool, GpuPoolArgs
 from .iam import NodeIdentity, NodeIdentityArgs
 from .network import Network, NetworkArgs
-from .slurm import (NODE_TAG, SlurmConfiguration, SlurmConfigurationArgs, SlurmController, SlurmControllerArgs)
+from .slurm import (BIN, MOUNT_SCRIPT, NODE_TAG, SlurmConfiguration, SlurmConfigurationArgs, SlurmController,
+                    SlurmControllerArgs, SlurmNodeFiles, SlurmNodeFilesArgs, fetch_list)
 from .storage import LustreFilesystem, LustreFilesystemArgs
 
 SLURMCTLD_PORT = 6817
 
 
-def compute_user_data(design: ClusterDesign, pool_name: str, mounts: list[Mount],
-                      controller_addr: str | None = None, munge_secret: str | None = None) -> str:
+def compute_user_data(design: ClusterDesign, pool_name: str, *, controller_addr: str, munge_secret: str,
+                      bucket: str, files: list[dict]) -> str:
+    """A Slurm compute node's cloud-config: its settings, and aicluster-fetch with the list of
+    programs to fetch from the configuration bucket (`SlurmNodeFiles.files`)."""
     pool = design.pool(pool_name)
-    slurm = None
-    if controller_addr:
-        slurm = {
-            "controller": f"{controller_addr}:{SLURMCTLD_PORT}",
-            "munge_secret": munge_secret,
-            "node_tag": NODE_TAG,
-            "dns_domain": node_domain(design.name),
-            "secret_script": static("scripts/aicluster-secret.py"),
-            "bootstrap_script": static("scripts/aicluster-node-bootstrap"),
-            "healthcheck_script": static("scripts/aicluster-gpu-healthcheck"),
-        }
+    slurm = {
+        "controller": f"{controller_addr}:{SLURMCTLD_PORT}",
+        "munge_secret": munge_secret,
+        "node_tag": NODE_TAG,
+        "dns_domain": node_domain(design.name),
+    }
     gpus = pool.instance.accelerator_count if pool.instance.accelerator.kind == "gpu" else 0
     return render("cloud-init/compute.yaml.j2", cluster=design.name, pool=pool.name, gpus=gpus,
                   fabric_devices=pool.efa_devices, gpudirect_rdma=bool(pool.instance.gpudirect_rdma),
-                  mount_script=render("scripts/mount-storage.sh.j2", mounts=mounts), slurm=slurm)
+                  slurm=slurm, fetch_list=fetch_list(design, bucket, files),
+                  fetch_script=static("scripts/aicluster-fetch.py"), fetch_bin=f"{BIN}/aicluster-fetch",
+                  mount_script=MOUNT_SCRIPT, bootstrap_bin=f"{BIN}/aicluster-node-bootstrap")
 
 
 def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
@@ -54,16 +54,18 @@ def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
     ]
     mounts = pulumi.Output.all(*[fs.mount for fs in filesystems]) if filesystems else pulumi.Output.from_input([])
 
-    controller = None
+    controller = node_inputs = None
     if design.slurm:
         controller = SlurmController(f"{design.name}-slurm", SlurmControllerArgs(
             cluster=design, vpc_id=network.vpc_id, subnet_id=network.subnet_id,
             public_subnet_id=network.public_subnet_id,
             nodes_security_group_id=network.nodes_security_group_id,
             compute_role_name=nodes.role_name))
-        node_inputs = pulumi.Output.all(mounts, controller.controller_addr, controller.munge_secret_arn)
-    else:
-        node_inputs = pulumi.Output.all(mounts, None, None)
+        # The nodes' programs, fetched at boot: their user data only lists them (EC2: 16 KB).
+        node_files = SlurmNodeFiles(f"{design.name}-slurm-node-files", SlurmNodeFilesArgs(
+            controller=controller, compute_role_name=nodes.role_name, mounts=mounts))
+        node_inputs = pulumi.Output.all(controller.controller_addr, controller.munge_secret_arn,
+                                        controller.bucket_name, node_files.files)
     eks = None
     if design.kubernetes:
         # Imported here: a Slurm cluster never loads the EKS modules or pulumi_kubernetes.
@@ -79,7 +81,8 @@ def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
             security_group_ids=([network.nodes_security_group_id] if eks is None
                                 else eks_pool_security_groups(network.nodes_security_group_id, eks)),
             instance_profile_arn=nodes.instance_profile_arn,
-            user_data=(node_inputs.apply(lambda a, p=pool.name: compute_user_data(design, p, list(a[0]), a[1], a[2]))
+            user_data=(node_inputs.apply(lambda a, p=pool.name: compute_user_data(
+                design, p, controller_addr=a[0], munge_secret=a[1], bucket=a[2], files=list(a[3])))
                        if eks is None else eks_node_user_data(design, pool.name)),
             launcher="fleet" if eks is None else "eks"))
         for pool in design.pools

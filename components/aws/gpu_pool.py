@@ -14,7 +14,18 @@ from typing import Literal
 import pulumi
 import pulumi_aws as aws
 
+from ..catalog import load_limits
 from ..design import ClusterDesign, PoolDesign
+
+def within_user_data_limit(name: str, text: str) -> str:
+    """`text`, once it is known to fit in EC2's user data; a clear error at plan time otherwise.
+    A launch template would accept more, and then every launch from it would fail. The limit and
+    its source are in catalog/limits.yaml (ec2_user_data_bytes)."""
+    size, limit = len(text.encode()), load_limits()["ec2_user_data_bytes"].value
+    if size > limit:
+        raise ValueError(f"{name}: user data is {size} bytes; EC2 takes at most {limit} bytes "
+                         "(16 KB, before base64): fetch large programs at boot instead of carrying them")
+    return text
 
 
 @dataclass(frozen=True)
@@ -24,7 +35,7 @@ class GpuPoolArgs:
     subnet_id: pulumi.Input[str]
     security_group_ids: pulumi.Input[list[str]]
     instance_profile_arn: pulumi.Input[str] | None
-    user_data: pulumi.Input[str]          # cloud-init text (or MIME multipart), base64-encoded here
+    user_data: pulumi.Input[str]          # cloud-init text (or MIME multipart), base64-encoded here; <= 16 KB
     # Who launches nodes from the template: "fleet" (CreateFleet/RunInstances: Slurm's resume
     # program) or "eks" (an EKS managed node group, which supplies the image by ami_type, the
     # instance profile, the subnet and spot, and refuses them in the template).
@@ -90,7 +101,7 @@ class GpuPool(pulumi.ComponentResource):
             capacity_reservation_specification=_reservation(pool, args.launcher),
             monitoring=aws.ec2.LaunchTemplateMonitoringArgs(enabled=True),
             user_data=pulumi.Output.from_input(args.user_data).apply(
-                lambda text: base64.b64encode(text.encode()).decode()),
+                lambda text: base64.b64encode(within_user_data_limit(f"{name}-template", text).encode()).decode()),
             tag_specifications=[
                 aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=tags)
                 for kind in ("instance", "volume", "network-interface")

@@ -1,9 +1,14 @@
-"""Slurm on AWS, in two components:
+"""Slurm on AWS, in three components:
 
 - aicluster:aws:SlurmController: the munge key in Secrets Manager, the configuration bucket, the
-  private hosted zone of the node names, the head node (role, security group, instance). Its
-  inputs never depend on pools, node counts, the idle time or accounting, so routine edits never
-  stop or replace it (ParallelCluster #6743).
+  private hosted zone of the node names, the head node (role, security group, launch template,
+  instance). Its inputs never depend on pools, node counts, the idle time or accounting, so
+  routine edits never stop or replace it (ParallelCluster #6743).
+- aicluster:aws:SlurmNodeFiles: the compute nodes' programs (join, health check, secret helper,
+  mount script) in the bucket at content-addressed keys, and the compute role's read of exactly
+  those keys. EC2 takes at most 16 KB of user data: nodes carry a small bootstrap that fetches
+  these, each checked against the SHA-256 it pins (ParallelCluster keeps its node set-up out of
+  user data the same way).
 - aicluster:aws:SlurmConfiguration: everything that follows the pools: the rendered Slurm files
   and cluster.json published to the bucket with a manifest (the head's aicluster-sync timer pulls
   them and runs `scontrol reconfigure`), and the head's EC2 permissions scoped to the pools'
@@ -11,6 +16,7 @@
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 
@@ -23,13 +29,22 @@ from ..design import ClusterDesign
 from ..mounts import Mount
 from ..render import render, static
 from ..slurm_config import SlurmRuntime, node_domain, render_slurm_configs
+from .gpu_pool import within_user_data_limit
 from .iam import ec2_assume_role_policy, partition
 
 NODE_TAG = "aicluster-node"
 CLUSTER_TAG = "aicluster-cluster"
 POOL_TAG = "aicluster-pool"
 CONFIG_PREFIX = "head/"
+HEAD_BOOT_PREFIX = f"{CONFIG_PREFIX}boot/"    # the head's own programs, fetched by its user data
+COMPUTE_PREFIX = "compute/"                   # the compute nodes' programs: all that they may read
 BIN = "/opt/aicluster/bin"
+MOUNT_SCRIPT = "/usr/local/sbin/aicluster-mount-storage"
+# Programs fetched at boot (name -> template), installed in BIN.
+_HEAD_PROGRAMS = {"aicluster-secret": "scripts/aicluster-secret.py", "aicluster-sync": "scripts/aicluster-sync.py"}
+_NODE_PROGRAMS = {"aicluster-secret": "scripts/aicluster-secret.py",
+                  "aicluster-node-bootstrap": "scripts/aicluster-node-bootstrap",
+                  "aicluster-gpu-healthcheck": "scripts/aicluster-gpu-healthcheck"}
 
 
 def head_hostname(design: ClusterDesign) -> str:
@@ -39,6 +54,51 @@ def head_hostname(design: ClusterDesign) -> str:
 def secret_prefix(design: ClusterDesign) -> str:
     """Every secret of the cluster lives under this name, so IAM can scope reads to it."""
     return f"aicluster/{design.name}/"
+
+
+# --- programs fetched at boot ------------------------------------------------------------------
+# User data carries aicluster-fetch and a list of {key, path, mode, sha256}; the programs live in
+# the configuration bucket (private, encrypted) at keys named by their SHA-256. A new content is a
+# new object, never a rewrite of one a booting node may be reading, so a node installs exactly what
+# its launch template was rendered with, and a routine edit that changes no program changes no
+# key (the head node's user data stays byte-identical).
+
+def boot_file(prefix: str, name: str, path: str, content: str, mode: str = "0755") -> dict:
+    """One entry of a fetch list: the content-addressed key, where it is installed, its SHA-256."""
+    digest = hashlib.sha256(content.encode()).hexdigest()
+    return {"key": f"{prefix}{name}/{digest}", "path": path, "mode": mode, "sha256": digest}
+
+
+def head_boot_files() -> list[tuple[dict, str]]:
+    """(entry, content) of the head node's own programs: the sync and the secret helper."""
+    texts = {name: static(src) for name, src in _HEAD_PROGRAMS.items()}
+    return [(boot_file(HEAD_BOOT_PREFIX, name, f"{BIN}/{name}", text), text) for name, text in texts.items()]
+
+
+def node_program_files() -> list[tuple[dict, str]]:
+    """(entry, content) of the compute nodes' programs that do not depend on the cluster."""
+    texts = {name: static(src) for name, src in _NODE_PROGRAMS.items()}
+    return [(boot_file(COMPUTE_PREFIX, name, f"{BIN}/{name}", text), text) for name, text in texts.items()]
+
+
+def node_mount_file(mounts: list[Mount]) -> tuple[dict, str]:
+    """(entry, content) of the compute nodes' mount script (changes when a filesystem is added)."""
+    text = render("scripts/mount-storage.sh.j2", mounts=list(mounts))
+    return boot_file(COMPUTE_PREFIX, "aicluster-mount-storage", MOUNT_SCRIPT, text), text
+
+
+def fetch_list(design: ClusterDesign, bucket: str, files: list[dict]) -> str:
+    """What aicluster-fetch reads (/etc/aicluster/*-files.json on the node)."""
+    head = json.dumps({"bucket": bucket, "region": design.region})[:-1]
+    return head + ', "files": [\n' + ",\n".join(json.dumps(f) for f in files) + "\n]}\n"
+
+
+def _boot_object(name: str, bucket: pulumi.Input[str], key: pulumi.Input[str], content: pulumi.Input[str],
+                 parent: pulumi.Resource) -> aws.s3.BucketObjectv2:
+    # Kept when replaced (a new content is a new key): a node launched from the previous version of
+    # its launch template may still be fetching the old one. The bucket's force_destroy removes it.
+    return aws.s3.BucketObjectv2(name, bucket=bucket, key=key, content=content, server_side_encryption="AES256",
+                                 opts=pulumi.ResourceOptions(parent=parent, retain_on_delete=True))
 
 
 @dataclass(frozen=True)
@@ -116,10 +176,10 @@ class SlurmController(pulumi.ComponentResource):
         aws.iam.RolePolicyAttachment(
             f"{name}-head-ssm", role=role.name,
             policy_arn=f"arn:{partition(design.region)}:iam::aws:policy/AmazonSSMManagedInstanceCore", opts=child)
-        aws.iam.RolePolicy(f"{name}-head-read", role=role.name,
-                           policy=pulumi.Output.all(role.arn, bucket.arn).apply(
-                               lambda a: json.dumps(head_read_policy(design, account_of(a[0]), a[1]))),
-                           opts=child)
+        head_read = aws.iam.RolePolicy(f"{name}-head-read", role=role.name,
+                                       policy=pulumi.Output.all(role.arn, bucket.arn).apply(
+                                           lambda a: json.dumps(head_read_policy(design, account_of(a[0]), a[1]))),
+                                       opts=child)
         profile = aws.iam.InstanceProfile(f"{name}-head-profile", role=role.name, tags=head_tags, opts=child)
         self.role_name, self.role_arn = role.name, role.arn
 
@@ -143,37 +203,66 @@ class SlurmController(pulumi.ComponentResource):
                                                       description="SSH (network.ssh_ingress_cidrs)")
                      for cidr in design.network.ssh_ingress_cidrs]
         head_sg = aws.ec2.SecurityGroup(
-            f"{name}-head", description=f"aicluster {design.name}: head node (SSH only from the spec's CIDRs)",
+            f"{name}-head", description=f"aicluster {design.name}: head node (SSH only from the CIDRs the spec names)",
             vpc_id=args.vpc_id, ingress=ssh_rules, tags=head_tags, opts=child)
 
         image = load_catalog().images["head"]
+        # The head's programs (the sync, the secret helper) are fetched by its user data, which
+        # stays a small bootstrap (EC2 takes at most 16 KB) and names them by SHA-256.
+        boot = [_boot_object(f"{name}-boot-{entry['path'].rsplit('/', 1)[1]}", bucket.bucket, entry["key"], text, self)
+                for entry, text in head_boot_files()]
         # No filesystem among its inputs: the head node is created while FSx still is (a first
         # `pulumi up` does not wait for one after the other; ParallelCluster #4211) and adding a
         # filesystem leaves it untouched. It mounts them when SlurmConfiguration publishes their
         # mount script.
-        user_data = pulumi.Output.all(bucket.bucket, munge.arn).apply(
-            lambda a: head_user_data(design, bucket=a[0], munge_secret=a[1]))
+        user_data = pulumi.Output.all(bucket.bucket, munge.arn, *[o.key for o in boot]).apply(
+            lambda a: within_user_data_limit(f"{name}-head", head_user_data(design, bucket=a[0], munge_secret=a[1])))
         public = slurm.head_public_ip and args.public_subnet_id is not None
+        # Image, root volume and metadata options in a launch template, the instance launched from
+        # it. An instance given an "resolve:ssm:" image together with a root_block_device fails at
+        # create: the provider looks the image up with DescribeImages to find its root device
+        # (InvalidAMIID.Malformed, terraform-provider-aws #43488, open). Launch templates take
+        # "resolve:ssm:" themselves and resolve it at launch; EC2 keeps the parameter, not the AMI
+        # id, in the template, so a new Ubuntu release changes nothing here.
+        template = aws.ec2.LaunchTemplate(
+            f"{name}-head-template",
+            description=f"aicluster {design.name}: Slurm head node (image, root volume, metadata options)",
+            image_id=f"resolve:ssm:{image['ssm_parameter']}",
+            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+                http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1),
+            block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                device_name=image["root_device"],
+                ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                    volume_size=slurm.head_root_volume_gib, volume_type="gp3", encrypted="true",
+                    delete_on_termination="false"),   # slurmctld state survives an accidental termination
+            )],
+            tags=head_tags,
+            opts=child,
+        )
         head = aws.ec2.Instance(
             f"{name}-head",
-            ami=f"resolve:ssm:{image['ssm_parameter']}",
+            launch_template=aws.ec2.InstanceLaunchTemplateArgs(id=template.id,
+                                                               version=template.latest_version.apply(str)),
             instance_type=slurm.head_instance_type,
             subnet_id=args.public_subnet_id if public else args.subnet_id,
             vpc_security_group_ids=[args.nodes_security_group_id, head_sg.id],
             associate_public_ip_address=public,
             iam_instance_profile=profile.name,
+            # IMDSv2 on the instance as well: it can be changed in place on a running head node
+            # (the template is read at launch only) and is judged on the instance itself.
             metadata_options=aws.ec2.InstanceMetadataOptionsArgs(
                 http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1),
-            root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
-                volume_size=slurm.head_root_volume_gib, volume_type="gp3", encrypted=True,
-                delete_on_termination=False),   # slurmctld state survives an accidental termination
             user_data=user_data,
             disable_api_termination=True,
             tags={**head_tags, "Name": head_hostname(design)},
             volume_tags=head_tags,
-            # EC2 reports the resolved AMI id, never the "resolve:ssm:" string it was given: without
-            # this, every `pulumi up` after a new Ubuntu release would replace the head node.
-            opts=pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True, ignore_changes=["ami"]),
+            # The instance reports the AMI it was launched with: "ami" is ignored so the provider never
+            # plans a replacement for it. The launch template is read at launch only: a later
+            # version (a bigger root volume) is for a new head node; the provider would replace this
+            # one for it (`launch_template` forces a new instance), so it is ignored too.
+            # Its first boot reads the bucket: the read permission exists before it is launched.
+            opts=pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True, depends_on=[head_read],
+                                        ignore_changes=["ami", "launchTemplate"]),
         )
         self.controller_addr = head.private_ip
         self.register_outputs({"controller_addr": head.private_ip, "bucket": bucket.bucket,
@@ -263,8 +352,48 @@ def head_fleet_policy(design: ClusterDesign, account: str, launch_template_ids: 
 def head_user_data(design: ClusterDesign, *, bucket: str, munge_secret: str) -> str:
     return render("cloud-init/head.yaml.j2", cluster=design.name, bucket=bucket, prefix=CONFIG_PREFIX,
                   region=design.region, munge_secret=munge_secret, dns_domain=node_domain(design.name),
-                  secret_script=static("scripts/aicluster-secret.py"),
-                  sync_script=static("scripts/aicluster-sync.py"))
+                  fetch_list=fetch_list(design, bucket, [entry for entry, _ in head_boot_files()]),
+                  fetch_script=static("scripts/aicluster-fetch.py"))
+
+
+def compute_read_policy(bucket_arn: str) -> dict:
+    """Compute nodes read their own programs and nothing else of the bucket: not the head's
+    configuration, not cluster.json, and nothing they could write."""
+    return {"Version": "2012-10-17", "Statement": [
+        {"Sid": "ReadNodePrograms", "Effect": "Allow", "Action": "s3:GetObject",
+         "Resource": f"{bucket_arn}/{COMPUTE_PREFIX}*"},
+    ]}
+
+
+@dataclass(frozen=True)
+class SlurmNodeFilesArgs:
+    controller: SlurmController                   # its configuration bucket holds the programs
+    compute_role_name: pulumi.Input[str]
+    mounts: pulumi.Input[list] = ()               # list[Mount]: the nodes mount them at boot
+
+
+class SlurmNodeFiles(pulumi.ComponentResource):
+    """The compute nodes' programs in the configuration bucket and the compute role's read of them.
+    `files` (the fetch list of the nodes' user data) resolves once every object and the permission
+    exist, so no launch template names a program a node could not fetch yet."""
+
+    files: pulumi.Output[list]
+
+    def __init__(self, name: str, args: SlurmNodeFilesArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aicluster:aws:SlurmNodeFiles", name, None, opts)
+        controller = args.controller
+        programs = node_program_files()
+        objects = [_boot_object(f"{name}-{entry['path'].rsplit('/', 1)[1]}", controller.bucket_name, entry["key"],
+                                text, self) for entry, text in programs]
+        mount = pulumi.Output.from_input(args.mounts).apply(lambda m: node_mount_file(list(m)))
+        objects.append(_boot_object(f"{name}-aicluster-mount-storage", controller.bucket_name,
+                                    mount.apply(lambda f: f[0]["key"]), mount.apply(lambda f: f[1]), self))
+        read = aws.iam.RolePolicy(f"{name}-compute-read", role=args.compute_role_name,
+                                  policy=controller.bucket_arn.apply(lambda arn: json.dumps(compute_read_policy(arn))),
+                                  opts=pulumi.ResourceOptions(parent=self))
+        self.files = pulumi.Output.all(mount, read.id, *[o.key for o in objects]).apply(
+            lambda a: [entry for entry, _ in programs] + [a[0][0]])
+        self.register_outputs({"files": self.files})
 
 
 @dataclass(frozen=True)

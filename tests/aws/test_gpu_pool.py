@@ -2,12 +2,17 @@
 from __future__ import annotations
 
 import base64
+import hashlib
+import json
 
 import pytest
 import yaml
 
+from components.offline.capture import reveal
+
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 PG = "aws:ec2/placementGroup:PlacementGroup"
+OBJECT = "aws:s3/bucketObjectv2:BucketObjectv2"
 
 
 def template(plan, pool="gpu"):
@@ -97,18 +102,44 @@ def test_reserved_capacity_targets_the_reservation_without_a_placement_group(pla
 
 
 def test_user_data_mounts_the_filesystem_from_its_outputs(plan_spec, base_spec):
+    """The mount script is not in the user data (EC2: 16 KB): the user data pins it by key and
+    SHA-256, and the object at that key mounts the filesystem from its outputs."""
     plan = plan_spec(base_spec)
     fs = plan.named("demo-fsx-fs", "aws:fsx/lustreFileSystem:LustreFileSystem")
     text = base64.b64decode(template(plan)["userData"]).decode()
     assert text.startswith("#cloud-config\n")
     doc = yaml.safe_load(text)
-    script = next(f["content"] for f in doc["write_files"] if f["path"] == "/usr/local/sbin/aicluster-mount-storage")
+    files = {f["path"]: f["content"] for f in doc["write_files"]}
+    assert "/usr/local/sbin/aicluster-mount-storage" not in files
+    listing = json.loads(files["/etc/aicluster/node-files.json"])
+    (entry,) = [f for f in listing["files"] if f["path"] == "/usr/local/sbin/aicluster-mount-storage"]
+    objects = {r.inputs["key"]: reveal(r.inputs["content"]) for r in plan.of_type(OBJECT)}
+    script = objects[entry["key"]]
+    assert hashlib.sha256(script.encode()).hexdigest() == entry["sha256"]
     assert f"mount_one '{fs.outputs['dnsName']}@tcp:/{fs.outputs['mountName']}' '/fsx' 'lustre'" in script
     assert "AICLUSTER_FABRIC_DEVICES=32" in text
-    # Storage first, then Slurm: a job must never start on a node without its filesystem. Before
-    # both, the node starts searching the cluster's node-name domain (cloud_dns).
-    assert doc["runcmd"] == [["systemctl", "try-restart", "systemd-resolved"],
-                             ["/usr/local/sbin/aicluster-mount-storage"], ["/opt/aicluster/bin/aicluster-node-bootstrap"]]
+    # Fetch, then storage, then Slurm, each only if the one before succeeded (sh -e): a job must
+    # never start on a node without its filesystem. Before all, the node starts searching the
+    # cluster's node-name domain (cloud_dns).
+    assert doc["runcmd"] == [
+        ["systemctl", "try-restart", "systemd-resolved"],
+        ["sh", "-ec", "/opt/aicluster/bin/aicluster-fetch /etc/aicluster/node-files.json; "
+                      "/usr/local/sbin/aicluster-mount-storage; exec /opt/aicluster/bin/aicluster-node-bootstrap"]]
+
+
+def test_user_data_over_the_ec2_limit_is_refused_at_plan_time():
+    """EC2 refuses user data over 16384 bytes (raw, before base64); a launch template would take it
+    and every launch from it would fail. GpuPool (and the head node) refuse it when planning."""
+    from components.aws.gpu_pool import within_user_data_limit
+    from components.catalog import load_limits
+
+    assert load_limits()["ec2_user_data_bytes"].value == 16384
+    fits = "#cloud-config\n" + "#" * (16384 - len("#cloud-config\n"))
+    assert within_user_data_limit("lt", fits) == fits
+    with pytest.raises(ValueError, match="16385 bytes; EC2 takes at most 16384"):
+        within_user_data_limit("lt", fits + "#")
+    with pytest.raises(ValueError):   # bytes, not characters
+        within_user_data_limit("lt", "é" * 8193)
 
 
 def test_pool_size_does_not_change_resources(plan_spec, base_spec):
@@ -131,6 +162,6 @@ def test_pool_size_does_not_change_resources(plan_spec, base_spec):
 def test_every_pool_gets_its_own_template(plan_spec, base_spec):
     base_spec["pools"].append({"name": "infer", "instance_type": "g6e.48xlarge", "max_nodes": 2, "efa": False})
     plan = plan_spec(base_spec)
-    assert len(plan.of_type(LT)) == 2
+    assert len([lt for lt in plan.of_type(LT) if lt.inputs["tags"]["aicluster-role"] == "compute"]) == 2
     infer = template(plan, "infer")
     assert [n["interfaceType"] for n in infer["networkInterfaces"]] == ["interface"]

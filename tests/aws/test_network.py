@@ -61,6 +61,7 @@ def test_node_role_is_least_privilege(plan_spec, base_spec):
     attachments = [r.inputs["policyArn"] for r in plan.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
                    if r.inputs["role"] == compute.outputs["name"]]
     assert attachments == ["arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"]
-    # The only inline policy compute nodes get: reading the munge key (tests/aws/test_slurm_controller.py).
+    # The only inline policies compute nodes get: reading the munge key and their own programs in the
+    # configuration bucket (tests/aws/test_slurm_controller.py).
     inline = [r.name for r in plan.of_type("aws:iam/rolePolicy:RolePolicy") if r.inputs["role"] == compute.outputs["name"]]
-    assert inline == ["demo-slurm-compute-munge"]
+    assert sorted(inline) == ["demo-slurm-compute-munge", "demo-slurm-node-files-compute-read"]

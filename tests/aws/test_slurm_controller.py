@@ -11,6 +11,7 @@ import pytest
 from components.offline.capture import Secret, reveal
 
 INSTANCE = "aws:ec2/instance:Instance"
+LT = "aws:ec2/launchTemplate:LaunchTemplate"
 ZONE = "aws:route53/zone:Zone"
 OBJECT = "aws:s3/bucketObjectv2:BucketObjectv2"
 POLICY = "aws:iam/rolePolicy:RolePolicy"
@@ -21,8 +22,20 @@ def head(plan):
     return instance
 
 
+def head_template(plan):
+    return plan.named("demo-slurm-head-template", LT)
+
+
 def published(plan) -> dict[str, str]:
     return {r.inputs["key"]: reveal(r.inputs["content"]) for r in plan.of_type(OBJECT)}
+
+
+def fetch_list(user_data: str, path: str) -> dict:
+    """The list of programs a node's user data fetches (aicluster-fetch's input)."""
+    import yaml
+
+    doc = yaml.safe_load(user_data)
+    return json.loads(next(f["content"] for f in doc["write_files"] if f["path"] == path))
 
 
 def policy(plan, suffix):
@@ -34,18 +47,53 @@ def test_head_node_is_private_imdsv2_encrypted_and_protected(plan_spec, base_spe
     plan = plan_spec(base_spec)
     node = head(plan)
     i = node.inputs
+    lt = head_template(plan).inputs
+    assert i["launchTemplate"] == {"id": head_template(plan).id, "version": "1"}
     assert i["instanceType"] == "m7i.2xlarge"
-    assert i["ami"].startswith("resolve:ssm:/aws/service/canonical/ubuntu/server/24.04/")
+    assert lt["imageId"].startswith("resolve:ssm:/aws/service/canonical/ubuntu/server/24.04/")
     assert i["associatePublicIpAddress"] is False
     assert i["subnetId"] == plan.named("demo-network-private", "aws:ec2/subnet:Subnet").id
-    assert i["metadataOptions"]["httpTokens"] == "required"
-    assert i["rootBlockDevice"]["encrypted"] is True
+    for meta in (i["metadataOptions"], lt["metadataOptions"]):
+        assert (meta["httpTokens"], meta["httpPutResponseHopLimit"]) == ("required", 1)
+    (root,) = lt["blockDeviceMappings"]
+    # Encrypted gp3, kept when the instance is terminated (slurmctld state).
+    assert root == {"deviceName": "/dev/sda1", "ebs": {"volumeSize": 100, "volumeType": "gp3", "encrypted": "true",
+                                                       "deleteOnTermination": "false"}}
+    assert i["disableApiTermination"] is True
     assert "networkInterfaces" not in i  # no EFA on the head node
     assert node.protect and node.retain_on_delete
-    assert "ami" in node.ignore_changes
+    # A new Ubuntu release or a new template version never replaces it.
+    assert {"ami", "launchTemplate"} <= set(node.ignore_changes)
+    assert lt["tags"]["aicluster-role"] == "head"
     head_sg = plan.named("demo-slurm-head", "aws:ec2/securityGroup:SecurityGroup")
     assert head_sg.inputs.get("ingress", []) == []  # no SSH unless asked for
     assert head_sg.id in i["vpcSecurityGroupIds"]
+
+
+def _aws_slurm_stacks():
+    from conftest import STACK_NAMES, stack_spec
+
+    return [s for s in STACK_NAMES if stack_spec(s)["cloud"] == "aws" and stack_spec(s).get("scheduler", "slurm") == "slurm"]
+
+
+@pytest.mark.parametrize("stack", [None, *_aws_slurm_stacks()])
+def test_no_instance_combines_a_resolve_ssm_image_with_a_root_block_device(plan_spec, base_spec, stack):
+    """terraform-provider-aws #43488 (open; pulumi-aws 7.x bridges provider 6.x): an aws_instance
+    whose `ami` is "resolve:ssm:..." and that has a root_block_device fails at create with
+    InvalidAMIID.Malformed (the provider calls DescribeImages on the string to find the root
+    device). The head node takes its image and root volume from a launch template instead."""
+    from stack_plans import stack_plan
+
+    plan = plan_spec(base_spec) if stack is None else stack_plan(stack)
+    instances = plan.of_type(INSTANCE)
+    assert instances
+    for instance in instances:
+        i = instance.inputs
+        assert not (str(i.get("ami", "")).startswith("resolve:ssm:") and i.get("rootBlockDevice")), instance.name
+        assert "rootBlockDevice" not in i and "ami" not in i, instance.name
+        (template,) = [lt for lt in plan.of_type(LT) if lt.id == i["launchTemplate"]["id"]]
+        assert template.inputs["imageId"].startswith("resolve:ssm:")
+        assert [m["ebs"]["encrypted"] for m in template.inputs["blockDeviceMappings"]] == ["true"]
 
 
 def test_ssh_only_from_the_spec_cidrs(plan_spec, base_spec):
@@ -100,7 +148,10 @@ def test_published_slurm_conf_has_the_pool(plan_spec, base_spec):
     assert cluster["pools"]["gpu"]["launch_template_id"] == lt.id
     assert cluster["pools"]["gpu"]["placement_group"] == plan.named("demo-gpu-placement").outputs["name"]
     manifest = json.loads(files["head/manifest.json"])
-    assert {f"head/{e['key']}" for e in manifest["files"]} | {"head/manifest.json"} == set(files)
+    # Every published file is in the manifest; the programs fetched at boot are not (they are named
+    # by the user data of the head node and of the compute nodes).
+    assert {f"head/{e['key']}" for e in manifest["files"]} | {"head/manifest.json"} == {
+        k for k in files if not k.startswith(("head/boot/", "compute/"))}
     assert {l["path"] for l in manifest["links"]} == {
         "/opt/aicluster/bin/aicluster-resume", "/opt/aicluster/bin/aicluster-suspend",
         "/opt/aicluster/bin/aicluster-resume-fail"}
@@ -110,7 +161,7 @@ def test_head_fleet_permissions_are_scoped_to_the_cluster(plan_spec, base_spec):
     base_spec["pools"].append({"name": "b200", "instance_type": "b200", "max_nodes": 2})
     plan = plan_spec(base_spec)
     statements = {s["Sid"]: s for s in policy(plan, "-head-fleet")["Statement"]}
-    lt_ids = sorted(r.id for r in plan.of_type("aws:ec2/launchTemplate:LaunchTemplate"))
+    lt_ids = sorted(r.id for r in plan.of_type(LT) if r.inputs["tags"]["aicluster-role"] == "compute")
     launch = statements["LaunchFromClusterTemplates"]["Resource"]
     assert sorted(arn.rsplit("/", 1)[1] for arn in launch) == lt_ids
     terminate = statements["TerminateClusterInstances"]
@@ -122,7 +173,7 @@ def test_head_fleet_permissions_are_scoped_to_the_cluster(plan_spec, base_spec):
     munge_read = policy(plan, "-compute-munge")["Statement"]
     assert [s["Resource"] for s in munge_read] == [plan.named("demo-slurm-munge").outputs["arn"]]
     for document in (policy(plan, "-head-fleet"), policy(plan, "-head-read"), policy(plan, "-compute-munge"),
-                     policy(plan, "-head-dns")):
+                     policy(plan, "-head-dns"), policy(plan, "-compute-read")):
         for statement in document["Statement"]:
             actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
             assert "*" not in actions and not any(a.endswith(":*") for a in actions)
@@ -189,16 +240,71 @@ def test_compute_user_data_joins_the_controller(plan_spec, base_spec):
     import yaml
 
     plan = plan_spec(base_spec)
-    lt = plan.named("demo-gpu-template", "aws:ec2/launchTemplate:LaunchTemplate")
-    doc = yaml.safe_load(base64.b64decode(lt.inputs["userData"]).decode())
+    lt = plan.named("demo-gpu-template", LT)
+    text = base64.b64decode(lt.inputs["userData"]).decode()
+    doc = yaml.safe_load(text)
     files = {f["path"]: f["content"] for f in doc["write_files"]}
     env = files["/etc/aicluster/node.env"]
     assert f"AICLUSTER_CONTROLLER={head(plan).outputs['privateIp']}:6817" in env
     assert f"AICLUSTER_MUNGE_SECRET={plan.named('demo-slurm-munge').outputs['arn']}" in env
     assert "AICLUSTER_GPUS=8" in env and "AICLUSTER_FABRIC_DEVICES=32" in env
-    assert "/opt/aicluster/bin/aicluster-gpu-healthcheck" in files
     assert "export FI_EFA_USE_DEVICE_RDMA=1" in files["/etc/profile.d/aicluster-nccl.sh"]
-    assert doc["runcmd"][-1] == ["/opt/aicluster/bin/aicluster-node-bootstrap"]
+    listing = fetch_list(text, "/etc/aicluster/node-files.json")
+    assert {f["path"] for f in listing["files"]} == {
+        "/opt/aicluster/bin/aicluster-secret", "/opt/aicluster/bin/aicluster-node-bootstrap",
+        "/opt/aicluster/bin/aicluster-gpu-healthcheck", "/usr/local/sbin/aicluster-mount-storage"}
+    assert doc["runcmd"][-1][-1].endswith("exec /opt/aicluster/bin/aicluster-node-bootstrap")
+
+
+def test_programs_are_fetched_from_the_bucket_at_content_addressed_keys(plan_spec, base_spec):
+    """The head's and the nodes' user data list their programs by key and SHA-256; each key holds
+    exactly that content (the planned object), in the private, encrypted configuration bucket."""
+    import hashlib
+
+    from components.render import static
+
+    plan = plan_spec(base_spec)
+    bucket = plan.named("demo-slurm-config", "aws:s3/bucket:Bucket").outputs["bucket"]
+    objects = {r.inputs["key"]: r for r in plan.of_type(OBJECT)}
+    node_text = base64.b64decode(plan.named("demo-gpu-template", LT).inputs["userData"]).decode()
+    lists = {"head/boot/": fetch_list(head(plan).inputs["userData"], "/etc/aicluster/head-files.json"),
+             "compute/": fetch_list(node_text, "/etc/aicluster/node-files.json")}
+    assert {f["path"] for f in lists["head/boot/"]["files"]} == {"/opt/aicluster/bin/aicluster-sync",
+                                                                 "/opt/aicluster/bin/aicluster-secret"}
+    for prefix, listing in lists.items():
+        assert (listing["bucket"], listing["region"]) == (bucket, "us-east-1")
+        for entry in listing["files"]:
+            obj = objects[entry["key"]]
+            content = reveal(obj.inputs["content"])
+            assert entry["key"] == f"{prefix}{entry['path'].rsplit('/', 1)[1]}/{entry['sha256']}"
+            assert hashlib.sha256(content.encode()).hexdigest() == entry["sha256"]
+            assert obj.inputs["bucket"] == bucket and obj.inputs["serverSideEncryption"] == "AES256"
+            assert obj.retain_on_delete   # a node launched from an older template version may still fetch it
+            assert entry["mode"] == "0755"
+    sync = next(f for f in lists["head/boot/"]["files"] if f["path"].endswith("/aicluster-sync"))
+    assert reveal(objects[sync["key"]].inputs["content"]) == static("scripts/aicluster-sync.py")
+    # The head node launches once its programs and its read permission exist; the nodes' templates
+    # name their programs once those exist.
+    deps = head(plan).dependencies
+    assert {objects[f["key"]].urn for f in lists["head/boot/"]["files"]} <= set(deps)
+    assert plan.named("demo-slurm-head-read", POLICY).urn in deps
+    assert {objects[f["key"]].urn for f in lists["compute/"]["files"]} <= set(
+        plan.named("demo-gpu-template", LT).dependencies)
+
+
+def test_compute_nodes_read_only_their_programs(plan_spec, base_spec):
+    """Least privilege: s3:GetObject on the compute/ prefix of the cluster's bucket, nothing else (not
+    the head's configuration, not cluster.json, no listing, no write)."""
+    plan = plan_spec(base_spec)
+    bucket_arn = plan.named("demo-slurm-config", "aws:s3/bucket:Bucket").outputs["arn"]
+    read = plan.named("demo-slurm-node-files-compute-read", POLICY)
+    assert read.inputs["role"] == plan.named("demo-compute-role").outputs["name"]
+    assert json.loads(read.inputs["policy"])["Statement"] == [
+        {"Sid": "ReadNodePrograms", "Effect": "Allow", "Action": "s3:GetObject", "Resource": f"{bucket_arn}/compute/*"}]
+    compute_role = plan.named("demo-compute-role").outputs["name"]
+    s3_statements = [st for r in plan.of_type(POLICY) if r.inputs["role"] == compute_role
+                     for st in json.loads(r.inputs["policy"])["Statement"] if "s3:" in str(st["Action"])]
+    assert len(s3_statements) == 1
 
 
 ROUTINE_EDITS = {
@@ -215,12 +321,18 @@ ROUTINE_EDITS = {
 @pytest.mark.parametrize("edit", list(ROUTINE_EDITS))
 def test_routine_edits_leave_the_head_node_untouched(plan_spec, base_spec, edit):
     """Same URN, same inputs (user data byte-identical): `pulumi up` neither stops nor replaces it."""
-    before = head(plan_spec(base_spec))
+    before_plan = plan_spec(base_spec)
     changed = copy.deepcopy(base_spec)
     ROUTINE_EDITS[edit](changed)
-    after = head(plan_spec(changed))
+    after_plan = plan_spec(changed)
+    before, after = head(before_plan), head(after_plan)
     assert after.urn == before.urn
     assert after.inputs == before.inputs
+    # Nor its launch template (a new version would be a new head node) or its programs.
+    assert head_template(after_plan).inputs == head_template(before_plan).inputs
+    boot = {r.name: r.inputs for r in before_plan.of_type(OBJECT) if r.inputs["key"].startswith("head/boot/")}
+    assert len(boot) == 2
+    assert boot == {r.name: r.inputs for r in after_plan.of_type(OBJECT) if r.inputs["key"].startswith("head/boot/")}
 
 
 def test_head_node_does_not_wait_for_the_filesystems(plan_spec, base_spec):
@@ -245,3 +357,22 @@ def test_head_node_does_not_wait_for_the_filesystems(plan_spec, base_spec):
     after = plan_spec(more)
     assert head(after).inputs == node.inputs
     assert "/data" in published(after)["head/bin/aicluster-mount-storage"]
+
+
+def test_the_policy_pack_judges_a_head_node_launched_from_a_template(plan_spec, base_spec):
+    """The pack reads raw resources: the head's IMDSv2 and root volume encryption are judged on its
+    launch template (and IMDSv2 on the instance too), its size on the instance. A sizing row the
+    head does not meet shows the head is found, not skipped."""
+    from components.offline.policy_bridge import load_rules, resolve_config, run_policies
+
+    plan = plan_spec(base_spec)
+    policies = [r.POLICY for r in load_rules()]
+    verdicts = {v.rule_id: v for v in run_policies(plan, resolve_config(policies))}
+    for rule in ("AIC-SEC-001", "AIC-SEC-003", "AIC-SEC-005", "AIC-CMP-002"):
+        assert verdicts[rule].status == "pass" and not verdicts[rule].not_applicable, (rule, verdicts[rule].violations)
+    strict = resolve_config(policies, {"AIC-CMP-002": {"sizing": [{"maxNodes": 1000000, "minVcpu": 64,
+                                                                   "minMemoryGib": 256}]}})
+    (cmp,) = [v for v in run_policies(plan, strict) if v.rule_id == "AIC-CMP-002"]
+    assert [v.message for v in cmp.violations] == [
+        "head node demo-slurm-head: m7i.2xlarge has 8 vCPU / 32 GiB; 16 compute nodes (up to 1000000) need "
+        ">= 64 vCPU / 256 GiB"]

@@ -289,7 +289,10 @@ def unencrypted(resources) -> list[str]:
                 if ebs and not _true(ebs.get("encrypted")):
                     found.append(f"{r.name}: EBS {m.get('deviceName')} not encrypted")
         elif r.type == "aws:ec2/instance:Instance":
-            volumes = [("root", i.get("rootBlockDevice") or {})] + [
+            # Launched from a launch template with no root device of its own: the template's
+            # mapping is its root volume, judged with the template.
+            from_template = i.get("launchTemplate") and not i.get("rootBlockDevice")
+            volumes = ([] if from_template else [("root", i.get("rootBlockDevice") or {})]) + [
                 (v.get("deviceName"), v) for v in i.get("ebsBlockDevices") or []]
             found += [f"{r.name}: {name} volume not encrypted" for name, v in volumes if not _true(v.get("encrypted"))]
         elif r.type in ("aws:ebs/volume:Volume", "aws:efs/fileSystem:FileSystem"):

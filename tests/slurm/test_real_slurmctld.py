@@ -38,6 +38,7 @@ RECORDERS = ("aicluster-resume", "aicluster-suspend", "aicluster-resume-fail", "
 START_TIMEOUT_S = 30
 RESUME_TIMEOUT_S = 30
 COMMAND_TIMEOUT_S = 30
+PROLOG_TIMEOUT_S = 90
 
 # Mixed pools beyond the example stacks: a Trainium pool (no GRES), a single-node GPU pool (not
 # exclusive) and a pool with always-on nodes, which makes a topology with a top switch.
@@ -105,7 +106,8 @@ class Controller:
 
     # --- start and stop ---
 
-    def start(self) -> None:
+    def start(self, failing_prolog: bool = False) -> None:
+        self.failing_prolog = failing_prolog
         munged = tool("munged")
         for name in ("slurmctld", "scontrol", "sinfo", "sbatch"):
             tool(name)
@@ -148,8 +150,11 @@ class Controller:
         self.design = design
         for name, text in render_slurm_configs(design, self.runtime).items():
             if name == "slurm.conf":
-                # The test's copy only: daemons and commands reach the private munged.
-                text += f"\n# test only\nAuthInfo=socket={self.munge_socket}\n"
+                # The test's copy only: daemons and commands reach the private munged; a slurmd on
+                # this small machine stands in for a big node (config_overrides: the node is what
+                # slurm.conf says, not drained for fewer CPUs or less memory than a real one).
+                text += (f"\n# test only\nAuthInfo=socket={self.munge_socket}\n"
+                         "SlurmdParameters=config_overrides\n")
             (self.conf.parent / name).write_text(text)
 
     def start_slurmctld(self) -> None:
@@ -159,7 +164,24 @@ class Controller:
     def stop_slurmctld(self) -> None:
         self._stop("slurmctld")
 
+    def start_slurmd(self, node: str) -> None:
+        """A real slurmd as `node`, on this machine: what a launched cloud node does once the
+        resume program has set its address. Needs root, as on a real node (it runs the prolog
+        and puts jobs in cgroups)."""
+        assert os.geteuid() == 0, "slurmd runs as root (prolog, cgroups): run this test as root (CI does)"
+        self.run("scontrol", "update", f"nodename={node}", "nodeaddr=127.0.0.1",
+                 f"nodehostname={socket.gethostname().split('.')[0]}")
+        # slurmctld takes a powering-up node only once it has booted since the resume request
+        # ("Still waiting for boot of node"): slurmd reports the machine's uptime, so it runs in a
+        # time namespace whose boot time is just now, as a freshly launched instance's would be.
+        # Slurm counts in whole seconds: the resume request must be older than that boot.
+        time.sleep(2)
+        uptime_s = int(float(Path("/proc/uptime").read_text().split()[0]))
+        self._spawn("slurmd", [tool("unshare"), "--time", f"--boottime=-{uptime_s}",
+                               tool("slurmd"), "-D", "-N", node, "-f", str(self.conf)])
+
     def stop(self) -> None:
+        self._stop("slurmd")
         self._stop("slurmctld")             # first: it still talks to munged
         self._stop("munged")
         if self.munge_dir:
@@ -200,12 +222,15 @@ class Controller:
     def _write_recorders(self, bin_dir: Path) -> None:
         for prog in RECORDERS:
             path = bin_dir / prog
-            path.write_text(f'#!/bin/sh\necho "$(basename "$0") $*" >> {self.calls}\n')
+            # The prolog (the GPU health check) fails on demand, as on a node with a bad GPU.
+            status = 1 if prog == "aicluster-gpu-healthcheck" and self.failing_prolog else 0
+            path.write_text(f'#!/bin/sh\necho "$(basename "$0") $*" >> {self.calls}\nexit {status}\n')
             path.chmod(0o755)     # slurmctld refuses programs that group or others may write
 
     def diagnostics(self) -> str:
         parts = []
-        for name in ("munged.out", "munge/munged.log", "slurmctld.out", "log/slurmctld.log", "calls.log"):
+        for name in ("munged.out", "munge/munged.log", "slurmctld.out", "log/slurmctld.log", "slurmd.out",
+                     "log/slurmd.log", "calls.log"):
             path = self.root / name
             if path.exists():
                 tail = path.read_text(errors="replace").splitlines()[-40:]
@@ -298,6 +323,8 @@ def test_slurmctld_accepts_the_config(ctl):
     assert values["GresTypes"] == "gpu"
     assert values["TopologyPlugin"] == "topology/tree"
     assert values["PrologFlags"] == "Alloc,Contain"
+    # A failed prolog (GPU health check) requeues the job without holding it.
+    assert "nohold_on_prolog_fail" in values["SchedulerParameters"].split(","), values["SchedulerParameters"]
     assert values["ReturnToService"] == "2"
     assert values["TreeWidth"] == "65533"
     assert values["SuspendTime"] == f"{slurm.suspend_time_s} sec"
@@ -400,3 +427,47 @@ def test_jobs_power_up_their_nodes_through_resume_program(ctl):
         assert ctl.resume_calls() == ["gpu-[1-2]"]
     # Suspend and resume-fail are not due yet (SuspendTime, ResumeTimeout): only resume ran.
     assert {ln.split()[0] for ln in ctl.calls.read_text().splitlines()} == {"aicluster-resume"}
+
+
+# --- a failing prolog (the GPU health check) on a real slurmd -------------------------------------
+
+# One Trainium pool: no GRES, so a slurmd on this machine (no /dev/nvidia*) can be its node.
+PROLOG_SPEC = {
+    "name": "prolog",
+    "cloud": "aws",
+    "region": "us-east-1",
+    "zone": "us-east-1a",
+    "pools": [{"name": "trn", "instance_type": "trn1n.32xlarge", "max_nodes": 2}],
+}
+
+
+def test_a_failing_health_check_requeues_the_job_without_holding_it(tmp_path):
+    """The rendered config on a real slurmctld and a real slurmd: the prolog (the GPU health
+    check) fails on the node the job got, slurmd reports it, slurmctld drains that node and
+    requeues the job, and the job is NOT held (SchedulerParameters=nohold_on_prolog_fail, as
+    ParallelCluster sets it), so it can run on another node without an operator releasing it.
+    Without the option, Slurm leaves it `PENDING (launch failed requeued held)` (slurm.conf man
+    page, Prolog)."""
+    ctl = Controller("prolog", design_cluster(parse_spec(PROLOG_SPEC)), tmp_path)
+    try:
+        ctl.start(failing_prolog=True)
+        out = ctl.run("sbatch", "-N", "1", "-p", "trn", "-w", "trn-1", "-o", "/dev/null", "--wrap", "true")
+        job_id = re.search(r"Submitted batch job (\d+)", out).group(1)
+        wait_for("ResumeProgram to be called for trn-1", lambda: "trn-1" in ctl.resume_calls(),
+                 RESUME_TIMEOUT_S, ctl.diagnostics)
+        ctl.start_slurmd("trn-1")      # what a launched node does: it registers with slurmctld
+
+        def requeued():
+            job = fields(ctl.run("scontrol", "-o", "show", "job", job_id))
+            return job if int(job.get("Restarts", "0")) >= 1 else None
+
+        job = wait_for("the job to be requeued after the prolog failed", requeued, PROLOG_TIMEOUT_S,
+                       ctl.diagnostics)
+        assert "aicluster-gpu-healthcheck" in ctl.calls.read_text(), ctl.diagnostics()
+        node = fields(ctl.run("scontrol", "-o", "show", "node", "trn-1"))
+        assert "DRAIN" in node["State"], node            # the failed node takes no more jobs
+        assert job["JobState"] == "PENDING", job
+        assert "held" not in job["Reason"].lower(), job   # not "launch_failed_requeued_held"
+        assert job["Priority"] != "0", job               # a held job has priority 0
+    finally:
+        ctl.stop()

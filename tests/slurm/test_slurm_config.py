@@ -84,7 +84,9 @@ def test_p5_stack_slurm_conf():
     assert s["GresTypes"] == "gpu"
     assert s["TopologyPlugin"] == "topology/tree"
     assert s["LaunchParameters"] == "enable_nss_slurm,use_interactive_step"
-    assert s["SchedulerParameters"] == "bf_continue,salloc_wait_nodes"
+    # nohold_on_prolog_fail: a failed health check (the prolog) requeues the job without holding it
+    # (ParallelCluster's setting; slurm.conf man page 22.05 and later).
+    assert s["SchedulerParameters"] == "bf_continue,salloc_wait_nodes,nohold_on_prolog_fail"
     assert s["ResumeProgram"] == "/opt/aicluster/bin/aicluster-resume"
     assert s["SuspendProgram"] == "/opt/aicluster/bin/aicluster-suspend"
     assert s["ResumeFailProgram"] == "/opt/aicluster/bin/aicluster-resume-fail"
@@ -295,6 +297,7 @@ def test_no_option_removed_in_newer_slurm(stack):
 
 
 def test_non_slurm_cluster_is_refused():
-    d = design(spec({"name": "gpu", "instance_type": "p5.48xlarge", "max_nodes": 2}, scheduler="kubernetes"))
+    d = design(spec({"name": "gpu", "instance_type": "p5.48xlarge", "max_nodes": 2}, scheduler="kubernetes",
+                    kubernetes={"api_access": "vpc"}))
     with pytest.raises(ValueError, match="not slurm"):
         render_slurm_configs(d, RT)
