@@ -4,15 +4,18 @@ Everything about the GKE cluster that needs no cloud output is decided here, and
 parts reuse kubernetes_design (KubernetesPool, quotas, worker shapes):
 
 - the control plane: regional, the release channel and minimum version pinned in
-  catalog/kubernetes.yaml, private nodes, a private endpoint unless `api_access_cidrs` asks for a
-  public one; pod and service ranges that overlap neither the system VPC, the GPU NIC networks nor
+  catalog/kubernetes.yaml, private nodes, a private IP endpoint unless `api_access_cidrs` asks for a
+  public one, and (api_access endpoint) the DNS-based endpoint `pulumi up` reaches the API through,
+  authorized by IAM; pod and service ranges that overlap neither the system VPC, the GPU NIC networks nor
   the private service access range, and that depend on no pool (so scaling never replaces the
   cluster);
 - per GPU pool one node pool in the cluster's zone, with an additional node network for every GPU
   NIC network of the design (gcp_nics), and for each a GKENetworkParamSet + Network pair: deviceMode
   RDMA for MRDMA NICs, NetDevice for gVNIC; the worker pods attach the GPU NIC networks on the
   interfaces Google's own manifests use (eth<NIC index>);
-- per TPU pool one node pool per slice (placement COMPACT with the slice's topology).
+- per TPU pool one node pool per slice (placement COMPACT with the slice's topology);
+- per node pool the boot disk its machine takes (TPU: the generation's, from catalog/tpu.yaml) and
+  Secure Boot, except on non-GPU node pools that mount Managed Lustre (GKE's Lustre limitation).
 """
 from __future__ import annotations
 
@@ -78,6 +81,7 @@ class GkeNodePool:
     reservation: str | None
     disk_type: str
     disk_size_gib: int
+    secure_boot: bool = True                   # off on non-GPU node pools that mount Managed Lustre
 
     @property
     def slices(self) -> int:
@@ -108,11 +112,18 @@ class GkeDesign:
     system_machine_type: str
     system_nodes: int
     node_pools: tuple[GkeNodePool, ...]
+    api_access: str = "endpoint"               # kubernetes_design.API_ACCESS
 
     @property
     def private_endpoint(self) -> bool:
-        """No public endpoint at all unless the spec names CIDRs for one."""
+        """No public IP endpoint unless the spec names CIDRs for one."""
         return not self.api_access_cidrs
+
+    @property
+    def dns_endpoint(self) -> bool:
+        """The DNS-based endpoint takes traffic from outside Google (authorized by IAM): what the
+        Kubernetes provider of `pulumi up` talks to. Off when the API is to stay inside the VPC."""
+        return self.api_access == "endpoint"
 
     @property
     def networks(self) -> tuple[GkeNetwork, ...]:
@@ -158,7 +169,25 @@ def node_pool_names(pool: "PoolDesign") -> tuple[str, ...]:
     return tuple(pool.name if pool.slices == 1 else f"{pool.name}-{k}" for k in range(pool.slices))
 
 
-def _node_pool(pool: "PoolDesign", net: "NetworkDesign", accelerators) -> GkeNodePool:
+def boot_disk_type(pool: "PoolDesign") -> str:
+    """The boot disk a node pool's machines take: a TPU generation's from catalog/tpu.yaml (v4, v5e,
+    v5p: pd-balanced; v6e: hyperdisk-balanced), a GPU type's from catalog/gcp.yaml."""
+    if pool.tpu is not None:
+        disk = pool.tpu.generation.boot_disk_type
+        if not disk:
+            raise ValueError(f"catalog/tpu.yaml: TPU {pool.tpu.name} has no boot_disk_type")
+        return disk
+    return pool.boot_disk_type or pool.instance.boot_disk_type or "pd-ssd"
+
+
+def secure_boot(pool: "PoolDesign", managed_lustre: bool, kinds: tuple[str, ...]) -> bool:
+    """Secure Boot, except where GKE cannot mount Managed Lustre with it: node pools whose machines
+    are not of an allowed accelerator kind (GPU machine types only)."""
+    return not managed_lustre or pool.instance.accelerator.kind in kinds
+
+
+def _node_pool(pool: "PoolDesign", net: "NetworkDesign", accelerators, managed_lustre: bool = False,
+               lustre_secure_boot: tuple[str, ...] = ("gpu",)) -> GkeNodePool:
     itype = pool.instance
     return GkeNodePool(
         pool=pool.name, names=node_pool_names(pool), machine_type=itype.name,
@@ -169,8 +198,8 @@ def _node_pool(pool: "PoolDesign", net: "NetworkDesign", accelerators) -> GkeNod
         compact=pool.placement.strategy is not None,
         min_nodes=pool.min_nodes, max_nodes=pool.max_nodes, capacity=pool.capacity.type,
         reservation=pool.capacity.reservation_id if pool.capacity.type == "reservation" else None,
-        # TPU hosts and A3 Ultra / A4 take Hyperdisk; the rest the catalog's boot disk type.
-        disk_type=pool.boot_disk_type or "hyperdisk-balanced", disk_size_gib=pool.root_volume_gib)
+        disk_type=boot_disk_type(pool), disk_size_gib=pool.root_volume_gib,
+        secure_boot=secure_boot(pool, managed_lustre, lustre_secure_boot))
 
 
 def free_range(prefix: int, taken: list, after=None) -> str:
@@ -221,7 +250,9 @@ def design_gke_kubernetes(spec: "ClusterSpec", pools: "tuple[PoolDesign, ...]",
                           network: "NetworkDesign") -> KubernetesDesign:
     v = versions()
     k8s = spec.kubernetes
-    node_pools = tuple(_node_pool(p, network, v.gke.accelerators) for p in pools)
+    managed_lustre = any(fs.type == "lustre" for fs in spec.storage)     # lustre on gcp: Managed Lustre
+    node_pools = tuple(_node_pool(p, network, v.gke.accelerators, managed_lustre, v.gke.lustre_secure_boot)
+                       for p in pools)
     pods, services = cluster_ranges(network)
     gke = GkeDesign(
         cluster_name=spec.name, location=spec.region, zone=spec.zone,
@@ -230,9 +261,10 @@ def design_gke_kubernetes(spec: "ClusterSpec", pools: "tuple[PoolDesign, ...]",
         pods_cidr=pods, services_cidr=services, max_pods_per_node=MAX_PODS_PER_NODE,
         api_access_cidrs=tuple(str(ipaddress.ip_network(c)) for c in k8s.api_access_cidrs),
         system_machine_type=k8s.system_nodes.instance_type or DEFAULT_SYSTEM_TYPE["gcp"],
-        system_nodes=k8s.system_nodes.count, node_pools=node_pools)
+        system_nodes=k8s.system_nodes.count, node_pools=node_pools, api_access=k8s.api_access)
     return KubernetesDesign(
         version=v.gke.version, cluster_name=spec.name, namespace=k8s.namespace, gpu_devices="gke",
         api_access_cidrs=gke.api_access_cidrs, admins=(), system_instance_type=gke.system_machine_type,
         system_nodes=gke.system_nodes, control_plane_subnets=(), control_plane_subnet_ids=(),
-        pools=tuple(_kubernetes_pool(p, g) for p, g in zip(pools, node_pools)), platform="gke", gke=gke)
+        pools=tuple(_kubernetes_pool(p, g) for p, g in zip(pools, node_pools)), platform="gke", gke=gke,
+        api_access=k8s.api_access)

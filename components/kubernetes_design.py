@@ -58,6 +58,18 @@ SHM_SHARE = 1 / 8
 
 CONTROL_PLANE_SUBNETS = 2      # EKS: subnets in at least two Availability Zones
 
+# How the `pulumi up` that creates the in-cluster objects (Helm releases, volumes, queues) reaches
+# the Kubernetes API (spec `kubernetes.api_access`):
+# - endpoint: over an endpoint the deployer can reach from where it runs. GKE: the DNS-based
+#   control-plane endpoint, authenticated by IAM (no IP allowlist); EKS has no IAM-gated endpoint,
+#   so its public endpoint is opened to `api_access_cidrs` only (required).
+# - vpc: the endpoint stays private; `pulumi up` runs inside the VPC or a network routed to it
+#   (VPN, Direct Connect / Interconnect, peering) and creates everything in one run.
+# - private: the endpoint stays private and this `pulumi up` creates no in-cluster object (phase 1);
+#   phase 2 switches to `vpc` and runs `pulumi up` from inside the VPC. The cloud resources of
+#   `private` and `vpc` are the same, so phase 2 only adds the in-cluster objects.
+API_ACCESS = ("endpoint", "vpc", "private")
+
 
 @dataclass(frozen=True)
 class Chart:
@@ -81,6 +93,13 @@ class GkeVersions:
     gpu_driver_version: str
     image_type: str
     accelerators: Mapping[str, str]    # machine type -> cloud.google.com/gke-accelerator
+    # Machine type prefixes whose flex-start node pools may be placed COMPACT (A3 Ultra, A4, H4D).
+    flex_start_compact: tuple[str, ...] = ()
+    # Accelerator kinds whose node pools keep Secure Boot while mounting Managed Lustre (gpu).
+    lustre_secure_boot: tuple[str, ...] = ("gpu",)
+
+    def flex_start_compact_ok(self, machine_type: str) -> bool:
+        return machine_type.startswith(self.flex_start_compact)
 
 
 @dataclass(frozen=True)
@@ -154,9 +173,13 @@ def versions_from(doc: Mapping) -> Versions:
         g = doc["gke"]
         sources["gke"] = _sourced(g, "gke")
         sources["gke:accelerators"] = _sourced(g["accelerators"], "gke.accelerators")
+        sources["gke:flex-start-compact"] = _sourced(g["flex_start_compact"], "gke.flex_start_compact")
+        sources["gke:lustre-secure-boot"] = _sourced(g["lustre_secure_boot"], "gke.lustre_secure_boot")
         gke = GkeVersions(release_channel=str(g["release_channel"]), version=str(g["version"]),
                           gpu_driver_version=str(g["gpu_driver_version"]), image_type=str(g["image_type"]),
-                          accelerators={k: str(v) for k, v in g["accelerators"].items() if k != "source"})
+                          accelerators={k: str(v) for k, v in g["accelerators"].items() if k != "source"},
+                          flex_start_compact=tuple(str(m) for m in g["flex_start_compact"]["machine_type_prefixes"]),
+                          lustre_secure_boot=tuple(str(k) for k in g["lustre_secure_boot"]["accelerators"]))
     installers = {}
     for stack, entry in (doc.get("nccl_installers") or {}).items():
         sources[f"nccl-installer:{stack}"] = _sourced(entry, f"nccl_installers.{stack}")
@@ -219,6 +242,19 @@ class KubernetesPool:
         return self.name
 
     @property
+    def desired_nodes(self) -> int:
+        """The node group's size at creation. A capacity block's group starts empty: the block may
+        not be active yet (EKS user guide, capacity-blocks-mng: desired size 0, then scale up when
+        the block starts, by a scheduled action or update-nodegroup-config)."""
+        return 0 if self.capacity_type == "CAPACITY_BLOCK" else self.min_nodes
+
+    @property
+    def min_size(self) -> int:
+        """The node group's minimum: 0 for a capacity block (it is empty before the block starts,
+        and EKS scales it to 0 before the block ends); the spec refuses min_nodes there."""
+        return 0 if self.capacity_type == "CAPACITY_BLOCK" else self.min_nodes
+
+    @property
     def quota(self) -> dict[str, str]:
         """The ClusterQueue's nominal quota for this flavor: the pool's totals at max_nodes
         (memory only where the catalog knows it; TPU chips for TPU pools)."""
@@ -267,6 +303,17 @@ class KubernetesDesign:
     pools: tuple[KubernetesPool, ...]
     platform: str = "eks"                                # eks | gke
     gke: Any = None                                      # gke_design.GkeDesign on gcp
+    api_access: str = "endpoint"                         # endpoint | vpc | private (API_ACCESS)
+
+    @property
+    def in_cluster(self) -> bool:
+        """Whether this `pulumi up` creates the in-cluster objects (not in phase 1 of `private`)."""
+        return self.api_access != "private"
+
+    @property
+    def public_endpoint(self) -> bool:
+        """An IP endpoint reachable from outside the VPC, for `api_access_cidrs` only."""
+        return bool(self.api_access_cidrs)
 
     @property
     def cluster_queue(self) -> str:
@@ -345,6 +392,7 @@ def design_kubernetes(spec: "ClusterSpec", pools: "tuple[PoolDesign, ...]", vpc_
         control_plane_subnets=subnets,
         control_plane_subnet_ids=tuple(k8s.control_plane_subnet_ids),
         pools=tuple(_pool(p) for p in pools),
+        api_access=k8s.api_access,
     )
 
 

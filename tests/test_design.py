@@ -445,7 +445,7 @@ def test_pool_lookup():
 
 
 def test_design_carries_spec_basics():
-    d = design(scheduler="kubernetes", workload={"model_params_b": 70})
+    d = design(scheduler="kubernetes", workload={"model_params_b": 70}, kubernetes={"api_access": "vpc"})
     assert (d.name, d.cloud, d.region, d.zone, d.scheduler) == ("test", "aws", "us-east-1", "us-east-1a",
                                                                  "kubernetes")
     assert d.workload.model_params_b == 70

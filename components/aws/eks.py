@@ -1,7 +1,10 @@
 """aicluster:aws:EksCluster - the Kubernetes control plane for `scheduler: kubernetes`.
 
-- The cluster: the pinned Kubernetes version, a private API endpoint (a public one only for the
-  spec's `api_access_cidrs`), API authentication with access entries for `admins`, control-plane
+- The cluster: the pinned Kubernetes version, a private API endpoint and, with `kubernetes.api_access:
+  endpoint` (the default), a public one open to the spec's `api_access_cidrs` only: EKS has no
+  IAM-gated endpoint, and the `pulumi up` that installs the add-ons must reach the API from where it
+  runs (with `vpc` it runs inside the VPC; with `private` it installs nothing inside the cluster);
+  API authentication with access entries for `admins`, control-plane
   logs with a retention, no self-managed add-ons (the managed ones below are the only copies),
   `protect` and `retain_on_delete` (it holds the jobs' and queues' state).
 - Two small control-plane subnets in two zones (EKS requires two), in the VPC's free last quarter.
@@ -12,7 +15,7 @@
 - The system node group (add-on controllers), from its own small launch template (IMDSv2 with hop
   limit 1, encrypted root volume).
 - A Kubernetes provider built from the cluster's outputs (exec credentials through
-  `aws eks get-token`: no token is stored anywhere).
+  `aws eks get-token`: no token is stored anywhere); none with api_access private (phase 1).
 """
 from __future__ import annotations
 
@@ -77,7 +80,7 @@ class EksCluster(pulumi.ComponentResource):
     endpoint: pulumi.Output[str]
     cluster_security_group_id: pulumi.Output[str]
     kubeconfig: pulumi.Output[str]
-    provider: k8s.Provider
+    provider: k8s.Provider | None           # None with api_access private (phase 1)
     before_nodes: list[pulumi.Resource]     # what GPU node groups must wait for
     ready: list[pulumi.Resource]            # what Kubernetes objects must wait for
 
@@ -102,7 +105,7 @@ class EksCluster(pulumi.ComponentResource):
             f"{name}-logs", name=f"/aws/eks/{design.name}/cluster", retention_in_days=LOG_RETENTION_DAYS,
             tags=tags, opts=child)
 
-        public = bool(kd.api_access_cidrs)
+        public = kd.public_endpoint
         cluster = aws.eks.Cluster(
             name,
             name=design.name,
@@ -172,8 +175,10 @@ class EksCluster(pulumi.ComponentResource):
 
         self.kubeconfig = pulumi.Output.all(cluster.name, cluster.endpoint, cluster.certificate_authority).apply(
             lambda a: kubeconfig(a[0], a[1], a[2]["data"], design.region))
-        self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, enable_server_side_apply=True,
-                                     opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]))
+        self.provider = None
+        if kd.in_cluster:
+            self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, enable_server_side_apply=True,
+                                         opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]))
         self.before_nodes = [*before, *node_policies]
         self.ready = [*before, *after, system]
         self.register_outputs({"cluster_name": cluster.name, "endpoint": cluster.endpoint,
@@ -246,12 +251,15 @@ def attach_kubernetes(design: ClusterDesign, eks: EksCluster, pools: dict, files
             launch_template_version=pool.launch_template_version, depends_on=eks.before_nodes))
         for name, pool in pools.items()
     }
-    KubernetesAddons(f"{design.name}-k8s", KubernetesAddonsArgs(
-        cluster=design, provider=eks.provider,
-        filesystems=[(fs_design, fs.file_system_id, fs.mount) for fs_design, fs in zip(design.storage, filesystems)],
-        depends_on=eks.ready))
+    if design.kubernetes.in_cluster:
+        KubernetesAddons(f"{design.name}-k8s", KubernetesAddonsArgs(
+            cluster=design, provider=eks.provider,
+            filesystems=[(fs_design, fs.file_system_id, fs.mount)
+                         for fs_design, fs in zip(design.storage, filesystems)],
+            depends_on=eks.ready))
     return {
         "eks_cluster": eks.cluster_name,
         "kubeconfig": eks.kubeconfig,
+        "kubernetes_api": eks.endpoint,
         "node_groups": {name: g.node_group_name for name, g in groups.items()},
     }

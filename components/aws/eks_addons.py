@@ -3,7 +3,9 @@ the cluster's own provider. Chart versions come from components/catalog/kubernet
 
 - GPU devices: the NVIDIA device plugin, or the GPU operator with its driver and toolkit off (the
   EKS AL2023 NVIDIA AMI ships both). Exactly one of them: `kubernetes.gpu_devices` chooses.
-- EFA: the aws-efa-k8s-device-plugin on EFA nodes, tolerating the GPU taint.
+- EFA: the aws-efa-k8s-device-plugin on EFA nodes, tolerating the GPU taint, with the chart's node
+  affinity list (supportedInstanceLabels) set to every EFA type of the catalog: the chart's own list
+  lags new instance types (v0.5.7's stopped at p5en, so its DaemonSet never ran on p6-b200).
 - Storage: the FSx for Lustre CSI driver and, per filesystem, a static PersistentVolume (Retain:
   deleting it never deletes data) bound to a claim in the training namespace.
 - Gang admission: Kueue, with a ResourceFlavor per pool, a ClusterQueue whose quotas are the
@@ -19,6 +21,7 @@ from typing import Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
+from ..catalog import load_catalog
 from ..design import ClusterDesign, StorageDesign
 from ..k8s_resources import (RENDEZVOUS_PORT, SCRIPT_DIR, claim_name, examples_configmap, helm_release,  # noqa: F401
                              job_name, kueue_queues, render_kueue, render_train_job, static_volume,
@@ -31,6 +34,23 @@ FSX_CSI_DRIVER = "fsx.csi.aws.com"
 # Lustre options that matter inside a pod's mount (the host-side systemd options do not apply).
 FSX_MOUNT_OPTIONS = ("relatime", "flock")
 SYSTEM_NODES = {ROLE_LABEL: "system"}
+# The well-known label the EFA chart's node affinity matches instance types on.
+INSTANCE_TYPE_NODE_LABEL = "node.kubernetes.io/instance-type"
+
+
+def efa_instance_types() -> list[str]:
+    """Every EFA-capable AWS type aicluster knows (catalog/aws.yaml), for the EFA device plugin's
+    node affinity: a pool of any of them gets its EFA devices advertised."""
+    return sorted(t.name for t in load_catalog().instance_types["aws"].values() if t.efa_capable)
+
+
+def efa_device_plugin_values() -> dict:
+    """aws-efa-k8s-device-plugin values: on EFA nodes (the label the node groups set), tolerating
+    the GPU taint, and the chart's required node affinity (supportedInstanceLabels, rendered as
+    `<key> In <values>` in templates/daemonset.yaml) fed from the catalog, not the chart's list."""
+    return {"nodeSelector": {EFA_PRESENT_LABEL: "true"},
+            "tolerations": [GPU_TAINT.toleration()],
+            "supportedInstanceLabels": {"keys": [INSTANCE_TYPE_NODE_LABEL], "values": efa_instance_types()}}
 
 
 def nccl_env(pool: KubernetesPool, gpudirect_rdma: bool) -> list[tuple[str, str]]:
@@ -74,8 +94,7 @@ def chart_values(design: ClusterDesign) -> dict[str, dict]:
     gpu_chart, gpu_values = gpu_device_values(design)
     charts: dict[str, dict] = {gpu_chart: gpu_values}
     if any(p.efa for p in design.kubernetes.pools):
-        charts["aws-efa-k8s-device-plugin"] = {"nodeSelector": {EFA_PRESENT_LABEL: "true"},
-                                               "tolerations": [GPU_TAINT.toleration()]}
+        charts["aws-efa-k8s-device-plugin"] = efa_device_plugin_values()
     if any(fs.kind == "fsx-lustre" for fs in design.storage):
         charts["aws-fsx-csi-driver"] = {
             # The region is given, so neither plugin needs IMDS (nodes keep hop limit 1).

@@ -10,6 +10,10 @@ when a pool changes how it buys capacity.
 GPU nodes are tainted `nvidia.com/gpu=present:NoSchedule` and labelled with their pool, instance
 type and accelerator; their user data (MIME multipart for nodeadm) pre-allocates the 2 MiB huge
 pages EFA uses and RAIDs the instance store for container images.
+
+A capacity block's node group is created with desired size 0 (the block may not be active yet; EKS
+user guide, capacity-blocks-mng) and scaled up when the block starts; EKS itself scales it back to
+0 forty minutes before the block ends. `pulumi up` never resets the desired size afterwards.
 """
 from __future__ import annotations
 
@@ -70,8 +74,9 @@ class EksNodeGroup(pulumi.ComponentResource):
             capacity_type=pool.capacity_type,
             # instance_types stays unset: the launch template names the type (capacity blocks
             # require it there, fabric.md).
+            # Capacity blocks start empty (desired 0) and are scaled up when the block is active.
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-                min_size=pool.min_nodes, max_size=pool.max_nodes, desired_size=pool.min_nodes),
+                min_size=pool.min_size, max_size=pool.max_nodes, desired_size=pool.desired_nodes),
             launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
                 id=args.launch_template_id,
                 version=pulumi.Output.from_input(args.launch_template_version).apply(str)),
@@ -80,8 +85,9 @@ class EksNodeGroup(pulumi.ComponentResource):
             # A version or template update replaces nodes one at a time, never the whole pool.
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
             tags=design.labels("compute", pool.name),
-            # Whoever scales the pool between min and max (an operator, an autoscaler) owns the
-            # desired size; a `pulumi up` must not undo it.
+            # Whoever scales the pool between min and max (an operator, an autoscaler, the scheduled
+            # actions of a capacity block) owns the desired size; a `pulumi up` must not undo it
+            # (terraform-aws-eks ignores scaling_config[0].desired_size the same way).
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on),
                                         ignore_changes=["scalingConfig.desiredSize"]),
         )

@@ -2,8 +2,11 @@
 
 - The cluster: regional (a replicated control plane), its nodes in the spec's zone; Dataplane V2
   (ADVANCED_DATAPATH) and multi-networking, which the GPU NIC networks of A3 / A4 node pools need
-  (fabric.md); private nodes and a private endpoint, with a public endpoint only for
+  (fabric.md); private nodes and a private IP endpoint, with a public IP endpoint only for
   `kubernetes.api_access_cidrs` (master authorized networks, Google's public ranges left out);
+  with `kubernetes.api_access: endpoint` (the default) the DNS-based control-plane endpoint takes
+  traffic from outside Google Cloud, authorized by IAM (container.clusters.connect), so the
+  `pulumi up` that installs the add-ons reaches the API from anywhere with no IP allowlist;
   Workload Identity; the release channel and minimum version pinned in catalog/kubernetes.yaml;
   the Managed Lustre and Filestore CSI drivers (always on: adding a filesystem must never change the
   cluster); VPC-native pod and service ranges from the design; shielded nodes, no client
@@ -12,7 +15,9 @@
 - The node service account (NodeIdentity's compute account) gets GKE's node role.
 - The system node pool (add-on controllers: Kueue, JobSet, CSI controllers, CoreDNS).
 - A Kubernetes provider built from the cluster's outputs, authenticating with the caller's Google
-  credentials (gke-gcloud-auth-plugin): no token or key is stored.
+  credentials (gke-gcloud-auth-plugin): no token or key is stored. It talks to the DNS endpoint
+  (api_access endpoint) or the private IP endpoint (vpc); with api_access private there is none, as
+  this `pulumi up` creates nothing inside the cluster.
 """
 from __future__ import annotations
 
@@ -36,12 +41,16 @@ SYSTEM_DISK_GIB = 100
 LEGACY_METADATA = {"disable-legacy-endpoints": "true"}
 
 
-def kubeconfig(cluster_name: str, endpoint: str, ca_data: str) -> str:
-    """A kubeconfig that authenticates with the caller's Google credentials (no stored token)."""
+def kubeconfig(cluster_name: str, endpoint: str, ca_data: str | None) -> str:
+    """A kubeconfig that authenticates with the caller's Google credentials (no stored token). The
+    DNS endpoint serves a publicly trusted certificate: no cluster CA (ca_data None), as
+    `gcloud container clusters get-credentials --dns-endpoint` writes it."""
+    server = {"server": f"https://{endpoint}"}
+    if ca_data:
+        server["certificate-authority-data"] = ca_data
     return json.dumps({
         "apiVersion": "v1", "kind": "Config", "current-context": cluster_name,
-        "clusters": [{"name": cluster_name, "cluster": {"server": f"https://{endpoint}",
-                                                        "certificate-authority-data": ca_data}}],
+        "clusters": [{"name": cluster_name, "cluster": server}],
         "contexts": [{"name": cluster_name, "context": {"cluster": cluster_name, "user": cluster_name}}],
         "users": [{"name": cluster_name, "user": {"exec": {
             "apiVersion": "client.authentication.k8s.io/v1beta1", "command": "gke-gcloud-auth-plugin",
@@ -69,9 +78,9 @@ class GkeClusterArgs:
 class GkeCluster(pulumi.ComponentResource):
     cluster_name: pulumi.Output[str]
     cluster_id: pulumi.Output[str]
-    endpoint: pulumi.Output[str]
+    endpoint: pulumi.Output[str]                  # what the kubeconfig's server names
     kubeconfig: pulumi.Output[str]
-    provider: k8s.Provider
+    provider: k8s.Provider | None                 # None with api_access private (phase 1)
     before_nodes: list[pulumi.Resource]           # what node pools wait for
     ready: list[pulumi.Resource]                  # what Kubernetes objects wait for
 
@@ -107,6 +116,11 @@ class GkeCluster(pulumi.ComponentResource):
                 cidr_blocks=[gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(
                     cidr_block=cidr, display_name="kubernetes.api_access_cidrs") for cidr in gke.api_access_cidrs],
                 gcp_public_cidrs_access_enabled=False),
+            # The DNS-based endpoint: reachable from anywhere, authorized by IAM alone; what `pulumi
+            # up` reaches the API through with api_access endpoint. Off (VPC only) otherwise.
+            control_plane_endpoints_config=gcp.container.ClusterControlPlaneEndpointsConfigArgs(
+                dns_endpoint_config=gcp.container.ClusterControlPlaneEndpointsConfigDnsEndpointConfigArgs(
+                    allow_external_traffic=gke.dns_endpoint)),
             master_auth=gcp.container.ClusterMasterAuthArgs(
                 client_certificate_config=gcp.container.ClusterMasterAuthClientCertificateConfigArgs(
                     issue_client_certificate=False)),
@@ -138,8 +152,12 @@ class GkeCluster(pulumi.ComponentResource):
                                         ignore_changes=["nodeConfig", "initialNodeCount"]),
         )
         self.cluster_name, self.cluster_id = cluster.name, cluster.id
-        endpoint = (cluster.private_cluster_config.apply(lambda c: c.private_endpoint if c else None)
-                    if not public else cluster.endpoint)
+        if gke.dns_endpoint:
+            endpoint = cluster.control_plane_endpoints_config.apply(_dns_endpoint)
+        elif public:
+            endpoint = cluster.endpoint
+        else:
+            endpoint = cluster.private_cluster_config.apply(lambda c: _get(c, "private_endpoint"))
         self.endpoint = endpoint
 
         system = gcp.container.NodePool(
@@ -162,12 +180,29 @@ class GkeCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[node_role]))
 
         self.kubeconfig = pulumi.Output.all(cluster.name, endpoint, cluster.master_auth).apply(
-            lambda a: kubeconfig(a[0], a[1], _ca(a[2])))
-        self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, enable_server_side_apply=True,
-                                     opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]))
+            lambda a: kubeconfig(a[0], a[1], None if gke.dns_endpoint else _ca(a[2])))
+        self.provider = None
+        if design.kubernetes.in_cluster:
+            self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, enable_server_side_apply=True,
+                                         opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]))
         self.before_nodes = [node_role]
         self.ready = [system]
         self.register_outputs({"cluster_name": cluster.name, "endpoint": endpoint, "kubeconfig": self.kubeconfig})
+
+
+def _get(value, key: str):
+    """A field of a typed output, or of the plain dict (camelCase or snake_case) mocks give."""
+    if value is None:
+        return None
+    if hasattr(value, key):
+        return getattr(value, key)
+    camel = key.split("_")[0] + "".join(w.title() for w in key.split("_")[1:])
+    return value.get(key, value.get(camel)) if isinstance(value, dict) else None
+
+
+def _dns_endpoint(config) -> str | None:
+    """controlPlaneEndpointsConfig.dnsEndpointConfig.endpoint: gke-<id>.<region>.gke.goog."""
+    return _get(_get(config, "dns_endpoint_config"), "endpoint")
 
 
 def _ca(master_auth) -> str:
@@ -196,13 +231,15 @@ def attach_gke(design: ClusterDesign, network, nodes, filesystems: list) -> dict
     }
     networks = {n.name: (names.network, names.subnetwork)
                 for n, names in zip(gke_design.networks, network_names(network.fabric, gke_design.networks))}
-    GkeAddons(f"{design.name}-k8s", GkeAddonsArgs(
-        cluster=design, provider=cluster.provider, networks=networks,
-        filesystems=[GkeFilesystem(fs_design, fs.instance_id, fs.mount)
-                     for fs_design, fs in zip(design.storage, filesystems)],
-        depends_on=cluster.ready))
+    if design.kubernetes.in_cluster:
+        GkeAddons(f"{design.name}-k8s", GkeAddonsArgs(
+            cluster=design, provider=cluster.provider, networks=networks,
+            filesystems=[GkeFilesystem(fs_design, fs.instance_id, fs.mount)
+                         for fs_design, fs in zip(design.storage, filesystems)],
+            depends_on=cluster.ready))
     return {
         "gke_cluster": cluster.cluster_name,
         "kubeconfig": cluster.kubeconfig,
+        "kubernetes_api": cluster.endpoint.apply(lambda e: f"https://{e}"),
         "node_pools": {name: list(p.node_pools) for name, p in pools.items()},
     }

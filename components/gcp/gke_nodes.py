@@ -10,12 +10,15 @@ GPU pools: one node pool in the cluster's zone with
   flex-start), Spot or flex-start;
 - the GPUs with GKE's driver installation (the pinned driver version), gVNIC, GKE's
   Container-Optimized OS image, the GPU taint, the aicluster.io labels Kueue's flavor selects on,
-  private nodes, the node service account with Workload Identity's metadata server, Shielded VM;
+  private nodes, the node service account with Workload Identity's metadata server, Shielded VM
+  with Secure Boot and the boot disk type the machine takes (from the design);
 - autoscaling from min_nodes to max_nodes (GKE's cluster autoscaler adds nodes for the pods Kueue
   admits) and surge-free upgrades (no spare GPU node is needed to upgrade one).
 
 TPU pools: one node pool per slice, each of the slice's hosts, with placement_policy COMPACT and the
-slice's tpu_topology for a multi-host slice (GKE creates and scales such a pool atomically).
+slice's tpu_topology for a multi-host slice (GKE creates and scales such a pool atomically), the
+generation's boot disk type (only v6e takes Hyperdisk), and no Secure Boot when they mount Managed
+Lustre (GKE mounts it on Secure Boot nodes of GPU machine types only).
 """
 from __future__ import annotations
 
@@ -94,7 +97,7 @@ class GkeNodePools(pulumi.ComponentResource):
             oauth_scopes=[CLOUD_PLATFORM],
             workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA"),
             shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
-                enable_secure_boot=True, enable_integrity_monitoring=True),
+                enable_secure_boot=pool.secure_boot, enable_integrity_monitoring=True),
             labels=dict(kpool.labels),
             taints=[gcp.container.NodePoolNodeConfigTaintArgs(key=t.key, value=t.value, effect=_EFFECTS[t.effect])
                     for t in kpool.taints],

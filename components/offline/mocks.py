@@ -667,8 +667,13 @@ def _gke_cluster(r: _Res):
         private.update(privateEndpoint=r.ip_in(subnet.get("ipCidrRange"), "10.0.0.0/24", "private-endpoint"),
                        publicEndpoint="" if private.get("enablePrivateEndpoint") else
                        f"203.0.113.{1 + r.num(254, 'endpoint')}")
+    # The DNS-based endpoint always exists (allowExternalTraffic either way): gke-<id>.<region>.gke.goog.
+    endpoints = dict(r.get("controlPlaneEndpointsConfig", {}) or {})
+    endpoints["dnsEndpointConfig"] = {**(endpoints.get("dnsEndpointConfig") or {}),
+                                      "endpoint": f"gke-{r.hex(32, 'dns-endpoint')}.{r.gcp_region}.gke.goog"}
     return f"projects/{r.project}/locations/{location}/clusters/{name}", {
         "name": name, "project": r.project, "location": location, "privateClusterConfig": private or None,
+        "controlPlaneEndpointsConfig": endpoints,
         "endpoint": f"203.0.113.{1 + r.num(254, 'endpoint')}", "masterAuth": master_auth,
         "masterVersion": r.get("minMasterVersion", "1.31.1-gke.1000000"),
         "selfLink": f"https://container.googleapis.com/v1/projects/{r.project}/locations/{location}/clusters/{name}",

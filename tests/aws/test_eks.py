@@ -23,10 +23,10 @@ ATTACH = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 
 
 def eks_spec(**kubernetes) -> dict:
+    """EKS needs a way to its API: the named CIDRs, else `pulumi up` from inside the VPC."""
     spec = copy.deepcopy(BASE_SPEC)
     spec["scheduler"] = "kubernetes"
-    if kubernetes:
-        spec["kubernetes"] = kubernetes
+    spec["kubernetes"] = {"api_access": "endpoint" if kubernetes.get("api_access_cidrs") else "vpc", **kubernetes}
     return spec
 
 

@@ -12,10 +12,12 @@ from components.spec import parse_spec
 
 
 def spec_with(kubernetes=None, **top) -> dict:
+    """EKS needs a way to its API: the named CIDRs, else `pulumi up` from inside the VPC."""
     spec = copy.deepcopy(AWS_MIN)
     spec["scheduler"] = "kubernetes"
-    if kubernetes is not None:
-        spec["kubernetes"] = kubernetes
+    kubernetes = dict(kubernetes or {})
+    kubernetes.setdefault("api_access", "endpoint" if kubernetes.get("api_access_cidrs") else "vpc")
+    spec["kubernetes"] = kubernetes
     spec.update(top)
     return spec
 

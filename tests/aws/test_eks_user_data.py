@@ -37,6 +37,7 @@ def parts(text: str) -> dict[str, str]:
 def design():
     spec = copy.deepcopy(BASE_SPEC)
     spec["scheduler"] = "kubernetes"
+    spec["kubernetes"] = {"api_access": "vpc"}     # EKS needs a way to its API
     return design_cluster(parse_spec(spec))
 
 
@@ -66,7 +67,7 @@ def test_cloud_config_preallocates_the_huge_pages_efa_uses(design):
 def test_no_huge_pages_without_efa():
     spec = copy.deepcopy(BASE_SPEC)
     spec.update(scheduler="kubernetes", pools=[{"name": "l40s", "instance_type": "g6e.48xlarge", "max_nodes": 2,
-                                                "efa": False}])
+                                                "efa": False}], kubernetes={"api_access": "vpc"})
     design = design_cluster(parse_spec(spec))
     config = yaml.safe_load(parts(eks_node_user_data(design, "l40s"))["text/cloud-config"])
     assert "bootcmd" not in config

@@ -409,7 +409,7 @@ def test_compute_nodes_join_configless_with_the_family_nccl_stack(plan_spec):
     assert env["AICLUSTER_CONTROLLER"] == f"{addr}:6817"
     assert (env["AICLUSTER_NIC_STACK"], env["AICLUSTER_HOST_NICS"], env["AICLUSTER_GPU_NICS"]) == ("rdma", "2", "8")
     assert (env["AICLUSTER_FABRIC_KIND"], env["AICLUSTER_FABRIC_DEVICES"]) == ("rdma", "8")
-    assert env["AICLUSTER_APT_PACKAGES"] == "nccl-gib=v1.1.0"
+    assert env["AICLUSTER_APT_PACKAGES"] == "nccl-gib=1.1.0"
     assert env["AICLUSTER_MUNGE_SECRET"] == f"projects/{GCP_PROJECT}/secrets/aicluster-test-munge-key"
     # Node names resolve (cloud_dns): the node searches the cluster's domain before slurmd starts.
     files = {f["path"]: f["content"] for f in user_data["write_files"]}

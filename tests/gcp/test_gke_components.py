@@ -196,11 +196,13 @@ def test_cluster_is_private_multi_network_and_pinned(family_plans):
     assert c["location"] == GCP_MIN["region"] and c["nodeLocations"] == [GCP_MIN["zone"]]
     assert c["deletionProtection"] is True and c["removeDefaultNodePool"] is True
     assert cluster.protect and cluster.retain_on_delete
-    # The private endpoint is what the Kubernetes provider talks to; no token anywhere.
+    # The IP endpoint is private; the Kubernetes provider of `pulumi up` talks to the DNS-based
+    # endpoint, authorized by IAM (tests/gcp/test_gke_api_access.py); no token anywhere.
+    assert c["controlPlaneEndpointsConfig"] == {"dnsEndpointConfig": {"allowExternalTraffic": True}}
     (provider,) = [r for r in plan.resources if r.type == "pulumi:providers:kubernetes"]
     kubeconfig = json.loads(reveal(provider.inputs["kubeconfig"]))
-    private = cluster.outputs["privateClusterConfig"]["privateEndpoint"]
-    assert kubeconfig["clusters"][0]["cluster"]["server"] == f"https://{private}"
+    dns = cluster.outputs["controlPlaneEndpointsConfig"]["dnsEndpointConfig"]["endpoint"]
+    assert kubeconfig["clusters"][0]["cluster"]["server"] == f"https://{dns}"
     assert kubeconfig["users"][0]["user"]["exec"]["command"] == "gke-gcloud-auth-plugin"
 
 

@@ -27,7 +27,7 @@ def plan():
     from conftest import run_spec
 
     spec = copy.deepcopy(BASE_SPEC)
-    spec.update(scheduler="kubernetes", pools=copy.deepcopy(POOLS))
+    spec.update(scheduler="kubernetes", pools=copy.deepcopy(POOLS), kubernetes={"api_access": "vpc"})
     return run_spec(spec)
 
 

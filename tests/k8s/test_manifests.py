@@ -81,11 +81,12 @@ def test_manifests_of_other_shapes_validate(plan_spec, variant):
 
     spec = copy.deepcopy(BASE_SPEC)
     spec["scheduler"] = "kubernetes"
+    spec["kubernetes"] = {"api_access": "vpc"}     # EKS needs a way to its API
     if variant == "two-pools-two-filesystems":
         spec["pools"].append({"name": "a100", "instance_type": "p4d.24xlarge", "max_nodes": 2})
         spec["storage"].append({**FSX, "name": "scratch", "mount": "/scratch", "deployment_type": "SCRATCH_2"})
     elif variant == "gpu-operator":
-        spec["kubernetes"] = {"gpu_devices": "gpu-operator", "namespace": "research"}
+        spec["kubernetes"] |= {"gpu_devices": "gpu-operator", "namespace": "research"}
     elif variant == "no-efa":
         spec["pools"] = [{"name": "l40s", "instance_type": "g6e.48xlarge", "max_nodes": 4, "efa": False}]
     else:
@@ -132,6 +133,7 @@ def test_validation_catches_a_broken_cluster_queue(plan_spec, mutate):
 
     spec = copy.deepcopy(BASE_SPEC)
     spec["scheduler"] = "kubernetes"
+    spec["kubernetes"] = {"api_access": "vpc"}     # EKS needs a way to its API
     files = rendered_files(plan_spec(spec))
     queue = yaml.safe_load(files["k8s/cluster/clusterqueue-demo.yaml"])
     validate(queue)

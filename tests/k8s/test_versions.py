@@ -17,14 +17,16 @@ def test_every_entry_has_a_source():
     v = versions()
     keys = {"kubernetes", *(f"addon:{a}" for a in v.addons), *(f"chart:{c}" for c in v.charts),
             *(f"ami:{a}" for a in v.ami_types), *(f"image:{i}" for i in v.images), "gke", "gke:accelerators",
-            *(f"nccl-installer:{s}" for s in v.nccl_installers), *(f"package:{n}" for n in v.packages)}
+            *(f"nccl-installer:{s}" for s in v.nccl_installers), *(f"package:{n}" for n in v.packages),
+            "gke:flex-start-compact", "gke:lustre-secure-boot"}
     assert set(v.sources) == keys
     assert all(len(s) > 20 for s in v.sources.values())
 
 
 @pytest.mark.parametrize("path", [("kubernetes",), ("eks_addons", "vpc-cni"), ("charts", "kueue"),
                                   ("ami_types", "gpu"), ("images", "pytorch-training"), ("gke",),
-                                  ("gke", "accelerators"), ("nccl_installers", "rdma"), ("packages", "jax-tpu")])
+                                  ("gke", "accelerators"), ("nccl_installers", "rdma"), ("packages", "jax-tpu"),
+                                  ("gke", "flex_start_compact"), ("gke", "lustre_secure_boot")])
 def test_loader_refuses_an_entry_without_source(path):
     doc = yaml.safe_load(_VERSIONS_FILE.read_text())
     entry = doc
@@ -56,6 +58,7 @@ def test_every_nvidia_type_in_the_catalog_runs_the_eks_nvidia_ami():
 def test_kueue_api_version_is_what_the_plan_applies(plan_spec, base_spec):
     spec = copy.deepcopy(base_spec)
     spec["scheduler"] = "kubernetes"
+    spec["kubernetes"] = {"api_access": "vpc"}     # EKS needs a way to its API
     kinds = {r.type for r in plan_spec(spec).resources if "kueue.x-k8s.io" in r.type}
     api = versions().charts["kueue"].api_version
     assert kinds == {f"kubernetes:{api}:{k}" for k in ("ResourceFlavor", "ClusterQueue", "LocalQueue")}
