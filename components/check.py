@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-import yaml
-
+from . import limits
 from .errors import Problem, SpecError, close_match
+from .input_files import load_yaml, read_text
 from .offline.capture import Plan
 from .offline.policy_bridge import (PolicyConfig, Verdict, Violation, load_rules, pack_info, read_config_file,
                                     resolve_config, run_policies)
@@ -74,18 +74,19 @@ _WAIVER_KEYS = ("rule", "resource", "reason", "expires", "stack")
 
 def read_waivers(path: Path, rule_ids: Sequence[str]) -> list[Waiver]:
     where = str(path)
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SpecError([Problem("--waivers", where, "an existing waivers YAML or JSON file")], subject="argument") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise SpecError([Problem(where, "<file>", f"valid YAML or JSON: {exc}")], subject="waivers file") from None
+    # JSON is YAML here too; bounded and strict (input_files): duplicate keys, deep nesting, a
+    # date that is no date (2026-02-30 stays text and is refused below) are bad input.
+    doc = load_yaml(read_text(path, arg="--waivers", what="waivers YAML or JSON file", subject="waivers file"),
+                    where, "waivers file")
     entries = doc.get("waivers") if isinstance(doc, dict) else doc
     if doc is None:
         entries = []
     if not isinstance(entries, list):
         raise SpecError([Problem("waivers", entries, "a list of {rule, resource, reason, expires}")],
                         source=where, subject="waivers file")
+    if len(entries) > limits.WAIVERS.value:
+        raise SpecError([Problem("waivers", f"{len(entries)} waivers", f"at most {limits.WAIVERS.value} waivers "
+                                 f"({limits.WAIVERS.source})")], source=where, subject="waivers file")
     problems: list[Problem] = []
     out: list[Waiver] = []
     for i, entry in enumerate(entries):
@@ -98,6 +99,9 @@ def read_waivers(path: Path, rule_ids: Sequence[str]) -> list[Waiver]:
             if key not in _WAIVER_KEYS:
                 problems.append(Problem(f"{at}.{key}", entry[key], f"unknown key; allowed: {', '.join(_WAIVER_KEYS)}",
                                         close_match(str(key), _WAIVER_KEYS)))
+            elif isinstance(entry[key], str) and len(entry[key]) > limits.WAIVER_TEXT.value:
+                problems.append(Problem(f"{at}.{key}", f"<{len(entry[key]):,} characters>",
+                                        f"at most {limits.WAIVER_TEXT.value} characters ({limits.WAIVER_TEXT.source})"))
         rule = entry.get("rule")
         if rule not in rule_ids:
             problems.append(Problem(f"{at}.rule", rule, "a rule id of the pack", close_match(rule, rule_ids)))
@@ -110,11 +114,14 @@ def read_waivers(path: Path, rule_ids: Sequence[str]) -> list[Waiver]:
         expires = entry.get("expires")
         if isinstance(expires, dt.datetime):
             expires = expires.date()
-        elif isinstance(expires, str):
+        elif isinstance(expires, str):   # YAML dates arrive as text (input_files): 2026-02-30 is refused here
             try:
                 expires = dt.date.fromisoformat(expires.strip())
             except ValueError:
-                expires = None
+                try:
+                    expires = dt.datetime.fromisoformat(expires.strip()).date()
+                except ValueError:
+                    expires = None
         if not isinstance(expires, dt.date):
             problems.append(Problem(f"{at}.expires", entry.get("expires"), "a date, YYYY-MM-DD (every waiver expires)"))
         stack = entry.get("stack")
@@ -214,27 +221,55 @@ def judge(name: str, source: Path | None, plan: Plan, config: dict[str, PolicyCo
 # ---------------------------------------------------------------- targets
 
 
+class _ProgramExited(Exception):
+    """The program tried to end the process (sys.exit, os._exit) instead of returning."""
+
+    def __init__(self, how: str):
+        super().__init__(how)
+        self.how = how
+
+
 def _program_plan(path: Path) -> Plan:
-    """A hand-written Pulumi program, run under the offline mocks as `pulumi preview` would run it."""
+    """A hand-written Pulumi program, run under the offline mocks as `pulumi preview` would run it.
+
+    A policy gate must never pass by accident: a program that exits (sys.exit with any code, also
+    0, or os._exit) or that declares no resource is bad input, not an empty, passing check."""
     from .offline.engine import run_program
 
     folder = str(path.parent.resolve())
+
+    def hard_exit(code: int = 0) -> None:
+        raise _ProgramExited(f"os._exit({code!r})")
 
     def program() -> None:
         sys.path.insert(0, folder)
         try:
             runpy.run_path(str(path), run_name="__main__")
+        except SystemExit as exc:   # BaseException: it would end `aicluster check` with the program's code
+            raise _ProgramExited(f"sys.exit({exc.code!r})") from None
         finally:
             if sys.path and sys.path[0] == folder:
                 sys.path.pop(0)
 
+    real_exit, os._exit = os._exit, hard_exit   # only while the program runs: it would end the process
     try:
-        return run_program(program, stack=path.stem, config={})
+        plan = run_program(program, stack=path.stem, config={})
     except SpecError:
         raise
+    except (_ProgramExited, SystemExit) as exc:   # SystemExit: raised from an Output's callback
+        how = exc.how if isinstance(exc, _ProgramExited) else f"sys.exit({exc.code!r})"
+        raise SpecError([Problem(str(path), how, "a Pulumi program that declares its resources and returns: it "
+                                 "ended the process, so no policy could judge it (exit or not, the check "
+                                 "does not pass)")], subject="program") from None
     except Exception as exc:  # noqa: BLE001 - a broken program is bad input, not an aicluster bug
         raise SpecError([Problem(str(path), type(exc).__name__, f"a Pulumi program that runs offline: {exc}")],
                         subject="program") from None
+    finally:
+        os._exit = real_exit
+    if not plan.custom_resources():
+        raise SpecError([Problem(str(path), "no resources", "a Pulumi program that declares at least one resource "
+                                 "(a policy check of nothing would pass by accident)")], subject="program")
+    return plan
 
 
 def plan_targets(file: str | None, stack: str | None, all_stacks: bool) -> list[tuple[str, Path | None, Plan]]:
@@ -246,8 +281,8 @@ def plan_targets(file: str | None, stack: str | None, all_stacks: bool) -> list[
         raise SpecError([Problem(chosen[1], file or stack, "one of FILE, --stack NAME or --all")], subject="argument")
     if file and file.endswith(".py"):
         path = Path(file)
-        if not path.is_file():
-            raise SpecError([Problem("FILE", file, "an existing Pulumi program (.py)")], subject="argument")
+        # A regular, readable file of bounded size (runpy reads it again to run it).
+        read_text(path, arg="FILE", what="Pulumi program (.py)", subject="program")
         return [(path.stem, path, _program_plan(path))]
     targets = [file or stack] if (file or stack) else stack_names()
     if not targets:
@@ -419,8 +454,8 @@ def _location(s: StackResult, violation: Violation) -> tuple[str, int]:
         return "", 1
     uri = _shown(s.source).replace(os.sep, "/")
     try:
-        lines = s.source.read_text(encoding="utf-8").splitlines()
-    except OSError:
+        lines = read_text(s.source, arg="FILE", what="stack file", subject="stack").splitlines()
+    except SpecError:   # gone or changed since it was planned: point at its top
         return uri, 1
     resource = s.resources.get(violation.urn) if violation.urn else None
     needles = []

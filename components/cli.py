@@ -97,6 +97,11 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
     if args.file and args.stack:
         raise SpecError.one("--stack", args.stack, "either --stack NAME or FILE, not both", subject="argument")
+    out = None
+    if args.out:   # checked before planning: a bad --out fails at once, before anything is printed
+        from .out_dir import prepare
+
+        out = prepare(args.out)
     result = plan_stack(args.file or args.stack or DEFAULT_STACK)
     if args.format == "json":
         print(json.dumps(plan_report.to_json(result), indent=2, sort_keys=True))
@@ -104,8 +109,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         print("\n".join(plan_report.markdown(result)))
     else:
         print("\n".join(plan_report.text(result)))
-    if args.out:
-        written = write_outputs(result, args.out)
+    if out is not None:
+        written = write_outputs(result, out)
         print(f"\nwrote {len(written)} files to {args.out}", file=sys.stderr)
     return EXIT_OK
 

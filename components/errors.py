@@ -10,6 +10,8 @@ import difflib
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+from . import limits
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -19,7 +21,10 @@ class Problem:
     suggestion: str | None = None
 
     def __str__(self) -> str:
-        text = f"{self.path or '<root>'}: {_show(self.value)} is not valid; {self.allowed}"
+        path = self.path or "<root>"
+        if len(path) > limits.PATH_CHARS.value:   # a hostile key must not make the report huge
+            path = path[:limits.PATH_CHARS.value - 3] + "..."
+        text = f"{path}: {_show(self.value)} is not valid; {self.allowed}"
         if self.suggestion:
             text += f" (did you mean {self.suggestion}?)"
         return text
@@ -43,7 +48,10 @@ class SpecError(ValueError):
         where = f" in {self.source}" if self.source else ""
         noun = "problem" if len(self.problems) == 1 else "problems"
         lines = [f"invalid {self.subject}{where} ({len(self.problems)} {noun}):"]
-        lines += [f"  - {p}" for p in self.problems]
+        shown = limits.PROBLEMS_SHOWN.value
+        lines += [f"  - {p}" for p in self.problems[:shown]]
+        if len(self.problems) > shown:
+            lines.append(f"  ... and {len(self.problems) - shown} more (fix these and run again)")
         return "\n".join(lines)
 
     def with_source(self, source: str) -> "SpecError":
@@ -65,7 +73,7 @@ def join_path(*parts: str | int) -> str:
 
 def close_match(value: Any, choices: Iterable[str]) -> str | None:
     """The nearest choice to a misspelled value, or None if nothing is near enough."""
-    if not isinstance(value, str) or not value:
+    if not isinstance(value, str) or not value or len(value) > 256:   # difflib is quadratic in length
         return None
     options = sorted(set(choices))
     if value in options:
@@ -91,9 +99,15 @@ def _bounded_repr(value: Any, depth: int = 0) -> str:
         items = [_bounded_repr(v, depth + 1) for v in value[:6]] + (["..."] if len(value) > 6 else [])
         return "[" + ", ".join(items) + "]"
     if isinstance(value, dict):
-        items = [f"{k!r}: {_bounded_repr(v, depth + 1)}" for k, v in list(value.items())[:6]]
+        items = [f"{_bounded_repr(k, 3)}: {_bounded_repr(v, depth + 1)}" for k, v in list(value.items())[:6]]
         return "{" + ", ".join(items + (["..."] if len(value) > 6 else [])) + "}"
-    return repr(value)[:200]
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
+        return f"<an integer of about {int(value.bit_length() * 0.30103) + 1} digits>"   # repr refuses > 4300
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a value whose repr fails must not hide the problem
+        return f"<{type(value).__name__}>"
+    return text[:200]
 
 
 def _show(value: Any) -> str:

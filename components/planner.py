@@ -16,6 +16,7 @@ from .k8s_manifests import kubernetes_files
 from .offline.capture import CapturedResource, Plan, reveal
 from .offline.engine import run_program
 from .offline.mocks import DEFAULT_GCP_PROJECT
+from .out_dir import OutDir, write_tree
 from .spec import ClusterSpec, parse_spec
 from .stacks import StackConfig, read_stack
 
@@ -122,15 +123,11 @@ def rendered_files(plan: Plan) -> dict[str, str]:
     return files
 
 
-def write_outputs(result: PlanResult, out: Path) -> list[Path]:
+def write_outputs(result: PlanResult, out: Path | OutDir) -> list[Path]:
+    """plan.json and every rendered file into `out` (out_dir: never through a symlink, each file
+    replaced whole, an earlier plan's leftovers removed, a folder of someone else's files refused)."""
     from .plan_report import to_json
 
-    out.mkdir(parents=True, exist_ok=True)
-    written = [out / "plan.json"]
-    written[0].write_text(json.dumps(to_json(result), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    for relative, content in sorted(result.files.items()):
-        path = out / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content, encoding="utf-8")
-        written.append(path)
-    return written
+    files = {"plan.json": json.dumps(to_json(result), indent=2, sort_keys=True) + "\n"}
+    files.update(sorted(result.files.items()))
+    return write_tree(out, files)

@@ -6,9 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .errors import Problem, SpecError, close_match
+from .input_files import load_yaml, read_text
 
 SPEC_KEY = "aicluster:cluster"
 
@@ -30,9 +29,18 @@ def project_root() -> Path:
     here = Path(os.getcwd()).resolve()
     for folder in (here, *here.parents):
         candidate = folder / "Pulumi.yaml"
-        if candidate.is_file() and "name: aicluster" in candidate.read_text(encoding="utf-8", errors="replace"):
+        if candidate.is_file() and "name: aicluster" in _head(candidate):
             return folder
     return Path(__file__).resolve().parent.parent
+
+
+def _head(path: Path, size: int = 1 << 16) -> str:
+    """The start of a file, or "" when it cannot be read: a Pulumi.yaml names its project near the top."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(size).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def stacks_dir() -> Path:
@@ -52,14 +60,10 @@ def read_stack(target: str) -> StackConfig:
             names = stack_names()
             raise SpecError([Problem("--stack", target, f"a stack in {stacks_dir()}: {', '.join(names)}",
                                      close_match(target, names))], subject="argument")
-    if not path.is_file():
-        raise SpecError([Problem("FILE", str(path), "an existing stack or spec YAML file")], subject="argument")
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        where = getattr(exc, "problem_mark", None)
-        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
-        raise SpecError([Problem(str(path), "<file>", f"valid YAML{at}: {getattr(exc, 'problem', exc)}")]) from None
+    # Bounded and strict (input_files): a regular file of at most 1 MiB, no duplicate keys, no
+    # nesting or aliases past the limits; anything else is a SpecError naming FILE or the YAML path.
+    doc = load_yaml(read_text(path, arg="FILE", what="stack or spec YAML file", subject="cluster spec"),
+                    str(path))
     name = path.name[len("Pulumi."):-len(path.suffix)] if path.name.startswith("Pulumi.") else path.stem
     if isinstance(doc, dict) and "config" in doc:
         config = doc.get("config") or {}

@@ -19,7 +19,7 @@ from components import cli
 from conftest import ROOT, STACK_NAMES
 
 SEEDED = ROOT / "tests" / "policies" / "seeded"
-SARIF_SCHEMA = ROOT.parent / "shared" / "vendor-data" / "sarif-schema-2.1.0.json"
+SARIF_SCHEMA = ROOT / "tests" / "data" / "schemas" / "sarif-schema-2.1.0.json"   # vendored: its README.md
 RULE_IDS = [f"AIC-{a}" for a in ("NET-001", "NET-002", "NET-003", "NET-004", "STO-001", "STO-002", "STO-003",
                                 "STO-004", "STO-005", "MEM-001", "CMP-001", "CMP-002", "SEC-001", "SEC-002",
                                 "SEC-003", "SEC-004", "SEC-005", "CST-001", "CST-002")]

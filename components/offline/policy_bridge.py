@@ -33,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import inspect
-import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,13 +112,11 @@ def _schema_of(policy: Policy) -> dict:
 def read_config_file(path: Path) -> dict[str, dict]:
     """A --policy-pack-config file, parsed as the CLI parses it: each value is an enforcement level
     or an object of properties with an optional enforcementLevel. Returns name -> {enforcementLevel?, ...}."""
+    from ..input_files import load_json, read_text   # bounded read; duplicate keys, depth, huge integers refused
+
     where = str(path)
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8") or "{}")
-    except FileNotFoundError:
-        raise SpecError([Problem("--config", where, "an existing policy config JSON file")], subject="argument") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise SpecError([Problem(where, "<file>", f"valid JSON: {exc}")], subject="policy config") from None
+    text = read_text(path, arg="--config", what="policy config JSON file", subject="policy config")
+    doc = load_json(text or "{}", where, "policy config")
     if not isinstance(doc, dict):
         raise SpecError([Problem(where, doc, "a JSON object of policy name -> level or settings")], subject="policy config")
     out: dict[str, dict] = {}
@@ -131,7 +128,7 @@ def read_config_file(path: Path) -> dict[str, dict]:
             problems.append(Problem(name, value, "an enforcement level or an object of settings"))
             continue
         level = value.get("enforcementLevel")
-        if level is not None and level not in _LEVELS:
+        if level is not None and (not isinstance(level, str) or level not in _LEVELS):
             problems.append(Problem(f"{name}.enforcementLevel", level, f"one of {', '.join(_LEVELS)}",
                                     close_match(level, _LEVELS)))
         out[name] = dict(value)
