@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from . import limits
 from .catalog import load_catalog
 from .errors import Problem, SpecError, close_match, join_path
 
@@ -147,9 +148,17 @@ class KubernetesSpec(_Model):
         "nvidia-device-plugin", description="What advertises nvidia.com/gpu: the NVIDIA device plugin "
                                             "(default) or the GPU operator with its driver and toolkit "
                                             "off (the EKS AMI ships them). Never both.")
+    api_access: Literal["endpoint", "vpc", "private"] = Field(
+        "endpoint", description="How `pulumi up` (which installs the add-ons through the Kubernetes API) and "
+                                "kubectl reach the API. endpoint (default): gcp: the DNS-based endpoint, "
+                                "authorized by IAM; aws: the public endpoint, open to api_access_cidrs only "
+                                "(required). vpc: private endpoint only; run `pulumi up` inside the VPC or a "
+                                "network routed to it. private: private endpoint only, and `pulumi up` creates "
+                                "no in-cluster object; switch to vpc and run it again from inside the VPC.")
     api_access_cidrs: tuple[Text, ...] = Field(
-        (), description="CIDRs allowed to reach a public API endpoint. Empty (default): private endpoint "
-                        "only; run `pulumi up` from inside the VPC.")
+        (), description="CIDRs allowed to reach the public API endpoint (with api_access endpoint): on aws "
+                        "the network `pulumi up` and kubectl run from (required there); on gcp an optional "
+                        "public IP endpoint beside the DNS endpoint.")
     admins: tuple[Text, ...] = Field(
         (), description="IAM role or user ARNs given cluster admin through EKS access entries.")
     system_nodes: SystemNodesSpec = SystemNodesSpec()
@@ -171,8 +180,8 @@ class ClusterSpec(_Model):
     zone: Text
     scheduler: Literal["slurm", "kubernetes"] = "slurm"
     network: NetworkSpec = NetworkSpec()
-    pools: Annotated[tuple[PoolSpec, ...], Field(min_length=1, max_length=64)]
-    storage: Annotated[tuple[StorageSpec, ...], Field(max_length=16)] = ()
+    pools: Annotated[tuple[PoolSpec, ...], Field(min_length=1, max_length=limits.POOLS.value)]
+    storage: Annotated[tuple[StorageSpec, ...], Field(max_length=limits.STORAGE.value)] = ()
     workload: WorkloadSpec | None = None
     slurm: SlurmSpec = Field(SlurmSpec(), description="Slurm settings (scheduler: slurm only).")
     kubernetes: KubernetesSpec = Field(KubernetesSpec(), description="EKS settings (scheduler: kubernetes only).")
@@ -183,6 +192,9 @@ class ClusterSpec(_Model):
 
 def parse_spec(data: Any, source: str | None = None) -> ClusterSpec:
     """Validate raw config data; raise SpecError (and nothing else) when it is not a valid spec."""
+    problems = _size_problems(data)
+    if problems:   # nothing else is checked: every later check then runs on bounded lists
+        raise SpecError(problems, source)
     try:
         spec = ClusterSpec.model_validate(data)
     except ValidationError as exc:
@@ -196,6 +208,22 @@ def parse_spec(data: Any, source: str | None = None) -> ClusterSpec:
     if problems:
         raise SpecError(problems, source)
     return spec
+
+
+def _size_problems(data: Any) -> list[Problem]:
+    """Lists longer than limits.SPEC_LISTS allows, found on the raw data before the models validate
+    them item by item: an over-long list costs one len(), whatever its length."""
+    if not isinstance(data, Mapping):
+        return []
+    problems = []
+    for path, limit in limits.SPEC_LISTS.items():
+        value: Any = data
+        for key in path:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        if isinstance(value, (list, tuple)) and len(value) > limit.value:
+            problems.append(Problem(join_path(*path), f"{len(value)} items",
+                                    f"a list of at most {limit.value} items ({limit.source})"))
+    return problems
 
 
 def json_schema() -> dict:
@@ -353,8 +381,15 @@ def _kubernetes_problems(spec: ClusterSpec) -> list[Problem]:
             problems.append(Problem(f"pools[{i}].image", pool.image,
                                     f"leave it out with scheduler kubernetes: EKS node groups run the "
                                     f"EKS-optimized accelerated AL2023 AMI ({gpu_ami['ami_type']})"))
+        if pool.capacity.type == "capacity-block" and pool.min_nodes:
+            problems.append(Problem(f"pools[{i}].min_nodes", pool.min_nodes,
+                                    "0 with capacity-block on EKS: the node group is created empty (the block "
+                                    "may not be active yet) and scaled up when the block starts, by a scheduled "
+                                    "action or `aws eks update-nodegroup-config`; EKS scales it back to 0 before "
+                                    "the block ends (EKS user guide, capacity-blocks-mng)", "0"))
     problems += _system_nodes_problems(spec)
     problems += _api_cidr_problems(spec)
+    problems += _api_access_problems(spec)
     for i, arn in enumerate(k8s.admins):
         if not _IAM_PRINCIPAL.fullmatch(arn):
             problems.append(Problem(f"kubernetes.admins[{i}]", arn,
@@ -391,19 +426,36 @@ def _system_nodes_problems(spec: ClusterSpec) -> list[Problem]:
 
 def _api_cidr_problems(spec: ClusterSpec) -> list[Problem]:
     problems: list[Problem] = []
-    seen: list[tuple[int, Any]] = []
-    for i, text in enumerate(spec.kubernetes.api_access_cidrs):
-        at = f"kubernetes.api_access_cidrs[{i}]"
-        cidr = _parse_cidr(text, at, problems)
-        if cidr is None:
-            continue
-        if cidr.prefixlen == 0:
-            problems.append(Problem(at, text, "named CIDRs: an API endpoint open to the whole internet is refused"))
-        for j, other in seen:
-            if cidr.version == other.version and cidr.overlaps(other):
-                problems.append(Problem(at, text, f"CIDRs that do not overlap (it overlaps api_access_cidrs[{j}] {other})"))
-        seen.append((i, cidr))
+    cidrs = spec.kubernetes.api_access_cidrs
+    parsed = [(i, _parse_cidr(text, f"kubernetes.api_access_cidrs[{i}]", problems)) for i, text in enumerate(cidrs)]
+    for i, cidr in parsed:
+        if cidr is not None and cidr.prefixlen == 0:
+            problems.append(Problem(f"kubernetes.api_access_cidrs[{i}]", cidrs[i],
+                                    "named CIDRs: an API endpoint open to the whole internet is refused"))
+    for i, j in _overlapping_cidrs([(i, cidr) for i, cidr in parsed if cidr is not None]):
+        problems.append(Problem(f"kubernetes.api_access_cidrs[{i}]", cidrs[i],
+                                f"CIDRs that do not overlap (it overlaps api_access_cidrs[{j}] {parsed[j][1]})"))
     return problems
+
+
+def _api_access_problems(spec: ClusterSpec) -> list[Problem]:
+    """`pulumi up` creates the in-cluster objects through the Kubernetes API, so the spec must name a
+    way to reach it (kubernetes_design.API_ACCESS)."""
+    k8s = spec.kubernetes
+    if k8s.api_access != "endpoint":
+        if k8s.api_access_cidrs:
+            return [Problem("kubernetes.api_access_cidrs", list(k8s.api_access_cidrs),
+                            f"leave it out with api_access {k8s.api_access}: the API endpoint stays private")]
+        return []
+    if spec.cloud == "aws" and not k8s.api_access_cidrs:
+        return [Problem("kubernetes.api_access_cidrs", [],
+                        "the CIDRs of the network that runs `pulumi up` and kubectl, such as its egress "
+                        "address 203.0.113.7/32: `pulumi up` installs the add-ons through the Kubernetes API, "
+                        "EKS has no IAM-authorized endpoint, and a private endpoint cannot be reached from "
+                        "outside the VPC. Or set kubernetes.api_access: vpc (`pulumi up` runs inside the VPC or "
+                        "over VPN / Direct Connect) or private (two phases: the cluster now, the in-cluster "
+                        "objects later from inside the VPC)")]
+    return []
 
 
 def _gke_problems(spec: ClusterSpec) -> list[Problem]:
@@ -423,6 +475,16 @@ def _gke_problems(spec: ClusterSpec) -> list[Problem]:
         if itype is not None and itype.name not in accelerators:
             problems.append(Problem(f"pools[{i}].instance_type", pool.instance_type,
                                     f"a GPU machine type GKE knows: {', '.join(accelerators)}"))
+        # A multi-node GPU pool is placed COMPACT (its GPU NICs close; the policy pack requires it),
+        # and GKE takes compact placement with flex-start only on A3 Ultra, A4 and H4D.
+        gke = versions().gke
+        if itype is not None and pool.capacity.type == "flex-start" and pool.max_nodes > 1 \
+                and not gke.flex_start_compact_ok(itype.name):
+            fits = [m for m in accelerators if gke.flex_start_compact_ok(m)]
+            problems.append(Problem(f"pools[{i}].capacity.type", pool.capacity.type,
+                                    f"on-demand, spot or reservation for a multi-node {itype.name} pool on GKE: "
+                                    f"it is placed COMPACT, and GKE places flex-start node pools compact only on "
+                                    f"A3 Ultra, A4 and H4D ({', '.join(fits)}); or max_nodes: 1"))
     if k8s.gpu_devices != "nvidia-device-plugin":
         problems.append(Problem("kubernetes.gpu_devices", k8s.gpu_devices,
                                 "nvidia-device-plugin (leave it out) on gcp: GKE installs the NVIDIA driver and "
@@ -437,6 +499,7 @@ def _gke_problems(spec: ClusterSpec) -> list[Problem]:
                                     "leave it out on gcp: the GKE control plane is regional and Google-managed"))
     problems += _system_nodes_problems(spec)
     problems += _api_cidr_problems(spec)
+    problems += _api_access_problems(spec)
     problems += _gke_size_problems(spec)
     return problems
 
@@ -508,17 +571,29 @@ def _network_problems(spec: ClusterSpec) -> list[Problem]:
             value = getattr(net.existing, key)
             if not re.fullmatch(prefix + r"[0-9a-f]{8,17}", value):
                 problems.append(Problem(f"network.existing.{key}", value, f"an id such as {prefix}0123456789abcdef0"))
-    seen: list[tuple[int, Any]] = []
-    for i, text in enumerate(net.ssh_ingress_cidrs):
-        cidr = _parse_cidr(text, f"network.ssh_ingress_cidrs[{i}]", problems)
-        if cidr is None:
-            continue
-        for j, other in seen:
-            if cidr.version == other.version and cidr.overlaps(other):
-                problems.append(Problem(f"network.ssh_ingress_cidrs[{i}]", text,
-                                        f"CIDRs that do not overlap (it overlaps ssh_ingress_cidrs[{j}] {other})"))
-        seen.append((i, cidr))
+    parsed = [(i, _parse_cidr(text, f"network.ssh_ingress_cidrs[{i}]", problems))
+              for i, text in enumerate(net.ssh_ingress_cidrs)]
+    for i, j in _overlapping_cidrs([(i, cidr) for i, cidr in parsed if cidr is not None]):
+        problems.append(Problem(f"network.ssh_ingress_cidrs[{i}]", net.ssh_ingress_cidrs[i],
+                                f"CIDRs that do not overlap (it overlaps ssh_ingress_cidrs[{j}] {parsed[j][1]})"))
     return problems
+
+
+def _overlapping_cidrs(cidrs: list[tuple[int, Any]]) -> list[tuple[int, int]]:
+    """(i, j): CIDR i overlaps CIDR j (j < i), one pair per CIDR that overlaps another, in list
+    order. O(n log n): two CIDRs overlap only when one contains the other, so in address order
+    each overlaps an earlier one exactly when it starts before the widest end seen so far."""
+    pairs = []
+    ordered = sorted(cidrs, key=lambda c: (c[1].version, int(c[1].network_address), c[1].prefixlen, c[0]))
+    cover: tuple[int, Any] | None = None    # the CIDR reaching furthest so far, in this IP version
+    for i, cidr in ordered:
+        if cover is not None and cover[1].version != cidr.version:
+            cover = None
+        if cover is not None and int(cidr.network_address) <= int(cover[1].broadcast_address):
+            pairs.append((max(i, cover[0]), min(i, cover[0])))
+        if cover is None or int(cidr.broadcast_address) > int(cover[1].broadcast_address):
+            cover = (i, cidr)
+    return sorted(pairs)
 
 
 def _pool_problems(spec: ClusterSpec) -> list[Problem]:
@@ -657,7 +732,6 @@ def _names_a_tpu(name: str, generations) -> bool:
 def _storage_problems(spec: ClusterSpec) -> list[Problem]:
     problems: list[Problem] = []
     names: dict[str, int] = {}
-    mounts: list[tuple[int, str]] = []
     for i, fs in enumerate(spec.storage):
         at = f"storage[{i}]"
         if fs.name in names:
@@ -667,11 +741,6 @@ def _storage_problems(spec: ClusterSpec) -> list[Problem]:
         if mount in _RESERVED_MOUNTS or "/." in mount or "//" in fs.mount:
             problems.append(Problem(f"{at}.mount", fs.mount, "an absolute path outside the system "
                                     f"directories ({', '.join(sorted(_RESERVED_MOUNTS))}), such as /fsx"))
-        for j, other in mounts:
-            if mount == other or mount.startswith(other + "/") or other.startswith(mount + "/"):
-                problems.append(Problem(f"{at}.mount", fs.mount, f"a mount point that does not overlap "
-                                        f"storage[{j}].mount ({other})"))
-        mounts.append((i, mount))
         if fs.type == "filestore" and spec.cloud != "gcp":
             problems.append(Problem(f"{at}.type", fs.type, "lustre (filestore is Google Cloud Filestore, gcp only)"))
         if fs.filestore_tier and fs.type != "filestore":
@@ -680,7 +749,22 @@ def _storage_problems(spec: ClusterSpec) -> list[Problem]:
         if fs.import_path and not re.fullmatch(re.escape(scheme) + r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/\S*)?",
                                                fs.import_path):
             problems.append(Problem(f"{at}.import_path", fs.import_path, f"a bucket URL such as {scheme}my-bucket/prefix"))
-    return problems
+    return problems + _mount_overlap_problems(spec)
+
+
+def _mount_overlap_problems(spec: ClusterSpec) -> list[Problem]:
+    """Mount points that are equal or nest, one problem per mount that does, at the later one.
+    O(n log n): in path order a mount's nearest enclosing mount is on the stack of open ones."""
+    mounts = sorted((tuple(p for p in fs.mount.split("/") if p), i) for i, fs in enumerate(spec.storage))
+    pairs, open_mounts = [], []
+    for parts, i in mounts:
+        while open_mounts and open_mounts[-1][0] != parts[:len(open_mounts[-1][0])]:
+            open_mounts.pop()
+        if open_mounts:
+            pairs.append((max(i, open_mounts[-1][1]), min(i, open_mounts[-1][1])))
+        open_mounts.append((parts, i))
+    return [Problem(f"storage[{i}].mount", spec.storage[i].mount, f"a mount point that does not overlap "
+                    f"storage[{j}].mount ({spec.storage[j].mount.rstrip('/') or '/'})") for i, j in sorted(pairs)]
 
 
 def _tag_problems(spec: ClusterSpec) -> list[Problem]:
@@ -688,4 +772,67 @@ def _tag_problems(spec: ClusterSpec) -> list[Problem]:
     for key in spec.tags:
         if key.lower().startswith(("aws:", "aicluster-")):
             problems.append(Problem(f"tags.{key}", key, "a key not starting with aws: or aicluster- (reserved)"))
+    return problems + _tag_limit_problems(spec)
+
+
+# Tags aicluster itself puts on one resource, at most: cluster, role, pool, the pool's size (2), the
+# workload hints (3), the GCP zone label, and the node name the resume programs add at boot (10).
+# The contracts suite (tests/contracts) plans the most user tags allowed and checks every resource.
+AICLUSTER_TAGS = 10
+# Tag keys in the alphabet both every AWS service (IAM, S3, Secrets Manager, EKS, FSx take letters,
+# digits, spaces and _ . : / = + - @) and instance-metadata tags (letters, digits, + - = . , _ : @; no
+# space, no /) accept: the launch templates make tags readable in instance metadata.
+_AWS_TAG_KEY = re.compile(r"[A-Za-z0-9+\-=._:@]+")
+_AWS_TAG_VALUE_EXTRA = set("_.:/=+-@")
+
+
+def user_tag_budget(cloud: str) -> int:
+    """How many user tags the spec takes: the cloud's per-resource limit (AWS 50 tags, GCP 64
+    labels; catalog/limits.yaml) less the ones aicluster sets itself."""
+    from .catalog import load_limits
+
+    limit = load_limits()["aws_tags_per_resource" if cloud == "aws" else "gcp_labels_per_resource"]
+    return int(limit.value) - AICLUSTER_TAGS
+
+
+def _aws_tag_value_ok(value: str) -> bool:
+    import unicodedata
+
+    return all(c in _AWS_TAG_VALUE_EXTRA or unicodedata.category(c)[0] in "LNZ" for c in value)
+
+
+def _gcp_label_key(key: str) -> str:
+    """The label a tag key becomes on GCP (the spec's copy of gcp.common.label_key, which the spec
+    may not import; tests/contracts checks that the two agree)."""
+    label = re.sub(r"[^a-z0-9_-]", "-", key.lower())[:63]
+    return label if label[:1].isalpha() else f"x-{label}"[:63]
+
+
+def _tag_limit_problems(spec: ClusterSpec) -> list[Problem]:
+    """The clouds' tag rules a routine edit of `tags` could cross (catalog/limits.yaml): how many fit
+    beside aicluster's own, and on AWS the characters every tagged service accepts. GCP labels are
+    lower-cased and their other characters turned into `-`, so two keys must not become one label."""
+    budget = user_tag_budget(spec.cloud)
+    problems = []
+    if len(spec.tags) > budget:
+        limit = "50 tags per AWS resource" if spec.cloud == "aws" else "64 labels per GCP resource"
+        problems.append(Problem("tags", f"{len(spec.tags)} tags", f"at most {budget} tags ({limit}, "
+                                f"{AICLUSTER_TAGS} of them kept for aicluster's own)"))
+    labels: dict[str, str] = {}
+    for key, value in spec.tags.items():
+        if spec.cloud == "aws":
+            if not _AWS_TAG_KEY.fullmatch(key) or key in (".", "..", "_index"):
+                fixed = re.sub(r"[^A-Za-z0-9+\-=._:@]", "-", key)
+                problems.append(Problem(f"tags.{key}", key, "a key of letters, digits and + - = . _ : @ (no spaces "
+                                        "or /: EC2 instance-metadata tags refuse them; not . .. or _index)",
+                                        fixed if fixed != key else None))
+            if not _aws_tag_value_ok(value):
+                problems.append(Problem(f"tags.{key}", value, "a value of letters, digits, spaces and "
+                                        "_ . : / = + - @ (what IAM, S3, Secrets Manager, EKS and FSx tags accept)"))
+        else:
+            label = _gcp_label_key(key)
+            if label in labels:
+                problems.append(Problem(f"tags.{key}", key, f"a key that stays distinct as a GCP label: it and "
+                                        f"tags.{labels[label]} both become the label {label}"))
+            labels.setdefault(label, key)
     return problems

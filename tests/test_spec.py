@@ -399,7 +399,7 @@ VALID_FOR_SCHEMA = [
     pool(capacity={"type": "reservation", "reservation_id": CR}),
     spec(network={"existing": {"vpc_id": VPC, "subnet_id": SUBNET}, "ssh_ingress_cidrs": ["203.0.113.0/24"]}),
     spec(storage=[FSX, {**FSX, "name": "data", "mount": "/data", "deployment_type": "SCRATCH_2"}],
-         workload={"model_params_b": 7}, tags={"team": "ml"}, scheduler="kubernetes"),
+         workload={"model_params_b": 7}, tags={"team": "ml"}, scheduler="kubernetes", kubernetes={"api_access": "vpc"}),
 ]
 
 

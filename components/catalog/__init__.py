@@ -163,6 +163,7 @@ class TpuGeneration:
     dcn_gbps_per_chip: float | None = None      # data-center network per chip; None: not published
     hosts: Mapping[str, tuple[int, int]] = field(default_factory=dict)   # machine type -> (vCPU, GiB)
     host_source: str = ""
+    boot_disk_type: str | None = None           # the boot disk type its hosts support (GKE node pools)
 
 
 @dataclass(frozen=True)
@@ -371,6 +372,7 @@ def load_catalog() -> Catalog:
             dcn_gbps_per_chip=e.get("dcn_gbps_per_chip"),
             hosts={m: (int(h["vcpu"]), int(h["memory_gib"])) for m, h in (e.get("hosts") or {}).items()},
             host_source=str(e.get("host_source", "")),
+            boot_disk_type=e.get("boot_disk_type"),
         )
         for name, e in _read("tpu.yaml")["tpus"].items()
     }
@@ -401,3 +403,21 @@ def load_catalog() -> Catalog:
     }
     return Catalog(accelerators, instance_types, aliases, images, controllers, tpus, fsx, managed_lustre,
                    gcp_images, nic_stacks, filestore)
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A documented cloud limit (limits.yaml): the number, pattern or table, and where it is written."""
+
+    name: str
+    value: object
+    what: str
+    source: str
+
+
+@functools.lru_cache(maxsize=1)
+def load_limits() -> Mapping[str, Limit]:
+    """The clouds' documented limits (limits.yaml), by name; every entry has a source."""
+    return {name: Limit(name, _need(e, "value", f"limits.yaml limits.{name}"), str(e.get("what", "")),
+                        _sourced(e, f"limits.yaml limits.{name}"))
+            for name, e in _read("limits.yaml")["limits"].items()}
