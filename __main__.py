@@ -1,4 +1,4 @@
 """Pulumi entry point: read `aicluster:cluster` from the stack config and build the cluster."""
-from components.cluster import program
+from aicluster.cluster import program
 
 program()

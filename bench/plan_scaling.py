@@ -48,7 +48,7 @@ SDK_PACKAGES = {"aws": "pulumi_aws", "gcp": "pulumi_gcp", "random": "pulumi_rand
 
 def aicluster_command() -> list[str]:
     script = Path(sys.executable).with_name("aicluster")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "components.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "aicluster.cli"]
 
 
 def wall(command: list[str], repeat: int) -> dict:
@@ -69,13 +69,13 @@ def in_process(path: str, repeat: int) -> dict:
     """plan_stack(path) in this process, imports and caches warm: the program's own time."""
     import gc
 
-    from components.planner import plan_stack
+    from aicluster.planner import plan_stack
 
     result = plan_stack(path)
     times = []
     for _ in range(repeat):
         gc.collect()
-        gc.disable()   # as the aicluster command runs (components/cli.py)
+        gc.disable()   # as the aicluster command runs (components/aicluster/cli.py)
         start = time.perf_counter()
         plan_stack(path)
         times.append(time.perf_counter() - start)
@@ -117,8 +117,8 @@ def stack_file(folder: Path, name: str, spec: dict, config: dict) -> str:
 
 
 def measure(repeat: int) -> dict:
-    from components.planner import plan_stack
-    from components.stacks import read_stack, stack_names
+    from aicluster.planner import plan_stack
+    from aicluster.stacks import read_stack, stack_names
 
     cli = aicluster_command()
     python = [sys.executable, "-c"]

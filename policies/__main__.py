@@ -1,7 +1,7 @@
 """The aicluster policy pack: `pulumi preview --policy-pack policies [--policy-pack-config FILE]`.
 
 Only builds the pack. The rules live in rules/ (one per module); `aicluster check` runs the same
-policy objects offline through components/offline/policy_bridge.py.
+policy objects offline through components/aicluster/offline/policy_bridge.py.
 """
 from pulumi_policy import EnforcementLevel, PolicyPack
 

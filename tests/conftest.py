@@ -54,9 +54,9 @@ def stack_spec(name: str) -> dict:
 
 
 def run_spec(spec: dict, stack: str = "test"):
-    """Plan a spec dict through the real program (`components.cluster.program`) under mocks."""
-    from components.cluster import program
-    from components.offline.engine import run_program
+    """Plan a spec dict through the real program (`aicluster.cluster.program`) under mocks."""
+    from aicluster.cluster import program
+    from aicluster.offline.engine import run_program
 
     config = {"aicluster:cluster": spec}
     if spec.get("cloud") == "aws":

@@ -7,8 +7,8 @@ import shutil
 import pytest
 import yaml
 
-import components.catalog as catalog_module
-from components.catalog import CatalogError, load_catalog
+import aicluster.catalog as catalog_module
+from aicluster.catalog import CatalogError, load_catalog
 
 CAT = load_catalog()
 AWS = CAT.instance_types["aws"]

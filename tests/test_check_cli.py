@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 import yaml
 
-from components import cli
+from aicluster import cli
 from conftest import ROOT, STACK_NAMES
 
 SEEDED = ROOT / "tests" / "policies" / "seeded"
@@ -47,7 +47,7 @@ def test_all_shipped_stacks_pass_with_one_line_per_rule(capsys):
 
 
 def test_check_through_the_installed_command():
-    run = subprocess.run([sys.executable, "-m", "components.cli", "check", "--stack", "aws-p4d-small"], cwd=ROOT,
+    run = subprocess.run([sys.executable, "-m", "aicluster.cli", "check", "--stack", "aws-p4d-small"], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "PASS   AIC-STO-002 storage-throughput-floor (mandatory)" in run.stdout
@@ -83,7 +83,7 @@ def test_seeded_case_fails_with_its_rule_and_numbers(capsys, name, rule_id, numb
 
 
 def test_seeded_cases_fail_through_the_installed_command():
-    run = subprocess.run([sys.executable, "-m", "components.cli", "check", str(SEEDED / "p5x64_on_small_fsx.yaml")],
+    run = subprocess.run([sys.executable, "-m", "aicluster.cli", "check", str(SEEDED / "p5x64_on_small_fsx.yaml")],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 1
     assert "AIC-STO-002" in run.stdout and "0.29 MB/s per GPU < 58.6 MB/s floor" in run.stdout

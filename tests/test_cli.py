@@ -12,7 +12,7 @@ import yaml
 
 from conftest import ROOT, STACK_NAMES
 
-CLI = [sys.executable, "-m", "components.cli"]
+CLI = [sys.executable, "-m", "aicluster.cli"]
 
 
 def aicluster(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:

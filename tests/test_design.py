@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from components.catalog import load_catalog
-from components.design import (
+from aicluster.catalog import load_catalog
+from aicluster.design import (
     DEFAULT_VPC_CIDR, ClusterDesign, PoolDesign, StorageDesign, design_cluster, efa_interfaces,
 )
-from components.errors import SpecError
-from components.spec import parse_spec
+from aicluster.errors import SpecError
+from aicluster.spec import parse_spec
 
 CAT = load_catalog()
 AWS = CAT.instance_types["aws"]

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from components.design import ClusterDesign, design_cluster
-from components.errors import SpecError
-from components.spec import parse_spec
+from aicluster.design import ClusterDesign, design_cluster
+from aicluster.errors import SpecError
+from aicluster.spec import parse_spec
 
 EXAMPLES = int(os.environ.get("AICLUSTER_FUZZ_EXAMPLES", 300))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None,

@@ -44,7 +44,7 @@ def test_every_dependency_has_a_lower_and_an_upper_bound():
     assert any(p.startswith("pulumi-gcp>=10") and "<11" in p for p in project["dependencies"])
     assert any(p.startswith("pulumi-kubernetes>=4.18") and "<5" in p for p in project["dependencies"])
     assert any(p.startswith("kubernetes-validate>=") for p in project["optional-dependencies"]["test"])
-    assert project["scripts"]["aicluster"] == "components.cli:main"
+    assert project["scripts"]["aicluster"] == "aicluster.cli:main"
 
 
 def test_the_licence_is_an_spdx_expression_with_licence_files():

@@ -19,7 +19,7 @@ def require(tool: str) -> str:
 
 @pytest.fixture(scope="module")
 def rendered():
-    from components.planner import plan_stack
+    from aicluster.planner import plan_stack
 
     return {stack: plan_stack(stack).files for stack in STACK_NAMES}
 
@@ -61,9 +61,9 @@ def test_embedded_scripts_pass_shellcheck(rendered, tmp_path):
 
 def test_mount_script_runs_and_is_idempotent(tmp_path):
     """Run the rendered script for real, with stub mount tools, twice: one fstab line, mounts tried."""
-    from components.aws.storage import LUSTRE_MOUNT_OPTIONS
-    from components.mounts import Mount
-    from components.render import render
+    from aicluster.aws.storage import LUSTRE_MOUNT_OPTIONS
+    from aicluster.mounts import Mount
+    from aicluster.render import render
 
     mount = Mount("fs-0123.fsx.us-east-1.amazonaws.com", "abcdefgh", "/fsx", "lustre", LUSTRE_MOUNT_OPTIONS, "lustre-aws")
     script = tmp_path / "mount-storage"

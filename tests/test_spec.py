@@ -12,9 +12,9 @@ import pydantic
 import pytest
 import yaml
 
-from components.design import design_cluster
-from components.errors import Problem, SpecError
-from components.spec import ClusterSpec, json_schema, parse_spec
+from aicluster.design import design_cluster
+from aicluster.errors import Problem, SpecError
+from aicluster.spec import ClusterSpec, json_schema, parse_spec
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STACKS = sorted(glob.glob(os.path.join(ROOT, "stacks", "*.yaml")))

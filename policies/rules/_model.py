@@ -1,7 +1,7 @@
 """The cluster as raw resources describe it: pools, filesystems and head nodes.
 
 Stack rules build this model from `StackValidationArgs.resources` and hand its shapes to
-`components.balance` (the same model `aicluster plan` uses). Nothing here reads our spec: a pool is
+`aicluster.balance` (the same model `aicluster plan` uses). Nothing here reads our spec: a pool is
 whatever a hand-written stack would write too.
 
 AWS pools
@@ -29,8 +29,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from components.balance import FilesystemShape, PoolShape, WorkloadShape
-from components.catalog import Accelerator, InstanceType, TpuGeneration, load_catalog
+from aicluster.balance import FilesystemShape, PoolShape, WorkloadShape
+from aicluster.catalog import Accelerator, InstanceType, TpuGeneration, load_catalog
 
 from ._props import (POOL, ROLE, get, integer, is_unknown, items, kind, matches, number, plain, strings,
                      tags_of, truthy)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pulumi_policy import EnforcementLevel, Severity, StackValidationPolicy
 
-from components.catalog import load_catalog
+from aicluster.catalog import load_catalog
 
 from ._base import POOL_NODES, cluster, config, not_applicable, schema
 from ._props import get, integer, number

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, Severity
 
-from components.catalog import load_catalog
+from aicluster.catalog import load_catalog
 
 from ._base import schema
 from ._props import ROLE, get, integer, items, kind, plain, tags_of, truthy

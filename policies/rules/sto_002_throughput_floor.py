@@ -3,14 +3,14 @@
 Aggregate throughput = capacity TiB x per-TiB throughput (FSx PerUnitStorageThroughput, the SCRATCH
 baseline from the catalog, Managed Lustre perUnitStorageThroughput). The default floor is the DGX
 SuperPOD "good" aggregate read, 15 GB/s per 32-node unit of 256 GPUs = 58.6 MB/s per GPU
-(hardware.md [SPOD]; `components.balance.GOOD_READ_MBPS_PER_ACCELERATOR`). The verdict is
-`components.balance.assess`'s, the model `aicluster plan` reports.
+(hardware.md [SPOD]; `aicluster.balance.GOOD_READ_MBPS_PER_ACCELERATOR`). The verdict is
+`aicluster.balance.assess`'s, the model `aicluster plan` reports.
 """
 from __future__ import annotations
 
 from pulumi_policy import EnforcementLevel, Severity, StackValidationPolicy
 
-from components.balance import GOOD_READ_MBPS_PER_ACCELERATOR, assess
+from aicluster.balance import GOOD_READ_MBPS_PER_ACCELERATOR, assess
 
 from ._base import POOL_NODES, cluster, config, not_applicable, number_or, schema
 from ._model import gpus

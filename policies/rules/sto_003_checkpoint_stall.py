@@ -4,13 +4,13 @@ Checkpoint = parameters x 14 bytes (weights, fp32 master weights, Adam moments; 
 write time = size / the slower of the filesystem and the clients' network; stall = write time /
 interval. Hints (model size, interval, budget) come from the policy config or from the
 aicluster-model-params-b, aicluster-checkpoint-interval-min and aicluster-max-checkpoint-stall-pct
-tags on a pool's launch template or a filesystem. `components.balance.assess` computes the verdict.
+tags on a pool's launch template or a filesystem. `aicluster.balance.assess` computes the verdict.
 """
 from __future__ import annotations
 
 from pulumi_policy import EnforcementLevel, Severity, StackValidationPolicy
 
-from components.balance import CHECKPOINT_BYTES_PER_PARAM, assess
+from aicluster.balance import CHECKPOINT_BYTES_PER_PARAM, assess
 
 from ._base import MODEL_PARAMS_B, POOL_NODES, cluster, config, not_applicable, number_or, schema
 

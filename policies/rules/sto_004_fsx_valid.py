@@ -1,6 +1,6 @@
 """AIC-STO-004: FSx for Lustre (and Managed Lustre) capacity and throughput combinations are valid.
 
-The rules come from the catalog (`components/catalog/storage.yaml`, from the FSx API reference and
+The rules come from the catalog (`components/aicluster/catalog/storage.yaml`, from the FSx API reference and
 ParallelCluster's FSx validators): per deployment type the allowed capacities (1200, 2400, then
 steps of 2400; SCRATCH_1 steps of 3600), the PerUnitStorageThroughput tiers (none on SCRATCH), and
 the capacity steps of EFA-enabled file systems. Managed Lustre: the tier and its minimum capacity.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, Severity
 
-from components.catalog import load_catalog
+from aicluster.catalog import load_catalog
 
 from ._base import schema
 from ._props import get, kind, number, plain, truthy

@@ -21,7 +21,7 @@ import boto3
 import pytest
 import yaml
 
-from components.offline.capture import reveal
+from aicluster.offline.capture import reveal
 from conftest import STACK_NAMES, stack_spec
 from stack_plans import stack_result
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from conftest import BASE_SPEC, CR, FSX
-from components.kubernetes_design import versions
+from aicluster.kubernetes_design import versions
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 PG = "aws:ec2/placementGroup:PlacementGroup"

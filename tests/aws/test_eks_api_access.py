@@ -18,9 +18,9 @@ import json
 import pytest
 import yaml
 
-from components.errors import SpecError
-from components.offline.capture import reveal
-from components.spec import parse_spec
+from aicluster.errors import SpecError
+from aicluster.offline.capture import reveal
+from aicluster.spec import parse_spec
 from conftest import BASE_SPEC
 
 CLUSTER = "aws:eks/cluster:Cluster"
@@ -49,7 +49,7 @@ def test_no_way_to_the_api_is_refused_at_api_access_cidrs():
 
 
 def test_the_cli_exits_2_naming_the_path(tmp_path):
-    from components.cli import main
+    from aicluster.cli import main
 
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml.safe_dump(eks_spec()))
@@ -100,8 +100,8 @@ def test_private_is_phase_one_the_same_cloud_resources_and_nothing_inside(plan_s
 
 
 def test_example_stack_reaches_its_api_and_the_plan_says_how():
-    from components.plan_report import text
-    from components.planner import plan_stack
+    from aicluster.plan_report import text
+    from aicluster.planner import plan_stack
 
     result = plan_stack("aws-p5-eks")
     (cluster,) = result.plan.of_type(CLUSTER)
@@ -113,8 +113,8 @@ def test_example_stack_reaches_its_api_and_the_plan_says_how():
 
 
 def test_plan_of_phase_one_says_what_phase_two_adds():
-    from components.aws.eks_report import kubernetes_lines
-    from components.design import design_cluster
+    from aicluster.aws.eks_report import kubernetes_lines
+    from aicluster.design import design_cluster
 
     lines = kubernetes_lines(design_cluster(parse_spec(eks_spec(api_access="private"))))
     (api,) = [x for x in lines if "Kubernetes API:" in x]

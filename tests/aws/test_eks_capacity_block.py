@@ -12,8 +12,8 @@ import copy
 
 import pytest
 
-from components.errors import SpecError
-from components.spec import parse_spec
+from aicluster.errors import SpecError
+from aicluster.spec import parse_spec
 from conftest import BASE_SPEC, CR
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
@@ -49,9 +49,9 @@ def test_the_node_group_component_starts_a_block_empty_whatever_its_pool_says():
     import dataclasses
 
     import pulumi
-    from components.aws.eks_nodes import EksNodeGroup, EksNodeGroupArgs
-    from components.design import design_cluster
-    from components.offline.engine import run_program
+    from aicluster.aws.eks_nodes import EksNodeGroup, EksNodeGroupArgs
+    from aicluster.design import design_cluster
+    from aicluster.offline.engine import run_program
 
     design = design_cluster(parse_spec(block_spec()))
     pool = dataclasses.replace(design.kubernetes.pool("gpu"), min_nodes=16)
@@ -88,8 +88,8 @@ def test_always_on_nodes_in_a_capacity_block_are_refused():
 
 
 def test_plan_says_how_to_scale_the_block_up():
-    from components.aws.eks_report import kubernetes_lines
-    from components.design import design_cluster
+    from aicluster.aws.eks_report import kubernetes_lines
+    from aicluster.design import design_cluster
 
     lines = kubernetes_lines(design_cluster(parse_spec(block_spec())))
     text = "\n".join(lines)

@@ -24,12 +24,12 @@ import re
 
 import pytest
 
-from components.aws.eks_addons import INSTANCE_TYPE_NODE_LABEL, chart_values, efa_device_plugin_values
-from components.catalog import load_catalog
-from components.design import design_cluster
-from components.kubernetes_design import versions
-from components.offline.capture import reveal
-from components.spec import parse_spec
+from aicluster.aws.eks_addons import INSTANCE_TYPE_NODE_LABEL, chart_values, efa_device_plugin_values
+from aicluster.catalog import load_catalog
+from aicluster.design import design_cluster
+from aicluster.kubernetes_design import versions
+from aicluster.offline.capture import reveal
+from aicluster.spec import parse_spec
 from conftest import BASE_SPEC
 
 CHART = "aws-efa-k8s-device-plugin"

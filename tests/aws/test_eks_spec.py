@@ -6,9 +6,9 @@ import copy
 import pytest
 
 from conftest import AWS_MIN
-from components.design import design_cluster
-from components.errors import SpecError
-from components.spec import parse_spec
+from aicluster.design import design_cluster
+from aicluster.errors import SpecError
+from aicluster.spec import parse_spec
 
 
 def spec_with(kubernetes=None, **top) -> dict:

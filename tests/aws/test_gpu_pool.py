@@ -8,7 +8,7 @@ import json
 import pytest
 import yaml
 
-from components.offline.capture import reveal
+from aicluster.offline.capture import reveal
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 PG = "aws:ec2/placementGroup:PlacementGroup"
@@ -130,8 +130,8 @@ def test_user_data_mounts_the_filesystem_from_its_outputs(plan_spec, base_spec):
 def test_user_data_over_the_ec2_limit_is_refused_at_plan_time():
     """EC2 refuses user data over 16384 bytes (raw, before base64); a launch template would take it
     and every launch from it would fail. GpuPool (and the head node) refuse it when planning."""
-    from components.aws.gpu_pool import within_user_data_limit
-    from components.catalog import load_limits
+    from aicluster.aws.gpu_pool import within_user_data_limit
+    from aicluster.catalog import load_limits
 
     assert load_limits()["ec2_user_data_bytes"].value == 16384
     fits = "#cloud-config\n" + "#" * (16384 - len("#cloud-config\n"))

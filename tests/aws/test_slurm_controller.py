@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from components.offline.capture import Secret, reveal
+from aicluster.offline.capture import Secret, reveal
 
 INSTANCE = "aws:ec2/instance:Instance"
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -123,7 +123,7 @@ def test_munge_key_is_a_protected_secret(plan_spec, base_spec):
 
 
 def test_no_secret_value_in_any_rendered_file_or_output(plan_spec, base_spec):
-    from components.planner import rendered_files
+    from aicluster.planner import rendered_files
 
     base_spec["slurm"] = {"accounting": True}
     plan = plan_spec(base_spec)
@@ -261,7 +261,7 @@ def test_programs_are_fetched_from_the_bucket_at_content_addressed_keys(plan_spe
     exactly that content (the planned object), in the private, encrypted configuration bucket."""
     import hashlib
 
-    from components.render import static
+    from aicluster.render import static
 
     plan = plan_spec(base_spec)
     bucket = plan.named("demo-slurm-config", "aws:s3/bucket:Bucket").outputs["bucket"]
@@ -363,7 +363,7 @@ def test_the_policy_pack_judges_a_head_node_launched_from_a_template(plan_spec, 
     """The pack reads raw resources: the head's IMDSv2 and root volume encryption are judged on its
     launch template (and IMDSv2 on the instance too), its size on the instance. A sizing row the
     head does not meet shows the head is found, not skipped."""
-    from components.offline.policy_bridge import load_rules, resolve_config, run_policies
+    from aicluster.offline.policy_bridge import load_rules, resolve_config, run_policies
 
     plan = plan_spec(base_spec)
     policies = [r.POLICY for r in load_rules()]

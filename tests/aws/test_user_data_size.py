@@ -16,7 +16,7 @@ import pytest
 from conftest import STACK_NAMES, stack_spec
 from stack_plans import stack_result
 
-from components.catalog import load_limits
+from aicluster.catalog import load_limits
 
 EC2_USER_DATA_MAX_BYTES = load_limits()["ec2_user_data_bytes"].value   # EC2 User Guide: 16 KB, raw, before base64
 # Room kept for what later features add to the bootstrap itself (settings, not programs: those go

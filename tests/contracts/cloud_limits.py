@@ -1,4 +1,4 @@
-"""The clouds' documented limits (components/catalog/limits.yaml) as checks over a plan.
+"""The clouds' documented limits (components/aicluster/catalog/limits.yaml) as checks over a plan.
 
 Each check takes a variant id and its PlanResult and returns the breaches it finds (empty: the plan
 is within the limit). Like the policy pack, they read raw resources (camelCase wire inputs), so they
@@ -22,8 +22,8 @@ from typing import Any, Callable, Iterable, Iterator
 
 import yaml
 
-from components.catalog import load_catalog, load_limits
-from components.offline.capture import CapturedResource, reveal
+from aicluster.catalog import load_catalog, load_limits
+from aicluster.offline.capture import CapturedResource, reveal
 
 LIMITS = load_limits()
 AUTONAME_SUFFIX = "-" + "x" * 7          # Pulumi autonaming: "-" and 7 random characters

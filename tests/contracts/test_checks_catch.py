@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 import cloud_limits as cl
-from components.gcp.common import label_key
-from components.offline.capture import CapturedResource, Plan
-from components.spec import _gcp_label_key
+from aicluster.gcp.common import label_key
+from aicluster.offline.capture import CapturedResource, Plan
+from aicluster.spec import _gcp_label_key
 
 
 def res(type_: str, logical: str = "bad", provider: str | None = None, **inputs) -> CapturedResource:

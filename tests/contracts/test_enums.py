@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, NamedTuple
 import pytest
 
 from cloud_limits import at, inputs
-from components.catalog import load_catalog
+from aicluster.catalog import load_catalog
 from contract_plans import variants
 
 CATALOG = load_catalog()

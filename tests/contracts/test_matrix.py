@@ -12,8 +12,8 @@ import moto
 import pytest
 import yaml
 
-from components import catalog as catalog_module
-from components.catalog import CatalogError, load_catalog, load_limits
+from aicluster import catalog as catalog_module
+from aicluster.catalog import CatalogError, load_catalog, load_limits
 from contract_plans import CAPACITIES, TPU_CAPACITIES, refused, variants
 
 CATALOG = load_catalog()

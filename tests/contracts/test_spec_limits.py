@@ -19,9 +19,9 @@ import copy
 
 import pytest
 
-from components.design import design_cluster
-from components.errors import SpecError
-from components.spec import AICLUSTER_TAGS, parse_spec, user_tag_budget
+from aicluster.design import design_cluster
+from aicluster.errors import SpecError
+from aicluster.spec import AICLUSTER_TAGS, parse_spec, user_tag_budget
 from conftest import AWS_MIN, GCP_MIN
 from contract_plans import NAME_MAX, POOL_MAX
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.catalog import load_catalog
+from aicluster.catalog import load_catalog
 
 CAT = load_catalog()
 GCP = CAT.instance_types["gcp"]

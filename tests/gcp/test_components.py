@@ -10,8 +10,8 @@ import json
 import pytest
 import yaml
 
-from components.offline.capture import Secret, reveal
-from components.planner import rendered_files
+from aicluster.offline.capture import Secret, reveal
+from aicluster.planner import rendered_files
 from conftest import GCP_MIN, GCP_PROJECT, stack_spec
 
 TEMPLATE = "gcp:compute/instanceTemplate:InstanceTemplate"
@@ -375,9 +375,9 @@ def test_routine_edits_leave_the_zone_untouched(plan_spec, edit):
 
 
 def test_published_configuration_is_the_shared_slurm_templates(plan_spec):
-    from components.design import design_cluster
-    from components.slurm_config import SlurmRuntime, render_slurm_configs
-    from components.spec import parse_spec
+    from aicluster.design import design_cluster
+    from aicluster.slurm_config import SlurmRuntime, render_slurm_configs
+    from aicluster.spec import parse_spec
 
     plan = plan_spec(spec_with())
     files = rendered_files(plan)
@@ -422,8 +422,8 @@ def test_compute_nodes_join_configless_with_the_family_nccl_stack(plan_spec):
 
 @pytest.mark.parametrize("stack, nics", [("gcp-a3mega-slurm", 9), ("gcp-a3ultra-slurm", 10)])
 def test_example_stacks_plan_their_nics(stack, nics):
-    from components.plan_report import text
-    from components.planner import plan_stack
+    from aicluster.plan_report import text
+    from aicluster.planner import plan_stack
 
     result = plan_stack(stack)
     out = "\n".join(text(result))

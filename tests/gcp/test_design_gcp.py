@@ -8,10 +8,10 @@ import ipaddress
 
 import pytest
 
-from components.catalog import load_catalog
-from components.design import GCP_DEFAULT_MTU, design_cluster, gcp_nics
-from components.errors import SpecError
-from components.spec import parse_spec
+from aicluster.catalog import load_catalog
+from aicluster.design import GCP_DEFAULT_MTU, design_cluster, gcp_nics
+from aicluster.errors import SpecError
+from aicluster.spec import parse_spec
 from conftest import FSX, GCP_MIN
 
 GCP = load_catalog().instance_types["gcp"]
@@ -224,7 +224,7 @@ def test_filestore_is_gcp_only_and_takes_no_lustre_settings():
 
 
 def test_filestore_is_not_counted_as_training_storage():
-    from components.balance import from_design
+    from aicluster.balance import from_design
     lustre = design(storage=[{**FSX, "capacity_gib": 18000, "throughput_mbps_per_tib": 500}])
     both = design(storage=[{**FSX, "capacity_gib": 18000, "throughput_mbps_per_tib": 500},
                            {"name": "home", "type": "filestore", "mount": "/home", "capacity_gib": 10240}])

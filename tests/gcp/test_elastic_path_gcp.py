@@ -16,9 +16,9 @@ from conftest import GCP_PROJECT, ROOT, stack_spec
 sys.path.insert(0, str(ROOT / "tests" / "slurm"))
 from test_real_slurmctld import RECORDERS, Controller, fields, tool, wait_for  # noqa: E402
 
-from components.design import design_cluster  # noqa: E402
-from components.gcp.slurm import published_files  # noqa: E402
-from components.spec import parse_spec  # noqa: E402
+from aicluster.design import design_cluster  # noqa: E402
+from aicluster.gcp.slurm import published_files  # noqa: E402
+from aicluster.spec import parse_spec  # noqa: E402
 from fake_gcp import FakeGcp  # noqa: E402
 
 POWER = ROOT / "templates" / "scripts" / "aicluster-gcp-power.py"

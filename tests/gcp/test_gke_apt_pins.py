@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from components.catalog import load_catalog
+from aicluster.catalog import load_catalog
 
 # Debian Policy 5.6.12: epoch digits; upstream starts with a digit and holds [A-Za-z0-9.+~-] (a
 # hyphen only with a revision); revision [A-Za-z0-9+.~].

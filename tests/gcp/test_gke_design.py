@@ -9,12 +9,12 @@ import math
 
 import pytest
 
-from components.catalog import load_catalog
-from components.design import design_cluster
-from components.errors import SpecError
-from components.gke_design import MAX_NODES, NETWORK_NAME_LIMIT
-from components.kubernetes_design import GPU_RESOURCE, TPU_RESOURCE
-from components.spec import parse_spec
+from aicluster.catalog import load_catalog
+from aicluster.design import design_cluster
+from aicluster.errors import SpecError
+from aicluster.gke_design import MAX_NODES, NETWORK_NAME_LIMIT
+from aicluster.kubernetes_design import GPU_RESOURCE, TPU_RESOURCE
+from aicluster.spec import parse_spec
 from conftest import GCP_MIN
 
 TPUS = load_catalog().tpus
@@ -220,7 +220,7 @@ def test_a3_high_needs_no_image_on_gke():
 
 def test_balance_counts_tpu_chips_hbm_and_tflops_from_the_catalog():
     """One v5p 4x4x4 slice: 64 chips x 459 TFLOPS and 95 GiB (tpu/docs/v5p); ICI is no NIC fabric."""
-    from components.balance import from_design
+    from aicluster.balance import from_design
 
     d = design_cluster(parse_spec(tpu_spec(max_nodes=32)))
     b = from_design(d)

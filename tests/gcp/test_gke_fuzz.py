@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from components.catalog import load_catalog
-from components.errors import SpecError
+from aicluster.catalog import load_catalog
+from aicluster.errors import SpecError
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "tests" / "k8s"))

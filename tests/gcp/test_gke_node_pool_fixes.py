@@ -15,10 +15,10 @@ import copy
 
 import pytest
 
-from components.catalog import load_catalog
-from components.errors import SpecError
-from components.kubernetes_design import versions
-from components.spec import parse_spec
+from aicluster.catalog import load_catalog
+from aicluster.errors import SpecError
+from aicluster.kubernetes_design import versions
+from aicluster.spec import parse_spec
 from conftest import GCP_MIN
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -33,7 +33,7 @@ def gke_spec(*pools, **top) -> dict:
 
 
 def tpu_pool(gen: str) -> dict:
-    from components.tpu import tpu_slice
+    from aicluster.tpu import tpu_slice
 
     hosts = tpu_slice(load_catalog().tpus[gen], TPU_SHAPES[gen]).hosts
     return {"name": "tpu", "tpu": {"type": gen, "topology": TPU_SHAPES[gen]}, "max_nodes": hosts}
@@ -51,7 +51,7 @@ def test_catalog_gives_each_tpu_generation_its_boot_disk_with_a_source():
     assert {g: t.boot_disk_type for g, t in tpus.items()} == {
         "v4": "pd-balanced", "v5e": "pd-balanced", "v5p": "pd-balanced", "v6e": "hyperdisk-balanced"}
     import yaml
-    from components.catalog import _HERE
+    from aicluster.catalog import _HERE
 
     raw = yaml.safe_load((_HERE / "tpu.yaml").read_text())["tpus"]
     for gen, entry in raw.items():
@@ -92,8 +92,8 @@ def test_tpu_node_pools_keep_secure_boot_without_managed_lustre(plan_spec):
 
 
 def test_tpu_stack_plan_shows_disk_and_secure_boot():
-    from components.plan_report import text
-    from components.planner import plan_stack
+    from aicluster.plan_report import text
+    from aicluster.planner import plan_stack
 
     out = "\n".join(text(plan_stack("gcp-tpu-v5p-gke")))
     (line,) = [x for x in out.splitlines() if "node pools v5p" in x]
@@ -124,7 +124,7 @@ def test_the_cli_exits_2_for_it(tmp_path):
     import io
 
     import yaml
-    from components.cli import main
+    from aicluster.cli import main
 
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml.safe_dump(gke_spec({"name": "gpu", "instance_type": "h100", "max_nodes": 4,

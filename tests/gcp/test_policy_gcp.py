@@ -8,8 +8,8 @@ import sys
 import pulumi_gcp as gcp
 import pytest
 
-from components.check import verdicts_for_plan
-from components.planner import plan_stack
+from aicluster.check import verdicts_for_plan
+from aicluster.planner import plan_stack
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "tests" / "policies"))

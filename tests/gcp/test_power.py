@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from components.design import design_cluster
-from components.gcp.slurm import published_files
-from components.spec import parse_spec
+from aicluster.design import design_cluster
+from aicluster.gcp.slurm import published_files
+from aicluster.spec import parse_spec
 from conftest import GCP_PROJECT, ROOT, stack_spec
 from fake_gcp import FakeGcp
 

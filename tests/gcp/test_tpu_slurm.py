@@ -15,12 +15,12 @@ import sys
 
 import pytest
 
-from components.catalog import load_catalog
-from components.design import design_cluster
-from components.errors import SpecError
-from components.planner import rendered_files
-from components.render import static
-from components.spec import parse_spec
+from aicluster.catalog import load_catalog
+from aicluster.design import design_cluster
+from aicluster.errors import SpecError
+from aicluster.planner import rendered_files
+from aicluster.render import static
+from aicluster.spec import parse_spec
 from conftest import GCP_MIN, GCP_PROJECT, ROOT
 
 sys.path.insert(0, str(ROOT / "tests" / "slurm"))
@@ -217,7 +217,7 @@ def test_real_slurmctld_takes_tpu_hosts_as_one_partition_with_a_switch_per_slice
 
 
 def test_policy_pack_passes_a_slurm_cluster_with_tpu_slices(plan):
-    from components.check import verdicts_for_plan
+    from aicluster.check import verdicts_for_plan
 
     verdicts = {v.rule_id: v for v in verdicts_for_plan(plan)}
     assert [r for r, v in verdicts.items() if v.status in ("fail", "warn")] == []

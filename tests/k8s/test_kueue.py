@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from conftest import BASE_SPEC
-from components.catalog import load_catalog
+from aicluster.catalog import load_catalog
 
 CQ = "kubernetes:kueue.x-k8s.io/v1beta1:ClusterQueue"
 RF = "kubernetes:kueue.x-k8s.io/v1beta1:ResourceFlavor"

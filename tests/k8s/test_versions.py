@@ -1,4 +1,4 @@
-"""The Kubernetes versions: pinned in one place (components/catalog/kubernetes.yaml), every entry
+"""The Kubernetes versions: pinned in one place (components/aicluster/catalog/kubernetes.yaml), every entry
 with a source, and consistent with each other."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from components.catalog import CatalogError, load_catalog
-from components.kubernetes_design import _VERSIONS_FILE, versions, versions_from
+from aicluster.catalog import CatalogError, load_catalog
+from aicluster.kubernetes_design import _VERSIONS_FILE, versions, versions_from
 
 
 def test_every_entry_has_a_source():

@@ -11,8 +11,8 @@ import pulumi_aws as aws
 import pulumi_random as random
 import pytest
 
-from components.errors import Problem, SpecError
-from components.offline import (
+from aicluster.errors import Problem, SpecError
+from aicluster.offline import (
     DuplicateResourceError,
     OfflineInvokeError,
     Plan,
@@ -21,7 +21,7 @@ from components.offline import (
     resource_tree,
     run_program,
 )
-from components.offline import engine as offline_engine
+from aicluster.offline import engine as offline_engine
 from pulumi.runtime import config as pulumi_config
 from pulumi.runtime import settings as pulumi_settings
 

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pulumi.runtime import MockCallArgs, MockResourceArgs
 
-from components.offline import FakeCloud, OfflineInvokeError, Secret
-from components.offline.capture import (
+from aicluster.offline import FakeCloud, OfflineInvokeError, Secret
+from aicluster.offline.capture import (
     SECRET_SIG,
     SIG_KEY,
     plain_to_struct,
@@ -214,7 +214,7 @@ def test_fake_cloud_works_under_plain_sdk_set_mocks():
     """Other tests may use pulumi.runtime.set_mocks(FakeCloud(...)) + @pulumi.runtime.test."""
     import pulumi
     import pulumi_aws as aws
-    from components.offline import engine
+    from aicluster.offline import engine
 
     result: dict = {}
 

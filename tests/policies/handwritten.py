@@ -14,9 +14,9 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_gcp as gcp
 
-from components.catalog import load_catalog
-from components.offline.engine import run_program
-from components.offline.policy_bridge import Verdict, load_rules, resolve_config, run_policies
+from aicluster.catalog import load_catalog
+from aicluster.offline.engine import run_program
+from aicluster.offline.policy_bridge import Verdict, load_rules, resolve_config, run_policies
 
 TAGS = {"aicluster-cluster": "hw", "aicluster-role": "compute", "team": "ml"}
 ZONE = "us-east-1a"

@@ -10,7 +10,7 @@ from pulumi_policy import (PolicyCustomTimeouts, PolicyResource, PolicyResourceO
 from pulumi_policy.proxy import UNKNOWN_ARRAY_VALUE, UNKNOWN_NUMBER_VALUE, UNKNOWN_OBJECT_VALUE, \
     UNKNOWN_STRING_VALUE, unknown_checking_proxy
 
-from components.offline.policy_bridge import load_rules
+from aicluster.offline.policy_bridge import load_rules
 
 RULES = load_rules()
 TYPES = sorted({t for r in RULES for t in r.SUPPORTED})

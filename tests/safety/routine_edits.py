@@ -40,9 +40,9 @@ def _pool0(spec: dict) -> dict:
 
 
 def _valid(spec: dict) -> bool:
-    from components.design import design_cluster
-    from components.errors import SpecError
-    from components.spec import parse_spec
+    from aicluster.design import design_cluster
+    from aicluster.errors import SpecError
+    from aicluster.spec import parse_spec
 
     try:
         design_cluster(parse_spec(spec))
@@ -116,10 +116,10 @@ def _remove_pool(spec: dict) -> Pair:
 
 def _other_instance_type(spec: dict) -> Pair:
     """pools[0] on another type of the same cloud and accelerator kind that the spec accepts."""
-    from components.catalog import load_catalog
-    from components.design import design_cluster
-    from components.errors import SpecError
-    from components.spec import parse_spec
+    from aicluster.catalog import load_catalog
+    from aicluster.design import design_cluster
+    from aicluster.errors import SpecError
+    from aicluster.spec import parse_spec
 
     catalog = load_catalog()
     if "instance_type" not in _pool0(spec):
@@ -143,7 +143,7 @@ def _other_instance_type(spec: dict) -> Pair:
 def _add_filesystem(spec: dict) -> Pair:
     """A second Lustre filesystem of the smallest valid size (FSx 1200 GiB; Managed Lustre at the
     500 MB/s/TiB tier's minimum): existing filesystems and the control plane stay as they are."""
-    from components.catalog import load_catalog
+    from aicluster.catalog import load_catalog
 
     names = {fs["name"] for fs in spec.get("storage") or []}
     extra = {"name": next(f"extra{i}" for i in range(1, 100) if f"extra{i}" not in names),

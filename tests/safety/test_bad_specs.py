@@ -41,7 +41,7 @@ def pool(base=AWS_MIN, **keys):
 
 
 def cli(*args) -> tuple[int, str, str]:
-    from components.cli import main
+    from aicluster.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -186,8 +186,8 @@ def test_broken_stack_files(tmp_path, content, fragment):
 def test_efa_on_a_type_without_it(tmp_path, monkeypatch):
     """Every AWS type in the catalog has EFA, so this uses a copy of the catalog that also holds
     g5.xlarge (1 A10G, no EFA: moto's DescribeInstanceTypes has EfaSupported false)."""
-    import components.catalog as catalog_module
-    from components.catalog import load_catalog
+    import aicluster.catalog as catalog_module
+    from aicluster.catalog import load_catalog
 
     folder = tmp_path / "catalog"
     shutil.copytree(catalog_module._HERE, folder, ignore=shutil.ignore_patterns("*.py", "__pycache__"))

@@ -1,12 +1,12 @@
-"""The provisioning critical path (components/critical_path.py): the longest chain of creations
+"""The provisioning critical path (components/aicluster/critical_path.py): the longest chain of creations
 `pulumi up` waits on, and the rule that filesystem and control plane start in parallel."""
 from __future__ import annotations
 
 import pytest
 
-from components.critical_path import critical_path, creation_time, timings
-from components.offline.capture import CapturedResource, Plan
-from components.stateful import type_key
+from aicluster.critical_path import critical_path, creation_time, timings
+from aicluster.offline.capture import CapturedResource, Plan
+from aicluster.stateful import type_key
 from stack_plans import STACK_NAMES, stack_plan
 
 STACK = "urn:pulumi:s::p::pulumi:pulumi:Stack::p-s"
@@ -103,7 +103,7 @@ def test_the_chain_is_a_real_dependency_chain(stack):
 def test_aicluster_plan_shows_the_critical_path(stack, capsys):
     import json
 
-    from components.cli import main
+    from aicluster.cli import main
 
     assert main(["plan", "--stack", stack, "--format", "json"]) == 0
     found = json.loads(capsys.readouterr().out)["critical_path"]

@@ -28,7 +28,7 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from components.errors import SpecError
+from aicluster.errors import SpecError
 from test_fuzz_spec import EXAMPLES, VALID_SPECS, json_values, mutated_specs
 
 pytestmark = pytest.mark.filterwarnings("ignore")
@@ -55,7 +55,7 @@ def spec_file(data):
 
 def plan_or_spec_error(path: str):
     """plan_stack (what `aicluster plan FILE` runs): a PlanResult or a SpecError, nothing else."""
-    from components.planner import plan_stack
+    from aicluster.planner import plan_stack
 
     try:
         result = plan_stack(path)
@@ -75,7 +75,7 @@ def plan_or_spec_error(path: str):
 
 
 def cli_plan(path: str) -> tuple[int, str, str]:
-    from components.cli import main
+    from aicluster.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -216,7 +216,7 @@ def test_cli_fuzz_checks_can_fail():
 
     with spec_file(VALID_SPECS[0]) as path:
         assert assert_clean_cli(path) == 0
-        with mock.patch("components.planner.plan_stack", side_effect=KeyError("boom")):
+        with mock.patch("aicluster.planner.plan_stack", side_effect=KeyError("boom")):
             with pytest.raises(AssertionError):
                 assert_clean_cli(path)
 

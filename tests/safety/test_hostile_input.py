@@ -2,7 +2,7 @@
 SpecError that names the argument or the YAML path, never exit 1 ("internal error"), a traceback,
 a hang or unbounded memory.
 
-Each case runs `python -m components.cli` in a subprocess under RLIMIT_AS = 1 GiB (a normal plan
+Each case runs `python -m aicluster.cli` in a subprocess under RLIMIT_AS = 1 GiB (a normal plan
 needs about 200 MiB of resident memory and runs under that limit too) with a generous wall-clock
 timeout that only catches hangs; no timing is asserted (DESIGN.md: benchmarks measure, tests
 assert behaviour). The child's peak resident memory, from wait4, is checked against 1 GiB too, and
@@ -53,7 +53,7 @@ def aicluster(*args: str, timeout: float = HANG_TIMEOUT_S) -> tuple[int, str, st
 
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "components.cli", *args], cwd=ROOT, stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen([sys.executable, "-m", "aicluster.cli", *args], cwd=ROOT, stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=err, preexec_fn=limit)
         timer = threading.Timer(timeout, proc.kill)
         timer.start()
@@ -140,7 +140,7 @@ def test_an_invalid_date_in_a_waiver(tmp_path):
 
 def test_a_valid_date_still_waives(tmp_path, capsys):
     """YAML dates arrive as text now (as Pulumi reads stack files); a waiver's date still parses."""
-    from components.check import read_waivers
+    from aicluster.check import read_waivers
 
     path = Path(write(tmp_path, "w.yaml", WAIVER.format(expires="2099-02-28")))
     assert read_waivers(path, ["AIC-NET-001"])[0].expires.isoformat() == "2099-02-28"
@@ -197,7 +197,7 @@ def test_a_file_without_read_permission(tmp_path, option):
 @pytest.mark.parametrize("option", ["FILE", "--config", "--waivers"])
 def test_permission_denied_as_root_too(tmp_path, monkeypatch, option):
     """Root reads any file, so EACCES is simulated where the file is opened."""
-    import components.input_files as input_files
+    import aicluster.input_files as input_files
 
     path = write(tmp_path, "secret.yaml", spec_text())
     real_open = os.open
@@ -272,8 +272,8 @@ def test_a_huge_key_is_shown_short(tmp_path):
     (("kubernetes", "control_plane_subnet_ids"), 16)])
 def test_every_list_limit_at_its_boundary(path, limit):
     """limit items pass the size check (they may fail others); limit + 1 is refused by path."""
-    from components.errors import SpecError
-    from components.spec import parse_spec
+    from aicluster.errors import SpecError
+    from aicluster.spec import parse_spec
 
     def spec_with(n: int) -> dict:
         data = json.loads(json.dumps(AWS_MIN))
@@ -299,7 +299,7 @@ def test_every_list_limit_at_its_boundary(path, limit):
 
 
 def test_the_limits_are_documented_in_one_module():
-    from components import limits
+    from aicluster import limits
 
     assert set(limits.SPEC_LISTS.values()) <= set(limits.ALL.values())
     for name, limit in limits.ALL.items():
@@ -330,7 +330,7 @@ def test_check_still_judges_a_program_that_declares_resources():
 
 
 def cli(*args: str) -> tuple[int, str, str]:
-    from components.cli import main
+    from aicluster.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -389,7 +389,7 @@ def test_policy_config_values_that_used_to_crash(tmp_path, text, fragment):
 
 
 def test_the_loader_keeps_what_yaml_allows():
-    from components.input_files import load_yaml
+    from aicluster.input_files import load_yaml
 
     doc = load_yaml("base: &b {x: 1, y: 2}\nuse:\n  <<: *b\n  y: 3\nlist: [*b, *b]\nwhen: 2026-02-28\n"
                     "n: 0x10\nf: 1.5\n", "t.yaml")
@@ -398,16 +398,16 @@ def test_the_loader_keeps_what_yaml_allows():
 
 
 def test_the_loader_is_libyaml_where_pyyaml_has_it():
-    from components.input_files import _Loader
+    from aicluster.input_files import _Loader
 
     if yaml.__with_libyaml__:
         assert issubclass(_Loader, yaml.CSafeLoader)
 
 
 def test_the_shipped_stacks_and_catalog_have_no_duplicate_keys():
-    from components.input_files import load_yaml
+    from aicluster.input_files import load_yaml
 
-    for path in [*(ROOT / "stacks").glob("*.yaml"), *(ROOT / "components" / "catalog").glob("*.yaml"),
+    for path in [*(ROOT / "stacks").glob("*.yaml"), *(ROOT / "components" / "aicluster" / "catalog").glob("*.yaml"),
                  *(ROOT / "tests" / "policies" / "seeded").glob("*.yaml")]:
         load_yaml(path.read_text(encoding="utf-8"), str(path))
 
@@ -432,7 +432,7 @@ networks = st.builds(lambda addr, prefix: ipaddress.ip_network(f"{ipaddress.IPv4
                                  "0.0.0.0/0", "fd00::/8", "fd00:1::/32"]).map(ipaddress.ip_network) | networks,
                 max_size=12))
 def test_cidr_overlaps_match_brute_force(cidrs):
-    from components.spec import _overlapping_cidrs
+    from aicluster.spec import _overlapping_cidrs
 
     pairs = _overlapping_cidrs(list(enumerate(cidrs)))
     reported = {i for pair in pairs for i in pair}
@@ -445,7 +445,7 @@ def test_cidr_overlaps_match_brute_force(cidrs):
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.lists(st.sampled_from(["a", "b", "fsx", "a-b"]), min_size=1, max_size=3), max_size=8))
 def test_mount_overlaps_match_brute_force(parts):
-    from components.spec import ClusterSpec, _mount_overlap_problems
+    from aicluster.spec import ClusterSpec, _mount_overlap_problems
 
     mounts = ["/" + "/".join(p) for p in parts]
     spec = ClusterSpec.model_validate({**AWS_MIN, "storage": [
@@ -475,7 +475,7 @@ def files_on_disk(out: Path) -> set[str]:
 
 
 def test_out_removes_the_files_of_an_earlier_plan(tmp_path):
-    from components.out_dir import write_tree
+    from aicluster.out_dir import write_tree
 
     out = tmp_path / "out"
     write_tree(out, FIRST)
@@ -487,7 +487,7 @@ def test_out_removes_the_files_of_an_earlier_plan(tmp_path):
 
 
 def test_out_never_writes_through_a_symlink(tmp_path):
-    from components.out_dir import write_tree
+    from aicluster.out_dir import write_tree
 
     out, victim, victim_dir = tmp_path / "out", tmp_path / "victim.txt", tmp_path / "victim-dir"
     victim.write_text("precious")
@@ -511,7 +511,7 @@ def test_out_never_writes_through_a_symlink(tmp_path):
 
 
 def test_out_removes_a_stale_symlink_not_its_target(tmp_path):
-    from components.out_dir import write_tree
+    from aicluster.out_dir import write_tree
 
     out, victim = tmp_path / "out", tmp_path / "victim.txt"
     victim.write_text("precious")
@@ -556,8 +556,8 @@ def test_out_refuses_a_planted_symlink_in_an_otherwise_empty_folder(tmp_path):
 
 
 def test_out_keeps_a_users_file_added_to_an_earlier_plan(tmp_path):
-    from components.errors import SpecError
-    from components.out_dir import write_tree
+    from aicluster.errors import SpecError
+    from aicluster.out_dir import write_tree
 
     out = tmp_path / "out"
     write_tree(out, FIRST)
@@ -570,7 +570,7 @@ def test_out_keeps_a_users_file_added_to_an_earlier_plan(tmp_path):
 
 def test_out_takes_a_folder_written_before_the_manifest(tmp_path):
     """An --out folder from before .aicluster-out.json: plan.json's `files` say what was written."""
-    from components.out_dir import write_tree
+    from aicluster.out_dir import write_tree
 
     out = tmp_path / "out"
     write_tree(out, FIRST)
@@ -580,7 +580,7 @@ def test_out_takes_a_folder_written_before_the_manifest(tmp_path):
 
 
 def test_out_dir_itself_may_be_a_symlink_the_user_named(tmp_path):
-    from components.out_dir import write_tree
+    from aicluster.out_dir import write_tree
 
     real, link = tmp_path / "real", tmp_path / "link"
     real.mkdir()
@@ -591,7 +591,7 @@ def test_out_dir_itself_may_be_a_symlink_the_user_named(tmp_path):
 
 def test_out_manifest_cannot_point_outside(tmp_path):
     """A tampered manifest naming ../victim removes nothing outside DIR."""
-    from components.out_dir import write_tree
+    from aicluster.out_dir import write_tree
 
     out, victim = tmp_path / "out", tmp_path / "victim.txt"
     victim.write_text("precious")

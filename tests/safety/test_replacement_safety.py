@@ -2,7 +2,7 @@
 
 For every stack in stacks/ and every edit in routine_edits.EDITS, plan the spec before and after
 the edit (the real program under mocks, as `aicluster plan` does) and require every stateful
-resource (components/stateful.py: filesystems, the Slurm head node, secrets and the random bytes
+resource (components/aicluster/stateful.py: filesystems, the Slurm head node, secrets and the random bytes
 behind them, databases, EKS/GKE control planes) to be unchanged: the same URN (type, name and
 parent chain), the same inputs and the same resource options. Then `pulumi up` has nothing to
 update, let alone replace. A tag edit may change tags/labels only (they update in place).
@@ -17,8 +17,8 @@ import copy
 
 import pytest
 
-from components.errors import SpecError
-from components.stateful import IN_PLACE_METADATA_KEYS, stateful_kind, stateful_resources
+from aicluster.errors import SpecError
+from aicluster.stateful import IN_PLACE_METADATA_KEYS, stateful_kind, stateful_resources
 from routine_edits import EDITS, NotApplicable
 from stack_plans import STACK_NAMES, plan_with_spec, stack_plan, stack_spec_data
 

@@ -19,9 +19,9 @@ BUCKET = "p5-train-config"
 
 @pytest.fixture
 def head(moto_endpoint, tmp_path):
-    from components.aws.slurm import CONFIG_PREFIX, published_files
-    from components.design import design_cluster
-    from components.spec import parse_spec
+    from aicluster.aws.slurm import CONFIG_PREFIX, published_files
+    from aicluster.design import design_cluster
+    from aicluster.spec import parse_spec
 
     urllib.request.urlopen(urllib.request.Request(f"{moto_endpoint}/moto-api/reset", method="POST")).close()
     s3 = boto3.client("s3", region_name="us-east-1", endpoint_url=moto_endpoint,

@@ -12,8 +12,8 @@ import json
 import re
 from typing import Any, Iterable
 
-from components.offline.capture import Secret, reveal
-from components.stateful import stateful_kind
+from aicluster.offline.capture import Secret, reveal
+from aicluster.stateful import stateful_kind
 
 WORLD = {"0.0.0.0/0", "::/0"}
 SSH = 22
@@ -274,7 +274,7 @@ SERVICE_ENCRYPTED = {
 def unencrypted(resources) -> list[str]:
     """EBS (launch templates, instances, volumes), EFS, RDS and S3 (bucket default encryption, and
     objects) are encrypted; every other stateful data store is one the service encrypts itself."""
-    from components.stateful import type_key
+    from aicluster.stateful import type_key
 
     found = []
     resources = list(resources)

@@ -8,7 +8,7 @@ import json
 import pytest
 
 import checks
-from components.offline.capture import CapturedResource, Secret
+from aicluster.offline.capture import CapturedResource, Secret
 from stack_plans import STACK_NAMES, result_with_spec, stack_result, stack_spec_data
 
 CHECKS = {
@@ -69,7 +69,7 @@ def test_world_ssh_only_when_asked_and_only_port_22(plan_spec, base_spec):
     plan = plan_spec(base_spec)
     assert checks.world_ingress(plan.resources, base_spec) == []
     assert checks.world_ingress(plan.resources, {}) != []      # not asked: a violation
-    from components.check import verdicts_for_plan
+    from aicluster.check import verdicts_for_plan
     sec004 = next(v for v in verdicts_for_plan(plan) if v.rule_id == "AIC-SEC-004")
     assert sec004.status == "fail"
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import boto3
 import pytest
 
-from components.design import design_cluster
-from components.spec import parse_spec
+from aicluster.design import design_cluster
+from aicluster.spec import parse_spec
 from conftest import ROOT, stack_spec
 from test_real_slurmctld import RECORDERS, Controller, fields, tool, wait_for
 
@@ -69,9 +69,9 @@ def moto_launch_template(endpoint: str, cluster: str) -> tuple[object, str, str]
 
 @pytest.fixture
 def elastic(moto_endpoint, tmp_path):
-    from components.aws.slurm import published_files
+    from aicluster.aws.slurm import published_files
 
-    from components.slurm_config import node_domain
+    from aicluster.slurm_config import node_domain
 
     design = design_cluster(parse_spec(stack_spec("aws-p5-slurm")))
     ec2, template, subnet = moto_launch_template(moto_endpoint, design.name)

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import pytest
 
-from components.design import ClusterDesign, design_cluster
-from components.slurm_config import SlurmRuntime, render_slurm_configs
-from components.spec import parse_spec
+from aicluster.design import ClusterDesign, design_cluster
+from aicluster.slurm_config import SlurmRuntime, render_slurm_configs
+from aicluster.spec import parse_spec
 from conftest import STACK_NAMES, free_port, stack_spec
 
 INSTALL_HINT = ("install Slurm and munge (Debian/Ubuntu: apt-get install slurmctld slurm-client munge; "

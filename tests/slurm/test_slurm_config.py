@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from components.design import design_cluster
-from components.slurm_config import SLURM_CONFIG_FILES, SUSPEND_TIMEOUT_S, SlurmRuntime, render_slurm_configs
-from components.spec import parse_spec
+from aicluster.design import design_cluster
+from aicluster.slurm_config import SLURM_CONFIG_FILES, SUSPEND_TIMEOUT_S, SlurmRuntime, render_slurm_configs
+from aicluster.spec import parse_spec
 from conftest import AWS_MIN, stack_spec
 
 RT = SlurmRuntime(controller_host="head", controller_addr="10.0.0.10")

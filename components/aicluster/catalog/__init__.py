@@ -421,3 +421,8 @@ def load_limits() -> Mapping[str, Limit]:
     return {name: Limit(name, _need(e, "value", f"limits.yaml limits.{name}"), str(e.get("what", "")),
                         _sourced(e, f"limits.yaml limits.{name}"))
             for name, e in _read("limits.yaml")["limits"].items()}
+
+
+__all__ = ["Accelerator", "Catalog", "CatalogError", "ControllerType", "FilestoreTier", "FsxDeploymentType",
+           "GcpImage", "InstanceType", "Limit", "ManagedLustreTier", "NicStack", "Price", "TpuGeneration",
+           "load_catalog", "load_limits"]

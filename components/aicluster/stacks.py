@@ -8,6 +8,7 @@ from typing import Any
 
 from .errors import Problem, SpecError, close_match
 from .input_files import load_yaml, read_text
+from .resources import CHECKOUT_DIR
 
 SPEC_KEY = "aicluster:cluster"
 
@@ -25,13 +26,13 @@ class StackConfig:
 
 def project_root() -> Path:
     """The nearest folder at or above the working directory with an aicluster Pulumi.yaml, else
-    the checkout this package lives in."""
+    the checkout this package lives in (its stacks/ are the examples)."""
     here = Path(os.getcwd()).resolve()
     for folder in (here, *here.parents):
         candidate = folder / "Pulumi.yaml"
         if candidate.is_file() and "name: aicluster" in _head(candidate):
             return folder
-    return Path(__file__).resolve().parent.parent
+    return CHECKOUT_DIR
 
 
 def _head(path: Path, size: int = 1 << 16) -> str:

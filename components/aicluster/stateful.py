@@ -10,7 +10,7 @@ resource when an input that forces replacement changes, so for these resources:
 - they carry `protect` and `retain_on_delete` (DESIGN.md), so an edit that really would replace
   one is refused by `pulumi up` instead of losing data (ParallelCluster #4651, #6211);
 - they must not wait for each other needlessly: the filesystem and the control plane are created
-  in parallel (components/critical_path.py).
+  in parallel (components/aicluster/critical_path.py).
 
 The table is by type token (`aws:fsx/lustreFileSystem`, the `module/resource` part of
 `aws:fsx/lustreFileSystem:LustreFileSystem`), so stacks written later (EKS, GCP, GKE) are judged

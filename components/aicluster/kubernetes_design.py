@@ -2,7 +2,7 @@
 output. Pure (no Pulumi): node labels and taints, hugepages, Kueue flavors and quotas, the worker
 shape of the example training job, the control-plane subnets, and the pinned versions.
 
-The versions live in components/catalog/kubernetes.yaml (one place, every entry sourced).
+The versions live in components/aicluster/catalog/kubernetes.yaml (one place, every entry sourced).
 """
 from __future__ import annotations
 

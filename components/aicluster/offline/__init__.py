@@ -1,6 +1,6 @@
 """Offline planning: run the real Pulumi program against a fake cloud and capture the result.
 
-    from components.offline import run_program, resource_tree
+    from aicluster.offline import run_program, resource_tree
     plan = run_program(program, stack="dev", config={"aws:region": "us-west-2"})
     print("\\n".join(resource_tree(plan)))
 """

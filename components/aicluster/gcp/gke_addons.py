@@ -1,5 +1,5 @@
 """aicluster:gcp:GkeAddons - what runs inside the GKE cluster, through pulumi_kubernetes and the
-cluster's own provider (versions from components/catalog/kubernetes.yaml):
+cluster's own provider (versions from components/aicluster/catalog/kubernetes.yaml):
 
 - multi-network: a GKENetworkParamSet + Network pair per additional node network of the GPU node
   pools (deviceMode RDMA for MRDMA NICs, NetDevice for gVNIC; names within GKE's 41 characters);

@@ -92,7 +92,7 @@ class CriticalPath:
                                "minutes": s.minutes} for s in self.control_plane],
             "storage_and_control_plane_in_parallel": self.parallel,
             "waits": [{"waiter": a, "waits_for": b} for a, b in self.waits],
-            "note": "creation times are typical values, most of them estimates (components/catalog/provisioning.yaml)",
+            "note": "creation times are typical values, most of them estimates (components/aicluster/catalog/provisioning.yaml)",
         }
 
 
@@ -189,7 +189,7 @@ def _pairs_waiting(graph: dict, waiters: Iterable[str], targets: Iterable[str]) 
 def lines(path: CriticalPath) -> list[str]:
     """The critical path for `aicluster plan` text output."""
     out = [f"pulumi up waits ~{path.total_minutes:.0f} min on this chain (typical creation times, "
-           "mostly estimates: components/catalog/provisioning.yaml):"]
+           "mostly estimates: components/aicluster/catalog/provisioning.yaml):"]
     out += [f"  {s.start:5.1f} min  +{s.minutes:<4g} {s.name} ({s.type})" for s in path.steps]
     if path.storage and path.control_plane:
         if path.parallel:

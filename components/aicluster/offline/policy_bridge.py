@@ -48,6 +48,7 @@ from pulumi_policy.policy import _NotApplicableError
 from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
 
 from ..errors import Problem, SpecError, close_match
+from ..resources import shipped_dir
 from .capture import STACK_TYPE, CapturedResource, Plan, plain_to_struct, reveal
 
 RULES_PACKAGE = "aicluster_policy_rules"
@@ -58,12 +59,8 @@ _LEVELS = {level.value: level for level in EnforcementLevel}
 
 
 def policies_dir() -> Path:
-    from ..stacks import project_root
-
-    for root in (project_root(), Path(__file__).resolve().parents[2]):
-        if (root / "policies" / "rules" / "__init__.py").is_file():
-            return root / "policies"
-    raise FileNotFoundError("policies/rules not found next to the aicluster checkout")
+    """The policy pack aicluster ships (policies/ of the checkout, or aicluster/policies in a wheel)."""
+    return shipped_dir("policies")
 
 
 def load_rules() -> tuple[ModuleType, ...]:

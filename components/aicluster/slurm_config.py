@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from components.design import ClusterDesign, SlurmNodeSet
-from components.render import render
+from aicluster.design import ClusterDesign, SlurmNodeSet
+from aicluster.render import render
 
 SLURM_CONFIG_FILES = ("slurm.conf", "gres.conf", "cgroup.conf", "topology.conf")
 

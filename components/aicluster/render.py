@@ -8,7 +8,9 @@ from typing import Any
 
 import jinja2
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+from .resources import shipped_dir
+
+TEMPLATES = shipped_dir("templates")
 
 
 @functools.lru_cache(maxsize=1)

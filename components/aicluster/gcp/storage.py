@@ -1,6 +1,6 @@
 """aicluster:gcp:ManagedLustre and aicluster:gcp:Filestore - the shared filesystems on GCP.
 
-Both produce the same Mount contract as FSx for Lustre (components/mounts.py), so the node templates
+Both produce the same Mount contract as FSx for Lustre (components/aicluster/mounts.py), so the node templates
 know nothing of the cloud. Both are protected and retained unless the spec opts out, and their
 inputs come from the storage spec and the network only, never from pools or node counts: scaling or
 changing pools can never replace a filesystem (ParallelCluster #4651 is the counter-example).
@@ -22,7 +22,7 @@ from ..design import ClusterDesign, StorageDesign
 from ..mounts import Mount
 from .common import labels, short_name
 
-# The same options as FSx mounts (components/aws/storage.py): relatime, cluster-wide flock that
+# The same options as FSx mounts (components/aicluster/aws/storage.py): relatime, cluster-wide flock that
 # checkpoint libraries rely on, and systemd waiting for the network instead of hanging the boot.
 LUSTRE_MOUNT_OPTIONS = "relatime,flock,_netdev,x-systemd.automount,x-systemd.requires=network-online.target"
 # hard: an NFS server restart pauses I/O instead of failing it (Cluster Toolkit's homefs default).

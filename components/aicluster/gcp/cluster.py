@@ -1,6 +1,6 @@
 """The GCP cluster: network, node identity, filesystems, the Slurm controller, then one GpuPool per
 pool, then the Slurm configuration that follows the pools (the same order and the same reasons as
-components/aws/cluster.py).
+components/aicluster/aws/cluster.py).
 
 Filesystems and the controller consume nothing from pools, so scaling or adding pools never touches
 storage or the head node.
@@ -87,7 +87,7 @@ def build_gcp_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
     mounts = pulumi.Output.all(*[fs.mount for fs in filesystems]) if filesystems else pulumi.Output.from_input([])
     if design.kubernetes:
         # GKE: node pools (GPU NIC networks, compact placement) instead of instance templates, and
-        # the GKE control plane instead of a Slurm head node (components/gcp/gke.py).
+        # the GKE control plane instead of a Slurm head node (components/aicluster/gcp/gke.py).
         from .gke import attach_gke
 
         return {"network": network.network_id, "subnetwork": network.subnetwork_self_link,

@@ -1,4 +1,4 @@
-"""Slurm on GCP, in two components, as on AWS (components/aws/slurm.py):
+"""Slurm on GCP, in two components, as on AWS (components/aicluster/aws/slurm.py):
 
 - aicluster:gcp:SlurmController: the munge key in Secret Manager, the configuration bucket, the
   Cloud DNS private zone of the node names, the head node's service account and the head node

@@ -10,7 +10,7 @@ or to ``CALLS`` (invoke token -> ``fn(cloud, args) -> dict``). Unknown resource 
 ``<short>-<hash>`` ids and echo their inputs; unknown invokes raise ``OfflineInvokeError``.
 
 Inputs arrive with camelCase wire keys (see ``capture``); secret markers are stripped before a
-handler sees them. Works both under ``components.offline.engine.run_program`` and under a plain
+handler sees them. Works both under ``aicluster.offline.engine.run_program`` and under a plain
 ``pulumi.runtime.set_mocks(FakeCloud(config))``.
 """
 from __future__ import annotations
@@ -42,7 +42,7 @@ class OfflineInvokeError(RuntimeError):
         super().__init__(
             f"offline plan: invoke {token!r} is not supported. Offline plans must not depend on "
             "invokes (data sources / lookups): pass the value in through config or the spec, or "
-            "add a fake for this token to components.offline.mocks.CALLS"
+            "add a fake for this token to aicluster.offline.mocks.CALLS"
         )
 
 

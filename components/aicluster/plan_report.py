@@ -290,7 +290,7 @@ def mermaid(result: PlanResult) -> list[str]:
 
 
 def _critical_path(result: PlanResult):
-    """The longest chain of creations `pulumi up` waits on (components/critical_path.py)."""
+    """The longest chain of creations `pulumi up` waits on (components/aicluster/critical_path.py)."""
     from .critical_path import critical_path
 
     return critical_path(result.plan)

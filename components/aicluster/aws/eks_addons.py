@@ -1,5 +1,5 @@
 """aicluster:aws:KubernetesAddons - what runs inside the EKS cluster, through pulumi_kubernetes and
-the cluster's own provider. Chart versions come from components/catalog/kubernetes.yaml.
+the cluster's own provider. Chart versions come from components/aicluster/catalog/kubernetes.yaml.
 
 - GPU devices: the NVIDIA device plugin, or the GPU operator with its driver and toolkit off (the
   EKS AL2023 NVIDIA AMI ships both). Exactly one of them: `kubernetes.gpu_devices` chooses.

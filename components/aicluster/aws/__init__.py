@@ -1,0 +1,58 @@
+"""aicluster's Pulumi components for AWS, each with its Args:
+`from aicluster.aws import GpuPool, GpuPoolArgs` in any Pulumi program.
+
+Exports load their module on first use (PEP 562), so a program that builds a Slurm cluster never
+imports the Kubernetes modules and their SDK.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# exported name -> the module that defines it
+_EXPORTS = {
+    "Network": "network",
+    "NetworkArgs": "network",
+    "NodeIdentity": "iam",
+    "NodeIdentityArgs": "iam",
+    "GpuPool": "gpu_pool",
+    "GpuPoolArgs": "gpu_pool",
+    "LustreFilesystem": "storage",
+    "LustreFilesystemArgs": "storage",
+    "SlurmController": "slurm",
+    "SlurmControllerArgs": "slurm",
+    "SlurmNodeFiles": "slurm",
+    "SlurmNodeFilesArgs": "slurm",
+    "SlurmConfiguration": "slurm",
+    "SlurmConfigurationArgs": "slurm",
+    "EksCluster": "eks",
+    "EksClusterArgs": "eks",
+    "EksNodeGroup": "eks_nodes",
+    "EksNodeGroupArgs": "eks_nodes",
+    "KubernetesAddons": "eks_addons",
+    "KubernetesAddonsArgs": "eks_addons",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:
+    from .network import Network, NetworkArgs
+    from .iam import NodeIdentity, NodeIdentityArgs
+    from .gpu_pool import GpuPool, GpuPoolArgs
+    from .storage import LustreFilesystem, LustreFilesystemArgs
+    from .slurm import SlurmController, SlurmControllerArgs, SlurmNodeFiles, SlurmNodeFilesArgs, SlurmConfiguration, SlurmConfigurationArgs
+    from .eks import EksCluster, EksClusterArgs
+    from .eks_nodes import EksNodeGroup, EksNodeGroupArgs
+    from .eks_addons import KubernetesAddons, KubernetesAddonsArgs
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

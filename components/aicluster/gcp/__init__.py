@@ -1,0 +1,61 @@
+"""aicluster's Pulumi components for GCP, each with its Args:
+`from aicluster.gcp import GpuPool, GpuPoolArgs` in any Pulumi program.
+
+Exports load their module on first use (PEP 562), so a program that builds a Slurm cluster never
+imports the Kubernetes modules and their SDK.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# exported name -> the module that defines it
+_EXPORTS = {
+    "Network": "network",
+    "NetworkArgs": "network",
+    "NodeIdentity": "identity",
+    "NodeIdentityArgs": "identity",
+    "GpuPool": "gpu_pool",
+    "GpuPoolArgs": "gpu_pool",
+    "TpuSlice": "tpu_slice",
+    "TpuSliceArgs": "tpu_slice",
+    "ManagedLustre": "storage",
+    "ManagedLustreArgs": "storage",
+    "Filestore": "storage",
+    "FilestoreArgs": "storage",
+    "SlurmController": "slurm",
+    "SlurmControllerArgs": "slurm",
+    "SlurmConfiguration": "slurm",
+    "SlurmConfigurationArgs": "slurm",
+    "GkeCluster": "gke",
+    "GkeClusterArgs": "gke",
+    "GkeNodePools": "gke_nodes",
+    "GkeNodePoolArgs": "gke_nodes",
+    "GkeAddons": "gke_addons",
+    "GkeAddonsArgs": "gke_addons",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:
+    from .network import Network, NetworkArgs
+    from .identity import NodeIdentity, NodeIdentityArgs
+    from .gpu_pool import GpuPool, GpuPoolArgs
+    from .tpu_slice import TpuSlice, TpuSliceArgs
+    from .storage import ManagedLustre, ManagedLustreArgs, Filestore, FilestoreArgs
+    from .slurm import SlurmController, SlurmControllerArgs, SlurmConfiguration, SlurmConfigurationArgs
+    from .gke import GkeCluster, GkeClusterArgs
+    from .gke_nodes import GkeNodePools, GkeNodePoolArgs
+    from .gke_addons import GkeAddons, GkeAddonsArgs
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
