@@ -1,12 +1,12 @@
 """Small shared pieces of the rules: config schemas, the cluster model of a stack, wording."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from pulumi_policy import PolicyConfigSchema
 
-from . import _model
-from ._props import plain
+from . import model
+from ._props import number, plain
 
 
 def schema(**properties: dict) -> PolicyConfigSchema:
@@ -31,8 +31,8 @@ def config(args: Any) -> dict:
     return dict(plain(args.get_config() or {}))
 
 
-def cluster(args: Any) -> "_model.Cluster":
-    return _model.build(args.resources, config(args))
+def cluster(args: Any) -> model.Cluster:
+    return model.build(args.resources, config(args))
 
 
 def not_applicable(args: Any, reason: str) -> None:
@@ -47,4 +47,10 @@ def fmt_gb(value_gb: float) -> str:
 
 
 def number_or(cfg: Mapping[str, Any], key: str, default: float) -> float:
-    return _model.config_number(cfg, key, default)
+    value = number(cfg.get(key))
+    return default if value is None else value
+
+
+def gpus(pools: Sequence[model.Pool]) -> str:
+    """How the rules name the pools' accelerators: GPU when all are GPUs."""
+    return "GPU" if all(p.instance.accelerator.kind == "gpu" for p in pools) else "accelerator"

@@ -3,7 +3,7 @@
 A pool is the unit Slurm partitions, NCCL rings and the balance model count in: a mixed-instances
 autoscaling group, an EKS node group with several instanceTypes or same-pool instances of different
 types give nodes with different GPU counts, fabrics and memory (and p4d does not exchange EFA
-traffic with other types, hardware.md [EFA]).
+traffic with other types, docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html).
 """
 from __future__ import annotations
 

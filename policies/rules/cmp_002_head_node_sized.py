@@ -54,24 +54,28 @@ def validate(args, report_violation) -> None:
     nodes = c.nodes
     sizing = sorted(cfg.get("sizing") or DEFAULT_SIZING, key=lambda row: number(row.get("maxNodes")) or 0)
     row = next((r for r in sizing if nodes <= (number(r.get("maxNodes")) or 0)), sizing[-1])
-    need_cpu, need_mem = number(row.get("minVcpu")) or 0, number(row.get("minMemoryGib")) or 0
     unsized = [p.key for p in c.unsized_pools]
     for head in c.heads:
-        p = c.index.props(head)
-        itype = get(p, "instanceType") or get(p, "machineType")
-        if not isinstance(itype, str):
-            continue
-        facts = _facts(itype.split("/")[-1], cfg.get("instanceTypes") or {})
-        if facts is None:
-            report_violation(f"head node {head.name}: instance type {itype} is not in the catalog; add its vCPU and "
-                             f"memory to this rule's config `instanceTypes` to size it for {nodes} nodes", head.urn)
-            continue
-        cpu, mem = facts
-        if cpu < need_cpu or mem < need_mem:
-            report_violation(
-                f"head node {head.name}: {itype} has {cpu:g} vCPU / {mem:g} GiB; {nodes} compute nodes "
+        itype = get(c.index.props(head), "instanceType") or get(c.index.props(head), "machineType")
+        if isinstance(itype, str):
+            message = _judge(head.name, itype, nodes, row, unsized, cfg.get("instanceTypes") or {})
+            if message:
+                report_violation(message, head.urn)
+
+
+def _judge(head: str, itype: str, nodes: int, row: dict, unsized: list[str], extra: dict) -> str | None:
+    """Why head node `head` of type `itype` is too small for `nodes` compute nodes (sizing `row`); None if not."""
+    need_cpu, need_mem = number(row.get("minVcpu")) or 0, number(row.get("minMemoryGib")) or 0
+    facts = _facts(itype.split("/")[-1], extra)
+    if facts is None:
+        return (f"head node {head}: instance type {itype} is not in the catalog; add its vCPU and "
+                f"memory to this rule's config `instanceTypes` to size it for {nodes} nodes")
+    cpu, mem = facts
+    if cpu < need_cpu or mem < need_mem:
+        return (f"head node {head}: {itype} has {cpu:g} vCPU / {mem:g} GiB; {nodes} compute nodes "
                 f"(up to {integer(row.get('maxNodes'))}) need >= {need_cpu:g} vCPU / {need_mem:g} GiB"
-                + (f" (pools of unknown size not counted: {', '.join(unsized)})" if unsized else ""), head.urn)
+                + (f" (pools of unknown size not counted: {', '.join(unsized)})" if unsized else ""))
+    return None
 
 
 POLICY = StackValidationPolicy(

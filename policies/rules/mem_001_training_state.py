@@ -12,8 +12,7 @@ from pulumi_policy import EnforcementLevel, Severity, StackValidationPolicy
 
 from aicluster.balance import DEFAULT_MEMORY_HEADROOM_PCT, assess
 
-from ._base import MODEL_PARAMS_B, POOL_NODES, cluster, config, not_applicable, number_or, schema
-from ._model import gpus
+from ._base import MODEL_PARAMS_B, POOL_NODES, cluster, config, gpus, not_applicable, number_or, schema
 
 ID = "AIC-MEM-001"
 SUPPORTED = ("aws:ec2/launchTemplate", "aws:ec2/instance", "aws:autoscaling/group", "aws:eks/nodeGroup",

@@ -4,7 +4,7 @@ AWS: one EFA device on every EFA-capable network card (catalog `efa_cards`, from
 DescribeInstanceTypes); both the current layout (ENA primary + `efa-only`) and the older all-`efa`
 layout count. GCP: every GPU NIC (catalog `gpu_nics`; MRDMA NICs on RDMA types). NCCL silently
 falls back to fewer rails when a card has no device: a p5 with one EFA device gets 1/32 of its
-fabric (fabric.md, SkyPilot #8391).
+fabric (docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html; SkyPilot #8391).
 """
 from __future__ import annotations
 

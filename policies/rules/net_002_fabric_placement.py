@@ -4,7 +4,7 @@ AWS: a placement group with strategy `cluster` (ParallelCluster's EfaPlacementGr
 capacity reservation or a capacity block fixes placement itself, so a pool that targets one passes
 (ParallelCluster warns against adding a group there). GCP: a resource policy with
 groupPlacementPolicy.collocation = COLLOCATED, or a GKE node pool with placementPolicy.type =
-COMPACT; a specific reservation brings its own placement (fabric.md). A placement group named but
+COMPACT; a specific reservation brings its own placement (Cluster Toolkit's A3 Ultra / A4 blueprints). A placement group named but
 not defined in the stack cannot be read and is accepted.
 """
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pulumi_policy import EnforcementLevel, Severity, StackValidationPolicy
 
-from . import _model
+from . import model
 from ._base import cluster, not_applicable, schema
 from ._props import get, items, kind, truthy
 
@@ -20,16 +20,16 @@ SUPPORTED = ("aws:ec2/launchTemplate", "aws:ec2/instance", "aws:ec2/networkInter
 _ALL = ("-1", "all")
 
 
-def _inline(ix: _model.Index, sg, direction: str) -> bool:
+def _inline(ix: model.Index, sg, direction: str) -> bool:
     for rule in items(ix.props(sg), direction):
         if str(get(rule, "protocol", default="")).lower() not in _ALL:
             continue
-        if truthy(get(rule, "self")) or sg in ix.refs(sg, direction, {_model.SG}, value=get(rule, "securityGroups")):
+        if truthy(get(rule, "self")) or sg in ix.refs(sg, direction, {model.SG}, value=get(rule, "securityGroups")):
             return True
     return False
 
 
-def _separate(ix: _model.Index, sg, direction: str) -> bool:
+def _separate(ix: model.Index, sg, direction: str) -> bool:
     token = "aws:vpc/securityGroupIngressRule" if direction == "ingress" else "aws:vpc/securityGroupEgressRule"
     for rule in ix.of(token):
         p = ix.props(rule)
@@ -46,7 +46,7 @@ def _separate(ix: _model.Index, sg, direction: str) -> bool:
     return False
 
 
-def allows_self(ix: _model.Index, sg) -> tuple[bool, bool]:
+def allows_self(ix: model.Index, sg) -> tuple[bool, bool]:
     return (_inline(ix, sg, "ingress") or _separate(ix, sg, "ingress"),
             _inline(ix, sg, "egress") or _separate(ix, sg, "egress"))
 
@@ -58,20 +58,26 @@ def validate(args, report_violation) -> None:
         not_applicable(args, "no EFA interface in this stack")
         return
     for pool in judged:
-        groups = pool.fabric.security_groups
-        if groups is None:
-            continue   # security groups that live outside this stack cannot be read
-        if not groups:
-            report_violation(f"{pool.label()}: its EFA interfaces carry no security group of this stack; EFA needs "
-                             "one that allows all traffic from and to itself", pool.anchor.urn)
-            continue
-        verdicts = {g.name: allows_self(c.index, g) for g in groups if kind(g.resource_type) == _model.SG}
-        if any(i and e for i, e in verdicts.values()):
-            continue
-        detail = "; ".join(f"{name}: all traffic from itself {'yes' if i else 'NO'}, to itself {'yes' if e else 'NO'}"
-                           for name, (i, e) in verdicts.items())
-        report_violation(f"{pool.label()}: no security group on its EFA interfaces allows all traffic from and to "
-                         f"itself ({detail})", pool.anchor.urn)
+        problem = _problem(c.index, pool)
+        if problem:
+            report_violation(problem, pool.anchor.urn)
+
+
+def _problem(ix: model.Index, pool: model.Pool) -> str | None:
+    """Why the pool's EFA security groups fail; None when one passes or they cannot be read."""
+    groups = pool.fabric.security_groups
+    if groups is None:
+        return None   # security groups that live outside this stack cannot be read
+    if not groups:
+        return (f"{pool.label()}: its EFA interfaces carry no security group of this stack; EFA needs "
+                "one that allows all traffic from and to itself")
+    verdicts = {g.name: allows_self(ix, g) for g in groups if kind(g.resource_type) == model.SG}
+    if any(i and e for i, e in verdicts.values()):
+        return None
+    detail = "; ".join(f"{name}: all traffic from itself {'yes' if i else 'NO'}, to itself {'yes' if e else 'NO'}"
+                       for name, (i, e) in verdicts.items())
+    return (f"{pool.label()}: no security group on its EFA interfaces allows all traffic from and to "
+            f"itself ({detail})")
 
 
 POLICY = StackValidationPolicy(

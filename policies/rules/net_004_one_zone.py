@@ -1,6 +1,6 @@
 """AIC-NET-004: the fabric pools and the parallel filesystems are in one zone.
 
-EFA traffic does not cross Availability Zones (hardware.md [EFA]); a filesystem in another zone
+EFA traffic does not cross Availability Zones (docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html); a filesystem in another zone
 adds cross-zone latency and data-transfer charges to every read and checkpoint. Zones come from
 launch template placement, subnets (availabilityZone), autoscaling groups, GCP zones and locations;
 a member whose zone cannot be read is left out.
@@ -17,10 +17,14 @@ SUPPORTED = ("aws:ec2/launchTemplate", "aws:ec2/instance", "aws:autoscaling/grou
              "gcp:container/nodePool", "gcp:tpu/v2Vm", "gcp:lustre/instance")
 
 
-def validate(args, report_violation) -> None:
-    c = cluster(args)
+def _members(c) -> list[tuple[str, set[str], object]]:
+    """(label, zones, resource) of every fabric pool and parallel filesystem with a known zone."""
     members = [(p.label(), p.zones, p.anchor) for p in c.pools if (p.fabric_capable or p.tpu) and p.zones]
-    members += [(f"filesystem {f.key}", f.zones, f.resource) for f in c.parallel_filesystems if f.zones]
+    return members + [(f"filesystem {f.key}", f.zones, f.resource) for f in c.parallel_filesystems if f.zones]
+
+
+def validate(args, report_violation) -> None:
+    members = _members(cluster(args))
     if not any(m[0].startswith("pool") for m in members):
         not_applicable(args, "no fabric pool with a known zone")
         return

@@ -32,6 +32,31 @@ def _is_compute(p, resource_type: str) -> bool:
     return isinstance(machine, str) and load_catalog().find(machine) is not None
 
 
+def _launch_template(p) -> list[str]:
+    return [f"networkInterfaces[{i}] (card {integer(get(n, 'networkCardIndex')) or 0})"
+            for i, n in enumerate(items(p, "networkInterfaces")) if truthy(get(n, "associatePublicIpAddress"))]
+
+
+def _instance(p) -> list[str]:
+    return ["associatePublicIpAddress"] if truthy(get(p, "associatePublicIpAddress")) else []
+
+
+def _gce(p) -> list[str]:
+    return [f"networkInterfaces[{i}].accessConfigs" for i, n in enumerate(items(p, "networkInterfaces"))
+            if items(n, "accessConfigs") or items(n, "ipv6AccessConfigs")]
+
+
+def _node_pool(p) -> list[str]:
+    return ["networkConfig.enablePrivateNodes = false"] if truthy(get(p, "networkConfig", "enablePrivateNodes")) is False else []
+
+
+def _tpu_vm(p) -> list[str]:
+    return ["networkConfig.enableExternalIps"] if truthy(get(p, "networkConfig", "enableExternalIps")) else []
+
+
+PUBLIC_IPS = dict(zip(SUPPORTED, (_launch_template, _instance, _gce, _gce, _node_pool, _tpu_vm)))
+
+
 def validate(args, report_violation) -> None:
     k = kind(args.resource_type)
     if k not in SUPPORTED:
@@ -39,21 +64,7 @@ def validate(args, report_violation) -> None:
     p = plain(args.props)
     if not _is_compute(p, args.resource_type):
         return
-    where: list[str] = []
-    if k == "aws:ec2/launchTemplate":
-        where = [f"networkInterfaces[{i}] (card {integer(get(n, 'networkCardIndex')) or 0})"
-                 for i, n in enumerate(items(p, "networkInterfaces")) if truthy(get(n, "associatePublicIpAddress"))]
-    elif k == "aws:ec2/instance":
-        where = ["associatePublicIpAddress"] if truthy(get(p, "associatePublicIpAddress")) else []
-    elif k in ("gcp:compute/instance", "gcp:compute/instanceTemplate"):
-        where = [f"networkInterfaces[{i}].accessConfigs" for i, n in enumerate(items(p, "networkInterfaces"))
-                 if items(n, "accessConfigs") or items(n, "ipv6AccessConfigs")]
-    elif k == "gcp:container/nodePool":
-        if truthy(get(p, "networkConfig", "enablePrivateNodes")) is False:
-            where = ["networkConfig.enablePrivateNodes = false"]
-    elif k == "gcp:tpu/v2Vm":
-        if truthy(get(p, "networkConfig", "enableExternalIps")):
-            where = ["networkConfig.enableExternalIps"]
+    where = PUBLIC_IPS[k](p)
     if where:
         report_violation(f"{k} {args.name!r} gives compute nodes a public IP: {', '.join(where)}", None)
 

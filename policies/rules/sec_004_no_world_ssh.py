@@ -54,30 +54,53 @@ def _ports(rule, protocol_key: str = "protocol") -> str:
     return f"{get(rule, protocol_key)}{span}"
 
 
+def _world(cidrs) -> list:
+    return [c for c in cidrs if c in WORLD]
+
+
+def _group(p) -> list[str]:
+    """aws:ec2/securityGroup: its inline ingress rules."""
+    open_rules = []
+    for i, rule in enumerate(items(p, "ingress")):
+        world = _world(items(rule, "cidrBlocks") + items(rule, "ipv6CidrBlocks"))
+        if world and _covers(get(rule, "protocol"), get(rule, "fromPort"), get(rule, "toPort")):
+            open_rules.append(f"ingress[{i}] {_ports(rule)} from {', '.join(world)}")
+    return open_rules
+
+
+def _ingress_rule(p) -> list[str]:
+    """aws:vpc/securityGroupIngressRule."""
+    world = _world((get(p, "cidrIpv4"), get(p, "cidrIpv6")))
+    if world and _covers(get(p, "ipProtocol"), get(p, "fromPort"), get(p, "toPort")):
+        return [f"{_ports(p, 'ipProtocol')} from {', '.join(world)}"]
+    return []
+
+
+def _group_rule(p) -> list[str]:
+    """aws:ec2/securityGroupRule of type ingress."""
+    world = _world(items(p, "cidrBlocks") + items(p, "ipv6CidrBlocks"))
+    if get(p, "type") == "ingress" and world and _covers(get(p, "protocol"), get(p, "fromPort"), get(p, "toPort")):
+        return [f"{_ports(p)} from {', '.join(world)}"]
+    return []
+
+
+def _firewall(p) -> list[str]:
+    """gcp:compute/firewall of direction INGRESS."""
+    direction = str(get(p, "direction", default="INGRESS")).upper()
+    world = _world(items(p, "sourceRanges"))
+    if direction == "INGRESS" and world and any(_gcp_ports(a) for a in items(p, "allows")):
+        return [f"allows tcp:22 from {', '.join(world)}"]
+    return []
+
+
+OPEN_RULES = dict(zip(SUPPORTED, (_group, _ingress_rule, _group_rule, _firewall)))
+
+
 def validate(args, report_violation) -> None:
     k = kind(args.resource_type)
     if k not in SUPPORTED:
         return
-    p = plain(args.props)
-    open_rules: list[str] = []
-    if k == "aws:ec2/securityGroup":
-        for i, rule in enumerate(items(p, "ingress")):
-            world = [c for c in items(rule, "cidrBlocks") + items(rule, "ipv6CidrBlocks") if c in WORLD]
-            if world and _covers(get(rule, "protocol"), get(rule, "fromPort"), get(rule, "toPort")):
-                open_rules.append(f"ingress[{i}] {_ports(rule)} from {', '.join(world)}")
-    elif k == "aws:vpc/securityGroupIngressRule":
-        world = [c for c in (get(p, "cidrIpv4"), get(p, "cidrIpv6")) if c in WORLD]
-        if world and _covers(get(p, "ipProtocol"), get(p, "fromPort"), get(p, "toPort")):
-            open_rules.append(f"{_ports(p, 'ipProtocol')} from {', '.join(world)}")
-    elif k == "aws:ec2/securityGroupRule":
-        world = [c for c in items(p, "cidrBlocks") + items(p, "ipv6CidrBlocks") if c in WORLD]
-        if get(p, "type") == "ingress" and world and _covers(get(p, "protocol"), get(p, "fromPort"), get(p, "toPort")):
-            open_rules.append(f"{_ports(p)} from {', '.join(world)}")
-    else:
-        direction = str(get(p, "direction", default="INGRESS")).upper()
-        world = [c for c in items(p, "sourceRanges") if c in WORLD]
-        if direction == "INGRESS" and world and any(_gcp_ports(a) for a in items(p, "allows")):
-            open_rules.append(f"allows tcp:22 from {', '.join(world)}")
+    open_rules = OPEN_RULES[k](plain(args.props))
     if open_rules:
         report_violation(f"{k} {args.name!r} opens SSH (tcp/22) to the internet: {'; '.join(open_rules)}", None)
 

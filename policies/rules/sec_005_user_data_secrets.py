@@ -2,7 +2,7 @@
 
 User data is readable by anyone with ec2:DescribeInstanceAttribute, by every process on the node
 through IMDS, and ends up in logs; secrets (munge key, database passwords, tokens) are fetched at
-boot from the secret store instead (DESIGN.md). Looked for, in launch templates, instances, GCE
+boot from the secret store instead (docs/security-defaults.md). Looked for, in launch templates, instances, GCE
 metadata (user-data, startup-script), GKE node pools and TPU VMs, after base64 decoding:
 
 * high-confidence formats: private key blocks, AWS access key ids (AKIA/ASIA...), GitHub and Slack

@@ -2,14 +2,13 @@
 
 Training data and checkpoints of a multi-node job go to shared storage that scales with the
 clients: FSx for Lustre on AWS, Managed Lustre on GCP. NFS (Filestore, EFS) is for homes and
-small shared data (storage.md). TPU-only stacks are left out: they commonly stream from GCS.
+small shared data (Filestore and EFS throughput: cloud.google.com/filestore/docs/performance, docs.aws.amazon.com/efs/latest/ug/performance.html). TPU-only stacks are left out: they commonly stream from GCS.
 """
 from __future__ import annotations
 
 from pulumi_policy import EnforcementLevel, Severity, StackValidationPolicy
 
-from ._base import POOL_NODES, cluster, not_applicable, schema
-from ._model import gpus
+from ._base import POOL_NODES, cluster, gpus, not_applicable, schema
 
 ID = "AIC-STO-001"
 SUPPORTED = ("aws:ec2/launchTemplate", "aws:ec2/instance", "aws:autoscaling/group", "aws:eks/nodeGroup",

@@ -3,7 +3,7 @@
 Aggregate throughput = capacity TiB x per-TiB throughput (FSx PerUnitStorageThroughput, the SCRATCH
 baseline from the catalog, Managed Lustre perUnitStorageThroughput). The default floor is the DGX
 SuperPOD "good" aggregate read, 15 GB/s per 32-node unit of 256 GPUs = 58.6 MB/s per GPU
-(hardware.md [SPOD]; `aicluster.balance.GOOD_READ_MBPS_PER_ACCELERATOR`). The verdict is
+(NVIDIA DGX SuperPOD Reference Architecture RA-11333-001 V11; `aicluster.balance.GOOD_READ_MBPS_PER_ACCELERATOR`). The verdict is
 `aicluster.balance.assess`'s, the model `aicluster plan` reports.
 """
 from __future__ import annotations
@@ -12,8 +12,7 @@ from pulumi_policy import EnforcementLevel, Severity, StackValidationPolicy
 
 from aicluster.balance import GOOD_READ_MBPS_PER_ACCELERATOR, assess
 
-from ._base import POOL_NODES, cluster, config, not_applicable, number_or, schema
-from ._model import gpus
+from ._base import POOL_NODES, cluster, config, gpus, not_applicable, number_or, schema
 
 ID = "AIC-STO-002"
 SUPPORTED = ("aws:fsx/lustreFileSystem", "gcp:lustre/instance", "aws:ec2/launchTemplate", "aws:ec2/instance",
@@ -33,13 +32,16 @@ def validate(args, report_violation) -> None:
     b = assess([p.shape() for p in pools], [f.shape() for f in filesystems], floor_mbps_per_accelerator=floor)
     if b.fs_meets_floor is not False:
         return
+    report_violation(_message(b, pools, filesystems, floor), filesystems[0].resource.urn)
+
+
+def _message(b, pools, filesystems, floor: float) -> str:
     unit = gpus(pools)
     parts = ", ".join(f"{f.key} {f.capacity_gib:g} GiB x {f.throughput_mbps_per_tib:g} MB/s/TiB" for f in filesystems)
     fix = next((f.split("floor: ", 1)[-1] for f in b.findings if f.startswith("filesystem gives")), "")
-    report_violation(
-        f"{b.fs_throughput_gbs:.2f} GB/s for {b.accelerators} {unit}s = {b.fs_mbps_per_accelerator:.2f} MB/s per "
-        f"{unit} < {floor:.1f} MB/s floor ({parts}; {', '.join(f'{p.nodes} x {p.instance.name}' for p in pools)})"
-        + (f"; {fix}" if fix else ""), filesystems[0].resource.urn)
+    return (f"{b.fs_throughput_gbs:.2f} GB/s for {b.accelerators} {unit}s = {b.fs_mbps_per_accelerator:.2f} MB/s per "
+            f"{unit} < {floor:.1f} MB/s floor ({parts}; {', '.join(f'{p.nodes} x {p.instance.name}' for p in pools)})"
+            + (f"; {fix}" if fix else ""))
 
 
 POLICY = StackValidationPolicy(

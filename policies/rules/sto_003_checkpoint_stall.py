@@ -1,6 +1,6 @@
 """AIC-STO-003: a checkpoint write stays under a share of the checkpoint interval.
 
-Checkpoint = parameters x 14 bytes (weights, fp32 master weights, Adam moments; storage.md);
+Checkpoint = parameters x 14 bytes (weights, fp32 master weights, Adam moments; derived from ZeRO, arXiv:1910.02054 section 3.1);
 write time = size / the slower of the filesystem and the clients' network; stall = write time /
 interval. Hints (model size, interval, budget) come from the policy config or from the
 aicluster-model-params-b, aicluster-checkpoint-interval-min and aicluster-max-checkpoint-stall-pct

@@ -33,10 +33,21 @@ def _fsx(p, report) -> None:
             report(f"storageType HDD needs deploymentType PERSISTENT_1, not {deployment}")
         return   # HDD capacity rules (6000 / 1800 GiB steps) are not in the catalog: not judged
     capacity = number(get(p, "storageCapacity"))
+    _capacity(deployment, tier, capacity, report)
+    tput = _throughput(p, deployment, tier, report)
+    if truthy(get(p, "efaEnabled")):
+        _efa(p, deployment, tier, tput, capacity, report)
+
+
+def _capacity(deployment, tier, capacity, report) -> None:
     if capacity is not None and not tier.capacity_allowed(int(capacity)):
         near = " or ".join(str(n) for n in tier.neighbours(capacity))
         report(f"storageCapacity {capacity:g} GiB is not a {deployment} size: {tier.capacity_rule()}"
                + (f" (nearest: {near} GiB)" if near else ""))
+
+
+def _throughput(p, deployment, tier, report) -> float | None:
+    """Checks perUnitStorageThroughput against the deployment type's tiers; returns it."""
     throughput = get(p, "perUnitStorageThroughput")
     tput = number(throughput)
     if tier.throughput_mbps_per_tib:
@@ -49,16 +60,19 @@ def _fsx(p, report) -> None:
     elif tput is not None:
         report(f"{deployment} takes no perUnitStorageThroughput (it has a fixed baseline of "
                f"{tier.baseline_mbps_per_tib} MB/s/TiB); {tput:g} was given")
-    if truthy(get(p, "efaEnabled")):
-        if deployment != "PERSISTENT_2":
-            report(f"efaEnabled needs deploymentType PERSISTENT_2, not {deployment}")
-        elif tput is not None and capacity is not None:
-            step = tier.efa_capacity_step_gib.get(int(tput))
-            if step and capacity % step:
-                report(f"an EFA-enabled PERSISTENT_2 at {tput:g} MB/s/TiB grows in steps of {step} GiB; "
-                       f"{capacity:g} GiB is not a multiple")
-        if get(p, "metadataConfiguration") is None:
-            report("efaEnabled needs a metadataConfiguration (AUTOMATIC or USER_PROVISIONED)")
+    return tput
+
+
+def _efa(p, deployment, tier, tput, capacity, report) -> None:
+    if deployment != "PERSISTENT_2":
+        report(f"efaEnabled needs deploymentType PERSISTENT_2, not {deployment}")
+    elif tput is not None and capacity is not None:
+        step = tier.efa_capacity_step_gib.get(int(tput))
+        if step and capacity % step:
+            report(f"an EFA-enabled PERSISTENT_2 at {tput:g} MB/s/TiB grows in steps of {step} GiB; "
+                   f"{capacity:g} GiB is not a multiple")
+    if get(p, "metadataConfiguration") is None:
+        report("efaEnabled needs a metadataConfiguration (AUTOMATIC or USER_PROVISIONED)")
 
 
 def _managed_lustre(p, report) -> None:
