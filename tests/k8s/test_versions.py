@@ -77,24 +77,23 @@ def test_versions_are_pinned_nowhere_else():
             assert pin not in text, f"{pin} hard-coded in {path.relative_to(ROOT)}"
 
 
-def test_readme_states_the_pinned_versions():
+def test_docs_state_the_pinned_versions():
+    """docs/eks.md's table says every EKS pin."""
     v = versions()
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Kubernetes on AWS (EKS)", 1)[1].split("\n## ", 1)[0]
+    section = (ROOT / "docs" / "eks.md").read_text().split("\n## Pinned versions (EKS)\n", 1)[1]
     expected = [f"`{v.kubernetes}`", *(f"{name} {version}" for name, version in v.addons.items()),
                 *(f"`{c.version}`" for c in v.platform_charts("eks").values()),
                 *(f"`{i}`" for i in v.platform_images("eks").values()),
                 *(a["ami_type"] for a in v.ami_types.values())]
     for text in expected:
-        assert text in section, f"README's Kubernetes section does not say {text}"
+        assert text in section, f"docs/eks.md's pinned versions do not say {text}"
 
 
-def test_readme_states_the_gke_pins():
-    """The GKE section's table says every GKE pin: version, channel, driver, node image, the NCCL
+def test_docs_state_the_gke_pins():
+    """docs/gke.md's table says every GKE pin: version, channel, driver, node image, the NCCL
     installers and RxDM sidecars, the charts, images and packages the GKE stacks use."""
     v = versions()
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Kubernetes on GCP (GKE)", 1)[1].split("\n## ", 1)[0]
+    section = (ROOT / "docs" / "gke.md").read_text().split("\n## Pinned versions (GKE)\n", 1)[1]
     expected = [f"`{v.gke.version}`", f"`{v.gke.release_channel}`", f"`{v.gke.gpu_driver_version}`",
                 f"`{v.gke.image_type}`", *(f"`{i.image}`" for i in v.nccl_installers.values()),
                 *(f"`{i.rxdm_image}`" for i in v.nccl_installers.values() if i.rxdm_image),
@@ -102,7 +101,7 @@ def test_readme_states_the_gke_pins():
                 *(f"`{i}`" for i in v.platform_images("gke").values()), *(f"`{r}`" for r in v.packages.values()),
                 *(f"`{a}`" for a in v.gke.accelerators.values())]
     for text in expected:
-        assert text in section, f"README's GKE section does not say {text}"
+        assert text in section, f"docs/gke.md's pinned versions do not say {text}"
 
 
 def test_gke_follows_the_pinned_kubernetes_version():
