@@ -1,6 +1,6 @@
 """Worked examples for aicluster.balance; every number is derived by hand in the comment beside it.
 
-Tolerances: where the reference rounds (storage.md's "~68 s", "~3.8 %") the tolerance is half
+Tolerances: where the worked example rounds ("~68 s", "~3.8 %") the tolerance is half
 the last printed digit; elsewhere the expected value is the exact expression and approx's default
 (relative 1e-6) only absorbs float rounding.
 """
@@ -24,7 +24,7 @@ P5_16 = PoolShape("gpu", AWS["p5.48xlarge"], 16, 32)
 
 
 def test_constants_match_their_sources():
-    assert GOOD_READ_MBPS_PER_ACCELERATOR == pytest.approx(58.59375)   # 15 GBps / 256 GPUs [SPOD]
+    assert GOOD_READ_MBPS_PER_ACCELERATOR == pytest.approx(58.59375)   # 15 GBps / 256 GPUs (NVIDIA DGX SuperPOD RA-11333-001 V11)
     assert TRAINING_STATE_BYTES_PER_PARAM == 2 + 2 + 12                 # ZeRO section 3.1
     assert CHECKPOINT_BYTES_PER_PARAM == 14
 
@@ -36,8 +36,8 @@ def test_storage_md_checkpoint_example():
         b = assess(pools, [fs], W70)
         assert b.fs_throughput_gbs == pytest.approx(14.4)
         assert b.checkpoint_gb == pytest.approx(980)
-        assert b.checkpoint_write_s == pytest.approx(68, abs=0.5)      # storage.md prints "~68 s"
-        assert b.checkpoint_stall_pct == pytest.approx(3.8, abs=0.05)  # storage.md prints "~3.8 %"
+        assert b.checkpoint_write_s == pytest.approx(68, abs=0.5)      # 980 GB / 14.4 GB/s, "~68 s"
+        assert b.checkpoint_stall_pct == pytest.approx(3.8, abs=0.05)  # 68 s / 30 min, "~3.8 %"
         assert b.checkpoint_within_budget is True
 
 
@@ -76,7 +76,7 @@ def test_half_wired_p5_and_p4d_fabric():
     assert half.fabric_fraction_wired == pytest.approx(0.5)
     assert half.fabric_gbps_per_accelerator == pytest.approx(200)
     b = assess([PoolShape("a100", AWS["p4d.24xlarge"], 2, 4)], [])
-    # 4 EFA devices x 100 Gbps card = 400 Gbps per node / 8 GPUs = 50 (hardware.md: "p4d = 50 Gbps")
+    # 4 EFA devices x 100 Gbps card = 400 Gbps per node / 8 GPUs = 50 (efa-acc-inst-types.html of the EC2 User Guide: p4d, 4 cards)
     assert b.pools[0].fabric_gbps_per_accelerator == pytest.approx(50)
     assert b.pools[0].fabric_fraction_wired == pytest.approx(1.0)
 

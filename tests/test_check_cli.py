@@ -292,6 +292,17 @@ def test_plan_markdown_has_a_mermaid_diagram_and_the_verdicts(capsys):
     assert "| `AIC-STO-002` | storage-throughput-floor | mandatory | FAIL |" in out
 
 
+def test_plan_markdown_diagram_labels_each_filesystem_by_its_kind(capsys):
+    """Filestore is NFS with a tier and a capacity, no per-TiB throughput; Managed Lustre keeps its throughput."""
+    assert cli.main(["plan", "--stack", "gcp-a3mega-slurm", "--format", "markdown"]) == 0
+    diagram = capsys.readouterr().out.split("```mermaid\n", 1)[1].split("```", 1)[0]
+    nodes = {line.split("[(", 1)[0].strip(): line for line in diagram.splitlines() if "[(" in line}
+    scratch, home = (next(v for v in nodes.values() if f'"{name}: ' in v) for name in ("scratch", "home"))
+    assert "Managed Lustre" in scratch and "36000 GiB x 500 MB/s/TiB" in scratch and "GB/s" in scratch
+    assert "Filestore" in home and "(NFS)" in home and " GiB" in home
+    assert "Lustre" not in home and "MB/s" not in home and "GB/s" not in home
+
+
 def test_plan_json_carries_the_verdicts(capsys):
     assert cli.main(["plan", "--stack", "aws-p4d-small", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)

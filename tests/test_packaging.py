@@ -31,6 +31,9 @@ def test_every_code_folder_is_a_listed_package_and_the_data_folders_ship():
     code = {".".join(p.parent.relative_to(SOURCE_ROOT).parts) for p in SOURCE_ROOT.rglob("__init__.py")
             if "__pycache__" not in p.parts}
     assert code == {p for p in listed if not p.startswith(("aicluster.templates", "aicluster.policies"))}
+    pack = {".".join(("aicluster", "policies", *p.parent.relative_to(ROOT / "policies").parts))
+            for p in (ROOT / "policies").rglob("__init__.py") if "__pycache__" not in p.parts}
+    assert pack <= listed, f"policy pack folders missing from packages: {sorted(pack - listed)}"
     assert setup["package-dir"] == {"": "components", "aicluster.templates": "templates",
                                     "aicluster.policies": "policies"}
     assert not (SOURCE_ROOT / "__init__.py").exists(), "components/ is a source root, not a package"
@@ -49,8 +52,17 @@ def test_runtime_imports_are_runtime_dependencies():
 def installed(tmp_path_factory) -> Path:
     """A fresh venv in an empty folder with only the wheel installed; returns its python."""
     work = tmp_path_factory.mktemp("wheel")
+    # Built from a copy of what the distribution is made of: a build/ folder left in the checkout
+    # by an earlier build would otherwise slip removed modules into the wheel.
+    source = work / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, source / name)
+    for folder in ("components", "templates", "policies"):
+        shutil.copytree(ROOT / folder, source / folder,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc"))
     build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                            "-w", str(work / "dist"), str(ROOT)], capture_output=True, text=True, timeout=300)
+                            "-w", str(work / "dist"), str(source)], capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stderr[-3000:]
     wheel = next((work / "dist").glob("aicluster-*.whl"))
     env = work / "env"

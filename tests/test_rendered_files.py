@@ -2,6 +2,7 @@
 scripts. Both are required (CI installs them); a missing tool fails, it does not skip."""
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 
@@ -93,3 +94,77 @@ def test_published_python_programs_compile(rendered):
                 compile(content, f"{stack}:{name}", "exec")
                 compiled += 1
     assert compiled >= 2 * len([s for s in STACK_NAMES if stack_spec(s).get("scheduler", "slurm") == "slurm"])
+
+
+# --- one copy of each shared thing (issue 12): one head template, one node template, one manifest ---
+
+
+def _slurm_stacks(rendered):
+    return {s: f for s, f in rendered.items() if "manifest.json" in f}
+
+
+def test_one_head_and_one_node_template_for_both_clouds():
+    from aicluster.render import TEMPLATES
+
+    names = sorted(p.name for p in (TEMPLATES / "cloud-init").glob("*.j2"))
+    assert "gcp-head.yaml.j2" not in names and "head.yaml.j2" in names
+    assert "gcp-compute.yaml.j2" not in names and "compute.yaml.j2" in names   # one node template, per-cloud blocks
+
+
+def test_heads_of_both_clouds_share_their_cloud_config(rendered):
+    """The same packages, units and boot order on both clouds; only where the programs come from
+    differs (AWS fetches them, EC2 taking 16 KB of user data; GCP carries them)."""
+    heads = {}
+    for stack, files in _slurm_stacks(rendered).items():
+        (name,) = [n for n in files if n.startswith("user-data/") and n.endswith("-head.yaml")]
+        heads[stack.split("-")[0]] = yaml.safe_load(files[name])
+    assert set(heads) == {"aws", "gcp"}
+    aws, gcp = heads["aws"], heads["gcp"]
+    assert set(aws["packages"]) - set(gcp["packages"]) == {"python3-boto3"}
+
+    def boot(head):   # the boot commands but the fetch, with the munge secret's name left out
+        return [[a for a in c if not (a.startswith("arn:") or a.startswith("projects/"))]
+                for c in head["runcmd"] if c[0] != "/opt/aicluster/bin/aicluster-fetch"]
+
+    assert boot(aws) == boot(gcp)
+    assert aws["runcmd"][1] == ["/opt/aicluster/bin/aicluster-fetch", "/etc/aicluster/head-files.json"]
+
+    def shared(head):
+        return {f["path"]: f for f in head["write_files"] if f["path"].startswith("/etc/systemd/system/")}
+
+    assert shared(aws) == shared(gcp) and len(shared(aws)) == 2
+    for head in heads.values():
+        assert any(f["path"] == "/etc/systemd/resolved.conf.d/aicluster.conf" for f in head["write_files"])
+    sync = {cloud: json.loads(next(f["content"] for f in h["write_files"] if f["path"] == "/etc/aicluster/sync.json"))
+            for cloud, h in heads.items()}
+    assert sync["gcp"].pop("storage") == "gcs" and set(sync["aws"]) == set(sync["gcp"]) == {"bucket", "prefix", "region"}
+
+
+def test_the_published_manifest_is_one_shape_on_both_clouds(rendered):
+    """Same Slurm files, programs and run order on both clouds; the mount script at one path on
+    every node (the GCP head had it in /opt/aicluster/bin); modules imported by the programs 0644
+    (aicluster_slurm.py was 0755 on the AWS head)."""
+    from aicluster.aws.slurm import PUBLISHED_KEYS as AWS_KEYS
+    from aicluster.gcp.slurm import PUBLISHED_KEYS as GCP_KEYS
+    from aicluster.slurm_files import MOUNT_SCRIPT
+
+    for stack, files in _slurm_stacks(rendered).items():
+        keys = AWS_KEYS if stack.startswith("aws") else GCP_KEYS
+        # (AWS: the programs the head and the nodes fetch at boot are under boot/ and compute/.)
+        published = {n for n in files if not n.startswith(("user-data/", "boot/", "compute/"))}
+        assert published == set(keys), stack                      # one bucket object per published file
+        manifest = json.loads(files["manifest.json"])
+        entries = {e["key"]: e for e in manifest["files"]}
+        assert set(entries) == published - {"manifest.json"}, stack
+        assert entries["bin/aicluster-mount-storage"]["path"] == MOUNT_SCRIPT
+        assert entries["bin/aicluster-mount-storage"]["run"] == [MOUNT_SCRIPT]
+        for key, entry in entries.items():
+            name = key.rsplit("/", 1)[1]
+            if key.startswith("bin/"):
+                assert entry["mode"] == ("0644" if name.endswith(".py") and name[:-3].isidentifier() else "0755"), key
+            else:
+                assert entry["mode"] == "0644", key
+        runs = [e["run"][0].rsplit("/", 1)[1] for e in manifest["files"] if e.get("run")]
+        assert runs[:2] == ["aicluster-mount-storage", "aicluster-accounting"], stack
+        assert {link["target"] for link in manifest["links"]} == {
+            "aicluster-power.py" if stack.startswith("aws") else "aicluster-gcp-power.py"}

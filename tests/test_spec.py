@@ -6,6 +6,7 @@ import copy
 import glob
 import json
 import os
+import re
 
 import jsonschema
 import pydantic
@@ -361,6 +362,29 @@ def test_json_schema_is_valid_draft_2020_12():
     schema = json_schema()
     json.dumps(schema)  # serialisable
     jsonschema.Draft202012Validator.check_schema(schema)
+
+
+def _descriptions(node, path="$"):
+    if isinstance(node, dict):
+        if isinstance(node.get("description"), str):
+            yield path, node["description"]
+        for key, value in node.items():
+            yield from _descriptions(value, f"{path}.{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _descriptions(value, f"{path}[{i}]")
+
+
+def test_schema_descriptions_say_which_cloud_aws_only_wording_applies_to():
+    """The spec serves aws and gcp: a description that names an AWS-only thing (EKS, FSx, SSM, an
+    AMI, ARNs, EFA, s3://) says it is for aws, so `aicluster schema` does not read as AWS-only."""
+    aws_only = re.compile(r"\b(EKS|FSx|SSM|AMI|ARNs?|EFA)\b|s3://")
+    schema = json_schema()
+    unscoped = [f"{path}: {text}" for path, text in _descriptions(schema)
+                if aws_only.search(text) and not re.search(r"\baws\b", text, re.I)]
+    assert not unscoped, unscoped
+    kubernetes = schema["properties"]["kubernetes"]["description"]
+    assert "EKS" in kubernetes and "GKE" in kubernetes, kubernetes
 
 
 def test_there_are_example_stacks():

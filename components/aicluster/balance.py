@@ -2,7 +2,8 @@
 
 Pure Python, no Pulumi. The core API (`assess`) takes simple shapes so that the `aicluster plan`
 report (via `from_design`) and a CrossGuard policy pack (which builds the shapes from raw cloud
-resources) run the same checks. Sources are cited as in /work/shared/reference/{hardware,storage}.md.
+resources) run the same checks. Each figure names its public source beside it: a document and
+section, a paper or a URL.
 """
 from __future__ import annotations
 
@@ -13,13 +14,13 @@ from typing import Sequence
 from .catalog import InstanceType
 
 # DGX SuperPOD RA "good" read: 15 GBps per 32-node unit of 256 GPUs = 15000 / 256 ~ 58.6 MB/s per
-# GPU [SPOD: NVIDIA DGX SuperPOD Reference Architecture RA-11333-001 V11].
+# GPU (NVIDIA DGX SuperPOD Reference Architecture RA-11333-001 V11, 2023-09-22, storage performance).
 GOOD_READ_MBPS_PER_ACCELERATOR = 15000 / 256
 # Mixed-precision Adam: fp16 params 2 + fp16 grads 2 + fp32 params, momentum, variance 12 B/param
 # (ZeRO paper, arXiv:1910.02054 section 3.1).
 TRAINING_STATE_BYTES_PER_PARAM = 16
 # Resumable checkpoint (no gradients): upper end of 12-14 B/param, derived from the same breakdown
-# (storage.md "Checkpoint and memory math"; derived, not quoted).
+# (derived from the ZeRO breakdown above: weights, fp32 master weights and Adam moments; not quoted).
 CHECKPOINT_BYTES_PER_PARAM = 14
 # Share of aggregate accelerator memory kept free for activations and buffers. A design choice of
 # aicluster, not a sourced figure.
@@ -87,20 +88,24 @@ class ClusterBalance:
 def _fabric_gbps(instance: InstanceType, wired: int) -> tuple[float, float]:
     """(wired Gbps per node, hardware fabric Gbps per node)."""
     if instance.cloud == "aws":
-        # Each EFA device sits on its own network card [EFA-ACC], cards are symmetric (catalog).
+        # Each EFA device sits on its own network card (docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+        # efa-acc-inst-types.html), cards are symmetric (catalog).
         return wired * instance.card_gbps, instance.fabric_gbps
-    if instance.gpu_nics <= 0:   # e.g. a2: no GPU NICs, no GPU-to-GPU fabric [G-AOM]; TPUs: ICI
+    # e.g. a2: no GPU NICs, no GPU-to-GPU fabric (cloud.google.com/compute/docs/accelerator-optimized-machines);
+    # TPUs: ICI.
+    if instance.gpu_nics <= 0:
         return 0.0, 0.0
-    # GCP: gpu_network_gbps is shared evenly by the GPU NICs [G-NET].
+    # GCP: gpu_network_gbps is shared evenly by the GPU NICs (cloud.google.com/compute/docs/gpus/gpu-network-bandwidth).
     return wired * instance.gpu_network_gbps / instance.gpu_nics, instance.gpu_network_gbps
 
 
 def _client_gbps(instance: InstanceType) -> float:
     """Bandwidth one node can push to a Lustre filesystem.
 
-    AWS: without EFA-enabled FSx a client writes over one ENA interface on one card (storage.md:
-    ~100 Gbps per p5 client). GCP: storage goes over the host (gVNIC) NICs, i.e. the total minus
-    the GPU NICs' share [G-NET].
+    AWS: without EFA-enabled FSx a client writes over one ENA interface on one card (Amazon FSx for
+    Lustre User Guide, EFA-enabled file systems: ~100 Gbps per p5 client without EFA). GCP: storage
+    goes over the host (gVNIC) NICs, i.e. the total minus the GPU NICs' share
+    (cloud.google.com/compute/docs/gpus/gpu-network-bandwidth).
     """
     if instance.cloud == "aws":
         return instance.card_gbps
@@ -113,7 +118,7 @@ def _pool(p: PoolShape) -> PoolBalance:
     wired, hardware = _fabric_gbps(it, max(0, p.fabric_devices_wired))
     return PoolBalance(
         name=p.name, instance_type=it.name, accelerator_kind=acc.kind, nodes=p.nodes, accelerators=count,
-        # dense BF16 TFLOPS per chip [hardware.md table]; PFLOPS = chips x TFLOPS / 1000
+        # dense BF16 TFLOPS per chip (catalog, each with its datasheet); PFLOPS = chips x TFLOPS / 1000
         bf16_pflops=None if acc.bf16_tflops is None else count * acc.bf16_tflops / 1000,
         hbm_gib=count * acc.memory_gib,
         fabric_gbps_per_accelerator=wired / it.accelerator_count,
@@ -177,11 +182,13 @@ def assess(pools: Sequence[PoolShape], filesystems: Sequence[FilesystemShape],
             findings.append(f"no shared filesystem to write {ckpt_gb:.0f} GB checkpoints to")
         else:
             # One checkpoint goes to one filesystem: the fastest. Clients' bound: sum of nodes x one
-            # card's Gbps / 8 (storage.md: ~100 Gbps per p5 client without EFA-enabled FSx).
+            # card's Gbps / 8 (Amazon FSx for Lustre User Guide, EFA-enabled file systems: ~100 Gbps
+            # per p5 client without EFA).
             fs_gbs = max(fs_mbps) / 1000
             client_gbs = sum(p.nodes * _client_gbps(p.instance) / 8 for p in pools) if pools else None
             rate = fs_gbs if client_gbs is None else min(fs_gbs, client_gbs)
-            # stall = write time / interval (storage.md: 980 GB at 14.4 GB/s = 68 s; per 30 min = 3.8 %)
+            # stall = write time / interval (e.g. 70B x 14 B = 980 GB at 14.4 GB/s = 28.8 TiB x 500
+            # MB/s/TiB: 68 s, 3.8 % of 30 min)
             interval_s, budget = workload.checkpoint_interval_min * 60, workload.max_checkpoint_stall_pct
             if rate <= 0:
                 within = False

@@ -50,7 +50,9 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--format", "-f", choices=("text", "markdown", "json", "sarif", "junit", "github"),
                        default="text")
 
-    sub.add_parser("schema", help="print the JSON Schema of the cluster spec (for editors)")
+    schema = sub.add_parser("schema", help="print the JSON Schema of the cluster spec (for editors), "
+                                           "or the spec reference in Markdown (docs/spec-reference.md)")
+    schema.add_argument("--format", "-f", choices=("json", "markdown"), default="json")
     sub.add_parser("stacks", help="list the stacks in stacks/")
     return parser
 
@@ -92,7 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from .planner import plan_stack, write_outputs
+    from .plan_report import write_outputs
+    from .planner import plan_stack
     from . import plan_report
 
     if args.file and args.stack:
@@ -136,7 +139,12 @@ def _cmd_catalog(args: argparse.Namespace) -> int:
 def _cmd_schema(args: argparse.Namespace) -> int:
     from .spec import json_schema
 
-    print(json.dumps(json_schema(), indent=2))
+    if args.format == "markdown":
+        from .spec_docs import markdown
+
+        sys.stdout.write(markdown(json_schema()))
+    else:
+        print(json.dumps(json_schema(), indent=2))
     return EXIT_OK
 
 

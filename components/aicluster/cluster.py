@@ -10,9 +10,41 @@ from .spec import ClusterSpec, parse_spec
 CONFIG_KEY = "cluster"   # stack config `aicluster:cluster`
 
 
+# What build_cluster builds per cloud: the Kubernetes platform and the filesystem kinds.
+_PLATFORM = {"aws": "eks", "gcp": "gke"}
+_STORAGE_KINDS = {"aws": ("fsx-lustre",), "gcp": ("managed-lustre", "filestore")}
+
+
 def check_buildable(design: ClusterDesign) -> None:
     """Every cloud x scheduler the spec accepts is built: Slurm or EKS on aws, Slurm or GKE on gcp
-    (GPU pools and Cloud TPU slices on both schedulers)."""
+    (GPU pools and Cloud TPU slices on both schedulers). A design outside that (a hand-made or
+    edited ClusterDesign, or a design step that drifts from the builders) raises SpecError here,
+    before any resource is declared, instead of building half a cluster: the cloud's builder must
+    exist, the scheduler must have its design (Slurm, or Kubernetes on the cloud's own platform),
+    TPU slices are gcp only, and every filesystem must be a kind the cloud's builder creates."""
+    problems: list[Problem] = []
+    if design.cloud not in _PLATFORM:
+        raise SpecError([Problem("cloud", design.cloud, " or ".join(_PLATFORM))])
+    if design.scheduler == "slurm":
+        if design.slurm is None or design.kubernetes is not None:
+            problems.append(Problem("slurm", design.slurm,
+                                    "a Slurm design, and no Kubernetes design, for scheduler slurm"))
+    elif design.scheduler == "kubernetes":
+        platform = design.kubernetes.platform if design.kubernetes else None
+        if platform != _PLATFORM[design.cloud] or design.slurm is not None:
+            problems.append(Problem("kubernetes", platform, f"a {_PLATFORM[design.cloud]} design, and no Slurm "
+                                                            f"design, for scheduler kubernetes on {design.cloud}"))
+    else:
+        problems.append(Problem("scheduler", design.scheduler, "slurm or kubernetes"))
+    for i, pool in enumerate(design.pools):
+        if pool.tpu is not None and design.cloud != "gcp":
+            problems.append(Problem(f"pools[{i}].tpu", pool.tpu.name, "a Cloud TPU slice on gcp only"))
+    for i, fs in enumerate(design.storage):
+        if fs.kind not in _STORAGE_KINDS[design.cloud]:
+            problems.append(Problem(f"storage[{i}]", fs.kind, f"{' or '.join(_STORAGE_KINDS[design.cloud])} "
+                                                              f"on {design.cloud}"))
+    if problems:
+        raise SpecError(problems)
 
 
 def build_cluster(spec: ClusterSpec) -> ClusterDesign:

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
-from dataclasses import dataclass
-from typing import Literal, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping
+
+from pydantic import ValidationError
 
 from .catalog import FsxDeploymentType, InstanceType, load_catalog
-from .errors import Problem, SpecError
+from .errors import Problem, SpecError, join_path
+from .gke_design import design_gke_kubernetes
 from .kubernetes_design import KubernetesDesign, design_kubernetes, versions as kubernetes_versions
 from .spec import CapacitySpec, ClusterSpec, PoolSpec, StorageSpec, WorkloadSpec
 from .tpu import TpuSlice, host_instance, tpu_slice
@@ -27,7 +30,7 @@ GCP_FABRIC_CIDRS = ("172.16.0.0/12", "10.128.0.0/9")
 GCP_FABRIC_SUBNET_PREFIX = 18
 GCP_SERVICE_PREFIX = 16          # Cluster Toolkit's private-service-access default prefix length
 # The system VPC's MTU when no machine type asks for less: the largest a VPC takes, what the
-# gVNIC networks of A3 Ultra / A4 use (fabric.md) and what Lustre clients benefit from.
+# gVNIC networks of A3 Ultra / A4 use (Cluster Toolkit's examples/machine-learning blueprints) and what Lustre clients benefit from.
 GCP_DEFAULT_MTU = 8896
 # FSx PERSISTENT_2 per-TiB throughput when the spec names none: the middle tier, enough for the
 # SuperPOD "good" per-GPU read floor at modest capacities (see balance.py).
@@ -222,6 +225,37 @@ class SlurmDesign:
 
 
 @dataclass(frozen=True)
+class ClusterContext:
+    """What a component needs of the cluster it belongs to, beside its own design slice: the
+    cluster's name, where it is, the user's tags and the workload hints. Small on purpose, so a
+    Pulumi program of one's own can build an aicluster component without an aicluster spec."""
+    name: str
+    region: str
+    zone: str
+    tags: Mapping[str, str] = field(default_factory=dict)
+    workload: WorkloadSpec | None = None
+
+    def labels(self, role: str, pool: str | None = None) -> dict[str, str]:
+        """The tags every resource carries: user tags plus the aicluster ones (cluster, role, pool)."""
+        labels = {**self.tags, "aicluster-cluster": self.name, "aicluster-role": role}
+        if pool:
+            labels["aicluster-pool"] = pool
+        return labels
+
+    def pool_facts(self, pool: PoolDesign) -> dict[str, str]:
+        """Facts the policy pack reads off a pool's launch or instance template (a hand-written
+        stack can set them too): the pool's size and the workload hints. On templates only."""
+        facts = {"aicluster-min-nodes": str(pool.min_nodes), "aicluster-max-nodes": str(pool.max_nodes)}
+        if self.workload:
+            facts |= {
+                "aicluster-model-params-b": f"{self.workload.model_params_b:g}",
+                "aicluster-checkpoint-interval-min": f"{self.workload.checkpoint_interval_min:g}",
+                "aicluster-max-checkpoint-stall-pct": f"{self.workload.max_checkpoint_stall_pct:g}",
+            }
+        return facts
+
+
+@dataclass(frozen=True)
 class ClusterDesign:
     name: str
     cloud: str
@@ -242,12 +276,47 @@ class ClusterDesign:
                 return pool
         raise KeyError(f"no pool {name!r}; pools: {', '.join(p.name for p in self.pools)}")
 
+    @property
+    def context(self) -> ClusterContext:
+        return ClusterContext(name=self.name, region=self.region, zone=self.zone, tags=self.tags,
+                              workload=self.workload)
+
     def labels(self, role: str, pool: str | None = None) -> dict[str, str]:
-        """The tags every resource carries: user tags plus the aicluster ones (DESIGN.md)."""
-        labels = {**self.tags, "aicluster-cluster": self.name, "aicluster-role": role}
-        if pool:
-            labels["aicluster-pool"] = pool
-        return labels
+        return self.context.labels(role, pool)
+
+    def pool_facts(self, pool: PoolDesign) -> dict[str, str]:
+        return self.context.pool_facts(pool)
+
+
+def design_pool(instance_type: str, *, name: str = "gpu", cloud: str = "aws", max_nodes: int = 2,
+                min_nodes: int = 0, capacity: str = "on-demand", reservation_id: str | None = None,
+                root_volume_gib: int | None = None) -> PoolDesign:
+    """One pool's design from its instance type alone (every EFA device or GPU NIC from the
+    catalog, placement, image), for a Pulumi program that uses GpuPool without an aicluster spec.
+    Bad values raise the same SpecError a spec would, with the argument as its path."""
+    pool: dict[str, Any] = {"name": name, "instance_type": instance_type, "min_nodes": min_nodes,
+                            "max_nodes": max_nodes, "capacity": {"type": capacity}}
+    if reservation_id:
+        pool["capacity"]["reservation_id"] = reservation_id
+    if root_volume_gib is not None:
+        pool["root_volume_gib"] = root_volume_gib
+    try:
+        pool_spec = PoolSpec.model_validate(pool)
+    except ValidationError as exc:
+        raise SpecError([Problem(join_path(*e["loc"]), e.get("input"), e["msg"]) for e in exc.errors()],
+                        subject="pool") from None
+    instance = load_catalog().resolve(cloud, pool_spec.instance_type)
+    if instance is None:
+        raise SpecError.one("instance_type", instance_type, f"an instance type of {cloud} in the catalog",
+                            load_catalog().names(cloud), subject="pool")
+    return _design_pool(_PoolContext(cloud=cloud, scheduler="slurm"), 0, pool_spec)
+
+
+@dataclass(frozen=True)
+class _PoolContext:
+    """The two facts of a spec that a pool's design depends on."""
+    cloud: str
+    scheduler: str
 
 
 def design_cluster(spec: ClusterSpec) -> ClusterDesign:
@@ -269,9 +338,15 @@ def design_cluster(spec: ClusterSpec) -> ClusterDesign:
         workload=spec.workload,
         tags=dict(spec.tags),
         slurm=_design_slurm(spec, pools) if spec.scheduler == "slurm" else None,
-        kubernetes=(design_kubernetes(spec, pools, network.vpc_cidr, network)
-                    if spec.scheduler == "kubernetes" else None),
+        kubernetes=_design_kubernetes(spec, pools, network) if spec.scheduler == "kubernetes" else None,
     )
+
+
+def _design_kubernetes(spec: ClusterSpec, pools: tuple[PoolDesign, ...], network: NetworkDesign) -> KubernetesDesign:
+    """The one dispatch on the Kubernetes platform: GKE on gcp, EKS on aws."""
+    if spec.cloud == "gcp":
+        return design_gke_kubernetes(spec, pools, network, GCP_FABRIC_CIDRS)
+    return design_kubernetes(spec, pools, network.vpc_cidr)
 
 
 # --- fabric ---------------------------------------------------------------------------------
@@ -358,7 +433,7 @@ def _design_pool(spec: ClusterSpec, index: int, pool: PoolSpec) -> PoolDesign:
 
 
 def gcp_nics(instance: InstanceType) -> tuple[GcpNic, ...]:
-    """The GCP NIC layout of a machine type, from the catalog (Google's own blueprints, fabric.md):
+    """The GCP NIC layout of a machine type, from the catalog (Google's own Cluster Toolkit blueprints, examples/machine-learning):
 
     - NIC 0: gVNIC on the system VPC (host traffic, Slurm, storage);
     - further host NICs (A3 Ultra, A4: 2 in all): gVNIC, one more network each;

@@ -26,24 +26,20 @@ from typing import TYPE_CHECKING, Literal
 from .kubernetes_design import (ACCELERATOR_LABEL, DEFAULT_SYSTEM_TYPE, GPU_TAINT, INSTANCE_TYPE_LABEL, POOL_LABEL,
                                 SHM_SHARE, TPU_TAINT, WORKER_CPU_MARGIN, WORKER_MEMORY_SHARE, KubernetesDesign,
                                 KubernetesPool, versions)
+from .catalog.kubernetes import MAX_NODES, MAX_PODS_PER_NODE, POD_RANGE_PREFIX, SYSTEM_POOL  # noqa: F401
 from .tpu import TpuSlice
 
 if TYPE_CHECKING:
     from .design import NetworkDesign, PoolDesign
     from .spec import ClusterSpec
 
-# GKE's limit on device network (GKENetworkParamSet / Network) names (fabric.md, GKE multi-network docs).
+# GKE's limit on device network (GKENetworkParamSet / Network) names (GKE docs, Set up multi-network support for Pods).
 NETWORK_NAME_LIMIT = 41
 # Node pool names: 1-40 characters (GKE API).
 NODE_POOL_NAME_LIMIT = 40
-SYSTEM_POOL = "system"
-# A training node runs one worker and a few DaemonSets: 32 pods per node gives each node a /26 of
-# the pod range, so the /14 below holds 4096 nodes. Both are fixed: a pod range that followed the
-# pools would replace the cluster on a routine edit.
-MAX_PODS_PER_NODE = 32
-POD_RANGE_PREFIX = 14
+# SYSTEM_POOL, MAX_PODS_PER_NODE, POD_RANGE_PREFIX and MAX_NODES live in catalog/kubernetes.py: the
+# spec checks against them too.
 SERVICE_RANGE_PREFIX = 20
-MAX_NODES = 2 ** (32 - POD_RANGE_PREFIX) // 2 ** (32 - 26)      # nodes the pod range holds
 # 10^9 / 2^30: GB (Google's machine type tables) to GiB (Kubernetes quantities).
 GB_PER_GIB_RATIO = 1e9 / 2**30
 # Where the pod and service ranges are taken from, in order: the private 10/8, then RFC 6598.
@@ -214,14 +210,13 @@ def free_range(prefix: int, taken: list, after=None) -> str:
     raise ValueError(f"no free /{prefix} for GKE")   # unreachable: the spaces are far larger than a VPC
 
 
-def cluster_ranges(net: "NetworkDesign") -> tuple[str, str]:
-    """(pods, services): clear of the system VPC, the GPU NIC networks and private service access."""
+def cluster_ranges(net: "NetworkDesign", fabric_cidrs: tuple[str, ...]) -> tuple[str, str]:
+    """(pods, services): clear of the system VPC, the GPU NIC networks and private service access
+    (`fabric_cidrs`: the ranges the GPU NIC networks are taken from, design.GCP_FABRIC_CIDRS)."""
     taken = [ipaddress.ip_network(c) for c in (net.vpc_cidr, net.service_cidr) if c]
     taken += [ipaddress.ip_network(s.cidr) for f in net.fabric_networks for s in f.subnets]
     if net.service_cidr:    # the whole fabric range: the /16 of private service access sits at its end
-        from .design import GCP_FABRIC_CIDRS
-
-        taken += [ipaddress.ip_network(c) for c in GCP_FABRIC_CIDRS
+        taken += [ipaddress.ip_network(c) for c in fabric_cidrs
                   if ipaddress.ip_network(net.service_cidr).subnet_of(ipaddress.ip_network(c))]
     pods = free_range(POD_RANGE_PREFIX, taken)
     services = free_range(SERVICE_RANGE_PREFIX, taken, after=ipaddress.ip_network(pods))
@@ -247,13 +242,13 @@ def _kubernetes_pool(pool: "PoolDesign", gke: GkeNodePool) -> KubernetesPool:
 
 
 def design_gke_kubernetes(spec: "ClusterSpec", pools: "tuple[PoolDesign, ...]",
-                          network: "NetworkDesign") -> KubernetesDesign:
+                          network: "NetworkDesign", fabric_cidrs: tuple[str, ...]) -> KubernetesDesign:
     v = versions()
     k8s = spec.kubernetes
     managed_lustre = any(fs.type == "lustre" for fs in spec.storage)     # lustre on gcp: Managed Lustre
     node_pools = tuple(_node_pool(p, network, v.gke.accelerators, managed_lustre, v.gke.lustre_secure_boot)
                        for p in pools)
-    pods, services = cluster_ranges(network)
+    pods, services = cluster_ranges(network, fabric_cidrs)
     gke = GkeDesign(
         cluster_name=spec.name, location=spec.region, zone=spec.zone,
         release_channel=v.gke.release_channel, version=v.gke.version,

@@ -11,11 +11,11 @@ from typing import Any
 
 import yaml
 
+from .kubernetes_design import EXAMPLES_CONFIGMAP
 from .offline.capture import CapturedResource, reveal
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 EXAMPLES_DIR = "k8s/examples"
-EXAMPLES_CONFIGMAP = "aicluster-examples"   # the ConfigMap that publishes the example jobs
 
 
 def manifest(resource: CapturedResource) -> dict[str, Any] | None:

@@ -14,8 +14,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from .design import ClusterDesign, StorageDesign
-from .k8s_manifests import EXAMPLES_CONFIGMAP
-from .kubernetes_design import POOL_LABEL, Chart, KubernetesPool, versions
+from .kubernetes_design import EXAMPLES_CONFIGMAP, POOL_LABEL, Chart, KubernetesPool, versions
 from .render import render
 
 HELM_TIMEOUT_S = 900
@@ -139,3 +138,18 @@ def render_train_job(design: ClusterDesign, pool_name: str, *, image: str, env: 
                   local_queue=kd.local_queue, cluster_queue=kd.cluster_queue, pool_label=POOL_LABEL,
                   image=image, port=RENDEZVOUS_PORT, script_dir=SCRIPT_DIR,
                   examples=EXAMPLES_CONFIGMAP, claims=job_claims(design), env=env)
+
+
+def in_cluster_lines(summary: Mapping) -> list[str]:
+    """The plan's lines for what EKS and GKE both run inside the cluster (the `kubernetes_summary`
+    of either): Helm charts, filesystem volumes, Kueue queues and the example jobs."""
+    lines = ["  Helm charts: " + ", ".join(f"{n} {ver}" for n, ver in summary["charts"].items())]
+    for vol in summary["volumes"]:
+        lines.append(f"  storage: PersistentVolume {vol['volume']} ({vol['capacity']}, {vol['driver']}, Retain) "
+                     f"bound to claim {vol['claim']}, mounted at {vol['mount']} in the jobs")
+    q = summary["queues"]
+    lines.append(f"  queue: LocalQueue {q['local_queue']} -> ClusterQueue {q['cluster_queue']}")
+    for flavor, quota in q["quotas"].items():
+        lines.append(f"    flavor {flavor}: " + ", ".join(f"{r} {n}" for r, n in quota.items()))
+    lines.append("  example jobs: " + ", ".join(summary["jobs"]))
+    return lines

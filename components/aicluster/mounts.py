@@ -23,3 +23,8 @@ class Mount:
 
     def fstab_line(self) -> str:
         return f"{self.source} {self.local_mount} {self.fs_type} {self.mount_options} 0 0"
+
+
+# How every node mounts a Lustre filesystem, FSx or Managed Lustre: at first access (automount)
+# once the network is up, so a node still boots when the filesystem is slow to answer.
+LUSTRE_MOUNT_OPTIONS = "relatime,flock,_netdev,x-systemd.automount,x-systemd.requires=network-online.target"

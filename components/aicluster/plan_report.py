@@ -1,7 +1,9 @@
 """The plan as a person reads it (text, markdown) and as tools read it (JSON)."""
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 from typing import Any
 
 from .balance import report_lines, to_dict
@@ -9,6 +11,7 @@ from .check import verdict_lines
 from .design import ClusterDesign, PoolDesign, StorageDesign
 from .offline.capture import reveal
 from .offline.report import resource_table_markdown, resource_tree
+from .out_dir import OutDir, write_tree
 from .planner import PlanResult
 
 _NOT_YET: dict[str, str] = {}
@@ -89,6 +92,16 @@ def _storage_line(fs: StorageDesign) -> str:
     guard = "protected + retained" if fs.protect else "NOT protected"
     return (f"  {fs.name}: {kind}, {fs.capacity_gib} GiB x {fs.throughput_mbps_per_tib} MB/s/TiB = "
             f"{fs.throughput_mbps / 1000:.1f} GB/s, mounted at {fs.mount}; {guard}")
+
+
+def _storage_label(fs: StorageDesign) -> tuple[str, ...]:
+    """A filesystem's lines in the diagram, by its real kind: Filestore (NFS) by tier and capacity,
+    a Lustre filesystem by capacity, per-TiB throughput and aggregate throughput."""
+    if fs.kind == "filestore":
+        return f"{fs.name}: Filestore {fs.filestore_tier} (NFS)", f"{fs.capacity_gib} GiB"
+    kind = f"FSx for Lustre {fs.deployment_type}" if fs.kind == "fsx-lustre" else "Managed Lustre"
+    return (f"{fs.name}: {kind}", f"{fs.capacity_gib} GiB x {fs.throughput_mbps_per_tib} MB/s/TiB",
+            f"{fs.throughput_mbps / 1000:.1f} GB/s")
 
 
 def _shown(path) -> str:
@@ -279,8 +292,7 @@ def mermaid(result: PlanResult) -> list[str]:
                   "  end",
                   f"  head -->|schedules| pool{i}"]
     for j, fs in enumerate(d.storage):
-        kind = f"FSx for Lustre {fs.deployment_type}" if fs.kind == "fsx-lustre" else "Managed Lustre"
-        lines.append(f"  fs{j}[({_label(f'{fs.name}: {kind}', f'{fs.capacity_gib} GiB x {fs.throughput_mbps_per_tib} MB/s/TiB', f'{fs.throughput_mbps / 1000:.1f} GB/s')})]")
+        lines.append(f"  fs{j}[({_label(*_storage_label(fs))})]")
         lines += [f"  pool{i} ==>|{fs.mount}| fs{j}" for i in range(len(d.pools))]
         lines.append(f"  head -.->|{fs.mount}| fs{j}")
     return lines
@@ -300,3 +312,14 @@ def critical_path_lines(result: PlanResult) -> list[str]:
     from .critical_path import lines
 
     return lines(_critical_path(result))
+
+
+# ---------------------------------------------------------------- `aicluster plan --out DIR`
+
+
+def write_outputs(result: PlanResult, out: Path | OutDir) -> list[Path]:
+    """plan.json and every rendered file into `out` (out_dir: never through a symlink, each file
+    replaced whole, an earlier plan's leftovers removed, a folder of someone else's files refused)."""
+    files = {"plan.json": json.dumps(to_json(result), indent=2, sort_keys=True) + "\n"}
+    files.update(sorted(result.files.items()))
+    return write_tree(out, files)

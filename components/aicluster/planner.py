@@ -3,9 +3,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 from .balance import ClusterBalance, from_design
@@ -16,7 +14,6 @@ from .k8s_manifests import kubernetes_files
 from .offline.capture import CapturedResource, Plan, reveal
 from .offline.engine import run_program
 from .offline.mocks import DEFAULT_GCP_PROJECT
-from .out_dir import OutDir, write_tree
 from .spec import ClusterSpec, parse_spec
 from .stacks import StackConfig, read_stack
 
@@ -121,13 +118,3 @@ def rendered_files(plan: Plan) -> dict[str, str]:
                 files[extractor[1](resource)] = content
         files.update(kubernetes_files(resource))   # manifests, Helm values, example jobs (k8s/)
     return files
-
-
-def write_outputs(result: PlanResult, out: Path | OutDir) -> list[Path]:
-    """plan.json and every rendered file into `out` (out_dir: never through a symlink, each file
-    replaced whole, an earlier plan's leftovers removed, a folder of someone else's files refused)."""
-    from .plan_report import to_json
-
-    files = {"plan.json": json.dumps(to_json(result), indent=2, sort_keys=True) + "\n"}
-    files.update(sorted(result.files.items()))
-    return write_tree(out, files)

@@ -30,6 +30,9 @@ def node_domain(cluster: str) -> str:
 # for EC2 to finish terminating a large GPU instance.
 SUSPEND_TIMEOUT_S = 300
 
+# slurm.conf SlurmctldPort: Slurm's default, and where configless slurmd's fetch their configuration.
+SLURMCTLD_PORT = 6817
+
 
 @dataclass(frozen=True)
 class SlurmRuntime:
@@ -44,7 +47,7 @@ class SlurmRuntime:
     log_dir: str = "/var/log/slurm"
     run_dir: str = "/run/slurm"
     slurm_user: str = "slurm"
-    slurmctld_port: int = 6817
+    slurmctld_port: int = SLURMCTLD_PORT
     slurmd_port: int = 6818
     accounting_host: str | None = None     # slurmdbd host when accounting is on (the head itself)
     # Addresses of nodes that are not CLOUD nodes (Cloud TPU hosts Pulumi creates): node -> address,

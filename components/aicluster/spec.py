@@ -47,7 +47,7 @@ class NetworkSpec(_Model):
     existing: ExistingNetwork | None = Field(None, description="Reuse an existing VPC and subnet.")
     ssh_ingress_cidrs: tuple[Text, ...] = Field(
         (), description="CIDRs allowed to reach the head node on TCP 22. Empty (default): no SSH "
-                        "ingress at all; use SSM Session Manager / IAP.")
+                        "ingress at all; use SSM Session Manager on aws, IAP on gcp.")
 
 
 class CapacitySpec(_Model):
@@ -97,9 +97,12 @@ class StorageSpec(_Model):
     mount: Annotated[str, Field(strict=True, pattern=r"^/[A-Za-z0-9._/-]*$", max_length=128)]
     capacity_gib: Annotated[int, Field(strict=True, ge=1, le=10_000_000)]
     throughput_mbps_per_tib: Annotated[int, Field(strict=True, ge=1)] | None = Field(
-        None, description="Per-TiB throughput tier. Default: 250 on PERSISTENT_2.")
-    deployment_type: Literal["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2", "SCRATCH_1"] = "PERSISTENT_2"
-    import_path: Text | None = Field(None, description="s3://bucket/prefix linked to the filesystem root.")
+        None, description="Per-TiB throughput tier (Lustre only). Default: aws 250 on PERSISTENT_2 (200 on "
+                          "PERSISTENT_1); gcp 500.")
+    deployment_type: Literal["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2", "SCRATCH_1"] = Field(
+        "PERSISTENT_2", description="FSx for Lustre deployment type (aws only).")
+    import_path: Text | None = Field(None, description="Bucket prefix linked to the filesystem root (Lustre only): "
+                                                       "s3://bucket/prefix on aws, gs://bucket/prefix on gcp.")
     filestore_tier: Literal["BASIC_HDD", "BASIC_SSD", "ZONAL", "REGIONAL", "ENTERPRISE"] | None = Field(
         None, description="Filestore service tier (type filestore only). Default: ZONAL.")
     protect: Annotated[bool, Field(strict=True)] = Field(True, description="protect + retain_on_delete: Pulumi refuses to delete or "
@@ -121,7 +124,7 @@ class HeadNodeSpec(_Model):
     root_volume_gib: Annotated[int, Field(strict=True, ge=50, le=16_384)] = 100
     public_ip: Annotated[bool, Field(strict=True)] = Field(
         False, description="Put the head node in the public subnet with a public IP (new VPC only). "
-                           "Default: private, reached through SSM Session Manager.")
+                           "Default: private, reached through SSM Session Manager on aws, IAP on gcp.")
 
 
 class SlurmSpec(_Model):
@@ -147,7 +150,8 @@ class KubernetesSpec(_Model):
     gpu_devices: Literal["nvidia-device-plugin", "gpu-operator"] = Field(
         "nvidia-device-plugin", description="What advertises nvidia.com/gpu: the NVIDIA device plugin "
                                             "(default) or the GPU operator with its driver and toolkit "
-                                            "off (the EKS AMI ships them). Never both.")
+                                            "off (the EKS AMI ships them). Never both. aws only: GKE "
+                                            "installs the driver and device plugin itself.")
     api_access: Literal["endpoint", "vpc", "private"] = Field(
         "endpoint", description="How `pulumi up` (which installs the add-ons through the Kubernetes API) and "
                                 "kubectl reach the API. endpoint (default): gcp: the DNS-based endpoint, "
@@ -160,15 +164,17 @@ class KubernetesSpec(_Model):
                         "the network `pulumi up` and kubectl run from (required there); on gcp an optional "
                         "public IP endpoint beside the DNS endpoint.")
     admins: tuple[Text, ...] = Field(
-        (), description="IAM role or user ARNs given cluster admin through EKS access entries.")
+        (), description="aws only: IAM role or user ARNs given cluster admin through EKS access entries "
+                        "(on gcp, GKE access is IAM roles in the project).")
     system_nodes: SystemNodesSpec = SystemNodesSpec()
-    namespace: Name = Field("training", description="Namespace of the training jobs, their FSx claims "
+    namespace: Name = Field("training", description="Namespace of the training jobs, their filesystem claims "
                                                     "and the Kueue LocalQueue.")
     control_plane_zone: Text | None = Field(
-        None, description="Second zone for the control plane's subnets (EKS needs two zones). Default: "
-                          "the zone's neighbour (a <-> b). New VPC only.")
+        None, description="aws only: second zone for the EKS control plane's subnets (EKS needs two zones). "
+                          "Default: the zone's neighbour (a <-> b). New VPC only.")
     control_plane_subnet_ids: tuple[Text, ...] = Field(
-        (), description="With network.existing: two or more subnets in two zones for the control plane.")
+        (), description="aws only, with network.existing: two or more subnets in two zones for the EKS "
+                        "control plane.")
 
 
 class ClusterSpec(_Model):
@@ -184,7 +190,8 @@ class ClusterSpec(_Model):
     storage: Annotated[tuple[StorageSpec, ...], Field(max_length=limits.STORAGE.value)] = ()
     workload: WorkloadSpec | None = None
     slurm: SlurmSpec = Field(SlurmSpec(), description="Slurm settings (scheduler: slurm only).")
-    kubernetes: KubernetesSpec = Field(KubernetesSpec(), description="EKS settings (scheduler: kubernetes only).")
+    kubernetes: KubernetesSpec = Field(KubernetesSpec(), description="Kubernetes settings: EKS on aws, GKE on gcp "
+                                                                    "(scheduler: kubernetes only).")
     tags: Mapping[Annotated[str, Field(strict=True, min_length=1, max_length=63)],
                   Annotated[str, Field(strict=True, max_length=63)]] = Field(
         default_factory=dict, description="Added to every resource (GCP: as labels).")
@@ -364,7 +371,7 @@ def _kubernetes_problems(spec: ClusterSpec) -> list[Problem]:
         return []
     if spec.cloud != "aws":
         return _gke_problems(spec)
-    from .kubernetes_design import second_zone, versions
+    from .catalog.kubernetes import second_zone, versions
 
     k8s, problems = spec.kubernetes, []
     catalog = load_catalog()
@@ -461,7 +468,7 @@ def _api_access_problems(spec: ClusterSpec) -> list[Problem]:
 def _gke_problems(spec: ClusterSpec) -> list[Problem]:
     """scheduler: kubernetes on gcp builds GKE: node pools run GKE's Container-Optimized OS image
     (GKE installs the NVIDIA driver and device plugin; the Managed Lustre CSI driver needs COS)."""
-    from .kubernetes_design import versions
+    from .catalog.kubernetes import versions
 
     k8s, problems = spec.kubernetes, []
     accelerators = versions().gke.accelerators
@@ -507,7 +514,7 @@ def _gke_problems(spec: ClusterSpec) -> list[Problem]:
 def _gke_size_problems(spec: ClusterSpec) -> list[Problem]:
     """GKE node pool names (a TPU pool of several slices has one per slice: <pool>-<k>) are unique
     and leave `system` to the system nodes; all nodes fit the cluster's pod range."""
-    from .gke_design import MAX_NODES, MAX_PODS_PER_NODE, POD_RANGE_PREFIX, SYSTEM_POOL
+    from .catalog.kubernetes import MAX_NODES, MAX_PODS_PER_NODE, POD_RANGE_PREFIX, SYSTEM_POOL
     from .tpu import tpu_slice
 
     catalog = load_catalog()

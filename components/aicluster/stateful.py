@@ -7,7 +7,7 @@ resource when an input that forces replacement changes, so for these resources:
 
 - routine spec edits (pool sizes, instance types, tags, SSH CIDRs, idle time, accounting) must
   leave their URN, inputs and options unchanged (tests/safety/);
-- they carry `protect` and `retain_on_delete` (DESIGN.md), so an edit that really would replace
+- they carry `protect` and `retain_on_delete` (docs/data-safety.md), so an edit that really would replace
   one is refused by `pulumi up` instead of losing data (ParallelCluster #4651, #6211);
 - they must not wait for each other needlessly: the filesystem and the control plane are created
   in parallel (components/aicluster/critical_path.py).

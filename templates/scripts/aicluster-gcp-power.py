@@ -20,23 +20,23 @@ node's address in Slurm. Suspend and resume-fail delete the records (a missing o
 bad reservation) sets the nodes DOWN with the error as the reason, so their jobs requeue, never
 silently (slurm-gcp #3337 is the counter-example).
 
-It runs with the head node's system python3 only: hostlists come from aicluster_slurm.py, the
-Compute API from aicluster_gcp.py, both beside this file. The cluster's facts come from
+It runs with the head node's system python3 only: resume, suspend and hostlists come from
+aicluster_slurm.py (the core both clouds share), the Google APIs from aicluster_gcp.py, both beside
+this file; this file holds only the Compute Engine and Cloud DNS calls. The cluster's facts come from
 /etc/aicluster/cluster.json (AICLUSTER_CONFIG overrides), published by aicluster.
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 
+# Resume and suspend, hostlists, scontrol, DOWN reasons, logging: the core every cloud shares
+# (aicluster_slurm.py). This file holds the Compute Engine and Cloud DNS calls.
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+import aicluster_slurm as core  # noqa: E402
 from aicluster_gcp import ApiError, Compute, Dns, operation_error  # noqa: E402
-from aicluster_slurm import (NODE_RECORD_TTL_S, compress_hostlist, log, mark_down, pool_of,  # noqa: E402
-                             run_action, scontrol, start)
+from aicluster_slurm import NODE_RECORD_TTL_S, CloudError, compress_hostlist, log  # noqa: E402
 
-DEFAULT_CONFIG = "/etc/aicluster/cluster.json"
-DEFAULT_LOG = "/var/log/aicluster/power.log"
 # Instances per bulkInsert (slurm-gcp's BULK_INSERT_LIMIT).
 BULK_INSERT_LIMIT = 5000
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
@@ -51,27 +51,43 @@ def record_name(config: dict, node: str) -> str:
     return f"{node}.{config['dns_domain'].rstrip('.')}."
 
 
-def node_dns(config: dict):
+class NodeRecords(core.NodeRecords):
+    """The A records <node>.<dns_domain> of the cluster's Cloud DNS private zone, one call each."""
+
+    def __init__(self, dns, config: dict):
+        self.dns, self.config = dns, config
+
+    def upsert(self, addresses: dict[str, str]) -> dict[str, tuple[str, str]]:
+        refused = {}
+        for node, address in addresses.items():
+            try:
+                self.dns.upsert_a(record_name(self.config, node), address, NODE_RECORD_TTL_S)
+            except ApiError as err:
+                log.error("resume: writing the DNS record of %s failed: %s: %s", node, err.code, err.message)
+                refused[node] = (err.code, err.message)
+        return refused
+
+    def delete(self, nodes: list[str], action: str) -> bool:
+        """Delete the A records of `nodes`; missing ones are fine. False when Cloud DNS refused one."""
+        ok, deleted = True, []
+        for node in dict.fromkeys(nodes):
+            try:
+                if self.dns.delete_a(record_name(self.config, node)):
+                    deleted.append(node)
+            except ApiError as err:
+                log.error("%s: deleting the DNS record of %s failed: %s: %s", action, node, err.code, err.message)
+                ok = False
+        if deleted:
+            log.info("%s: deleted the DNS records of %s", action, compress_hostlist(deleted))
+        return ok
+
+
+def node_records(config: dict, dns=None) -> NodeRecords | None:
     """The cluster's zone of node names, or None when cluster.json names none (logged)."""
-    if not config.get("dns_zone") or not config.get("dns_domain"):
+    if dns is None and (not config.get("dns_zone") or not config.get("dns_domain")):
         log.warning("cluster.json names no dns_zone/dns_domain: node names will not resolve")
         return None
-    return Dns(config["project"], config["dns_zone"])
-
-
-def delete_records(dns, config: dict, nodes: list[str], action: str) -> bool:
-    """Delete the A records of `nodes`; missing ones are fine. False when Cloud DNS refused one."""
-    ok, deleted = True, []
-    for node in dict.fromkeys(nodes):
-        try:
-            if dns.delete_a(record_name(config, node)):
-                deleted.append(node)
-        except ApiError as err:
-            log.error("%s: deleting the DNS record of %s failed: %s: %s", action, node, err.code, err.message)
-            ok = False
-    if deleted:
-        log.info("%s: deleted the DNS records of %s", action, compress_hostlist(deleted))
-    return ok
+    return NodeRecords(dns or Dns(config["project"], config["dns_zone"]), config)
 
 
 def bulk_insert_request(config: dict, pool_name: str, nodes: list[str]) -> dict:
@@ -122,140 +138,96 @@ def existing(compute, names: list[str]) -> list[str]:
     return found
 
 
-def resume_chunk(compute, config: dict, pool_name: str, nodes: list[str], dns=None) -> list[str]:
-    """Create one chunk of a pool's nodes; returns the nodes that failed (already set down)."""
-    names = {node: instance_name(config, node) for node in nodes}
-    try:
-        operation = compute.wait(compute.bulk_insert(bulk_insert_request(config, pool_name, nodes)))
-        failure = operation_error(operation)
-    except ApiError as err:
-        failure = (err.code, err.message)
-    if failure:
-        mark_down(nodes, *failure)
-        leftovers = existing(compute, list(names.values()))
+class Gce(core.Cloud):
+    """Nodes as Compute Engine instances named <cluster>-<node>: created by one bulkInsert per pool
+    (chunk), labelled with their node name, deleted."""
+
+    launching, deleting, type_key = "creating", "deleting", "machine_type"
+
+    def __init__(self, compute, config: dict):
+        self.compute, self.config = compute, config
+
+    @property
+    def chunk(self) -> int:
+        return BULK_INSERT_LIMIT
+
+    def launch(self, pool: str, nodes: list[str]) -> dict[str, str]:
+        names = {node: instance_name(self.config, node) for node in nodes}
+        try:
+            operation = self.compute.wait(self.compute.bulk_insert(bulk_insert_request(self.config, pool, nodes)))
+            failure = operation_error(operation)
+        except ApiError as err:
+            failure = (err.code, err.message)
+        if not failure:
+            return names
+        leftovers = existing(self.compute, list(names.values()))
         if leftovers:
             log.error("resume: deleting %s, left by the failed bulkInsert", " ".join(leftovers))
-            delete_instances(compute, leftovers)
-        return list(nodes)
+            delete_instances(self.compute, leftovers)
+        raise CloudError(*failure)
 
-    failed, bad, written = [], [], []
-    for node, name in names.items():
+    def locate(self, launched: dict[str, str]):
+        found, problems = {}, {}
+        for node, name in launched.items():
+            try:
+                instance = self.compute.get(name)
+                address = instance["networkInterfaces"][0]["networkIP"]
+                labels = {**instance.get("labels", {}), self.config["node_label"]: node}
+                self.compute.set_labels(name, labels, instance.get("labelFingerprint", ""))
+                found[node] = (address, name)
+            except (ApiError, KeyError, IndexError) as err:
+                code, message = (err.code, err.message) if isinstance(err, ApiError) else ("BadInstance", repr(err))
+                log.error("resume: %s (%s): %s: %s", node, name, code, message)
+                problems[node] = (code, message)
+        return found, problems
+
+    def delete(self, instances: list[str]) -> bool:
+        return delete_instances(self.compute, instances)
+
+    def find(self, nodes: list[str]) -> dict[str, list[str]]:
+        """node name -> this cluster's instances labelled with it. The listing is narrowed to the
+        cluster's instance names; a node whose instance has no label yet (resume still running) is
+        found by its instance name."""
+        wanted = set(nodes)
+        prefix = self.config["instance_prefix"]
+        found: dict[str, list[str]] = {}
         try:
-            instance = compute.get(name)
-            address = instance["networkInterfaces"][0]["networkIP"]
-            labels = {**instance.get("labels", {}), config["node_label"]: node}
-            compute.set_labels(name, labels, instance.get("labelFingerprint", ""))
-            # The name before the address: once slurmctld has the address, a job may start on it.
-            if dns:
-                dns.upsert_a(record_name(config, node), address, NODE_RECORD_TTL_S)
-                written.append(node)
-        except (ApiError, KeyError, IndexError) as err:
-            code, message = (err.code, err.message) if isinstance(err, ApiError) else ("BadInstance", repr(err))
-            log.error("resume: %s (%s): %s: %s", node, name, code, message)
-            failed.append(node)
-            bad.append(name)
-            mark_down([node], code, message)
-            continue
-        if scontrol("update", f"nodename={node}", f"nodeaddr={address}", f"nodehostname={name}"):
-            log.info("resume: %s -> %s %s", node, address, name)
-        else:
-            failed.append(node)
-            bad.append(name)
-            mark_down([node], "ScontrolFailed", f"could not set the address of {node} to {address}")
-    if bad:
-        log.error("resume: deleting %s, the instances of failed nodes", " ".join(bad))
-        delete_instances(compute, bad)
-        if dns and set(written) & set(failed):
-            delete_records(dns, config, [n for n in written if n in failed], "resume")
-    return failed
+            instances = self.compute.list(f'name eq "{prefix}.*"')
+        except ApiError as err:
+            raise CloudError(err.code, err.message) from err
+        for instance in instances:
+            labels = instance.get("labels", {})
+            if labels.get(self.config["cluster_label"]) != self.config["cluster"]:
+                continue
+            node = labels.get(self.config["node_label"])
+            if node is None and instance["name"].startswith(prefix):
+                node = instance["name"][len(prefix):]
+            if node in wanted:
+                found.setdefault(node, []).append(instance["name"])
+        return found
+
+
+# --- entry point ----------------------------------------------------------------------------
 
 
 def resume(compute, config: dict, nodes: list[str], dns=None) -> int:
-    """Create every pool's nodes; the number of nodes that failed and were set down."""
-    by_pool: dict[str, list[str]] = {}
-    for node in dict.fromkeys(nodes):
-        by_pool.setdefault(pool_of(node) or "", []).append(node)
-    failed = 0
-    for pool_name, pool_nodes in by_pool.items():
-        if pool_name not in config["pools"]:
-            known = ", ".join(sorted(config["pools"])) or "none"
-            what = f"no pool {pool_name!r} in cluster {config['cluster']}" if pool_name else "not a <pool>-<n> name"
-            mark_down(pool_nodes, "UnknownPool", f"{what} (pools: {known})")
-            failed += len(pool_nodes)
-            continue
-        log.info("resume: creating %s (%d x %s, pool %s)", compress_hostlist(pool_nodes), len(pool_nodes),
-                 config["pools"][pool_name].get("machine_type"), pool_name)
-        for i in range(0, len(pool_nodes), BULK_INSERT_LIMIT):
-            chunk = pool_nodes[i:i + BULK_INSERT_LIMIT]
-            try:
-                failed += len(resume_chunk(compute, config, pool_name, chunk, dns))
-            except Exception as err:  # never silent: a bug or a bad config entry still sets them down
-                log.exception("resume: pool %s failed", pool_name)
-                mark_down(chunk, type(err).__name__, str(err))
-                failed += len(chunk)
-    return failed
-
-
-def find_instances(compute, config: dict, nodes: list[str]) -> dict[str, list[str]]:
-    """node name -> this cluster's instances labelled with it. The listing is narrowed to the
-    cluster's instance names; a node whose instance has no label yet (resume still running) is
-    found by its instance name."""
-    wanted = set(nodes)
-    prefix = config["instance_prefix"]
-    found: dict[str, list[str]] = {}
-    for instance in compute.list(f'name eq "{prefix}.*"'):
-        labels = instance.get("labels", {})
-        if labels.get(config["cluster_label"]) != config["cluster"]:
-            continue
-        node = labels.get(config["node_label"])
-        if node is None and instance["name"].startswith(prefix):
-            node = instance["name"][len(prefix):]
-        if node in wanted:
-            found.setdefault(node, []).append(instance["name"])
-    return found
+    """Create every pool's nodes; the number of nodes that failed and were set down. `dns`: an
+    aicluster_gcp.Dns of the cluster's zone, or None."""
+    return core.resume(Gce(compute, config), config, nodes, node_records(config, dns) if dns else None)
 
 
 def suspend(compute, config: dict, nodes: list[str], action: str = "suspend", dns=None) -> int:
     """Delete the instances of `nodes` and their DNS records; 0, or 1 when Compute Engine or
     Cloud DNS refused."""
-    ok = True
-    try:
-        found = find_instances(compute, config, list(dict.fromkeys(nodes)))
-    except ApiError as err:
-        log.error("%s: finding the instances of %s failed: %s: %s", action, compress_hostlist(nodes), err.code,
-                  err.message)
-        found, ok = None, False
-    if found is not None:
-        missing = [n for n in dict.fromkeys(nodes) if n not in found]
-        if missing:
-            log.info("%s: no instance for %s", action, compress_hostlist(missing))
-        for node, names in found.items():
-            log.info("%s: deleting %s (%s)", action, node, " ".join(names))
-        ok = delete_instances(compute, [n for names in found.values() for n in names])
-    if dns:
-        ok = delete_records(dns, config, nodes, action) and ok
-    return 0 if ok else 1
+    return core.suspend(Gce(compute, config), nodes, action, node_records(config, dns) if dns else None)
 
 
-def load_config(path: str) -> dict:
-    with open(path, encoding="utf-8") as handle:
-        config = json.load(handle)
-    for key in CONFIG_KEYS:
-        if key not in config:
-            raise ValueError(f"{path}: missing {key!r}")
-    return config
+def connect(config: dict):
+    return Gce(Compute(config["project"], config["zone"]), config), node_records(config)
 
 
 def main(argv: list[str] | None = None) -> int:
-    started = start(list(sys.argv if argv is None else argv), "aicluster-gcp-power.py", load_config,
-                    DEFAULT_CONFIG, DEFAULT_LOG)
-    if isinstance(started, int):
-        return started
-    action, nodes, config = started
-    compute = Compute(config["project"], config["zone"])
-    dns = node_dns(config)
-    return run_action(action, nodes, lambda: resume(compute, config, nodes, dns),
-                      lambda: suspend(compute, config, nodes, action, dns))
+    return core.main(list(sys.argv if argv is None else argv), "aicluster-gcp-power.py", CONFIG_KEYS, connect)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ records (a missing one is fine). Every node searches dns_domain, so `gpu-1` reso
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -32,14 +31,15 @@ import boto3
 import botocore.config
 from botocore.exceptions import BotoCoreError, ClientError
 
-# Hostlists, scontrol, DOWN reasons, logging: shared with the GCP program (aicluster_slurm.py beside
-# this file in /opt/aicluster/bin).
+# Resume and suspend, hostlists, scontrol, DOWN reasons, logging: the core every cloud shares
+# (aicluster_slurm.py beside this file in /opt/aicluster/bin). This file holds the EC2 and Route 53 calls.
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
-from aicluster_slurm import (MAX_REASON, NODE_RECORD_TTL_S, compress_hostlist, expand_hostlist,  # noqa: E402,F401
-                             log, mark_down, pool_of, reason_text, run_action, scontrol, start)
+import aicluster_slurm as core  # noqa: E402
+from aicluster_slurm import NODE_RECORD_TTL_S, CloudError, compress_hostlist, log  # noqa: E402
+# Also here for the tests and for a reader at the head node's prompt: the core's hostlists and limits.
+from aicluster_slurm import MAX_REASON, expand_hostlist, mark_down, pool_of  # noqa: E402,F401
 
-DEFAULT_CONFIG = "/etc/aicluster/cluster.json"
-DEFAULT_LOG = "/var/log/aicluster/power.log"
+CONFIG_KEYS = ("cluster", "region", "cluster_tag", "node_tag", "pool_tag", "pools")
 LIVE_STATES = ("pending", "running", "stopping", "stopped")
 IP_WAIT_S = 90              # DescribeInstances is eventually consistent after CreateFleet
 FILTER_CHUNK = 199          # values per DescribeInstances filter
@@ -48,15 +48,10 @@ CHANGE_CHUNK = 500          # record changes per ChangeResourceRecordSets (Route
 # CreateFleet reports an override it skipped because another failed with this pair; it points
 # at the real error instead of being one.
 POINTER_ERROR = ("UnfulfillableCapacity", "Failed to fulfill capacity. Please review errors in the response.")
+RETRIES = botocore.config.Config(retries={"max_attempts": 8, "mode": "standard"}, connect_timeout=10, read_timeout=60)
 
 
 # --- EC2 ------------------------------------------------------------------------------------
-
-
-class LaunchError(Exception):
-    def __init__(self, code: str, message: str):
-        super().__init__(f"{code}: {message}")
-        self.code, self.message = code, message
 
 
 def error_of(err: Exception) -> tuple[str, str]:
@@ -100,12 +95,12 @@ def fleet_request(config: dict, pool_name: str, count: int) -> dict:
 
 
 def launch(ec2, config: dict, pool_name: str, count: int) -> list[str]:
-    """CreateFleet; the ids of exactly `count` instances, or LaunchError after terminating any
+    """CreateFleet; the ids of exactly `count` instances, or CloudError after terminating any
     instance a partial fleet left behind."""
     try:
         response = ec2.create_fleet(**fleet_request(config, pool_name, count))
     except (ClientError, BotoCoreError) as err:
-        raise LaunchError(*error_of(err)) from err
+        raise CloudError(*error_of(err)) from err
     ids = [iid for item in response.get("Instances") or [] for iid in item.get("InstanceIds") or []]
     errors = [(e.get("ErrorCode") or "UnknownError", e.get("ErrorMessage") or "") for e in response.get("Errors") or []]
     for code, message in errors:
@@ -118,8 +113,8 @@ def launch(ec2, config: dict, pool_name: str, count: int) -> list[str]:
         terminate(ec2, ids)
     real = [e for e in errors if e != POINTER_ERROR] or errors
     if real:
-        raise LaunchError(*real[0])
-    raise LaunchError("UnfulfillableCapacity", f"CreateFleet launched {len(ids)} of {count} instances")
+        raise CloudError(*real[0])
+    raise CloudError("UnfulfillableCapacity", f"CreateFleet launched {len(ids)} of {count} instances")
 
 
 def terminate(ec2, ids: list[str]) -> bool:
@@ -161,7 +156,7 @@ def addresses(ec2, ids: list[str]) -> dict[str, tuple[str, str]]:
 # --- Route 53: node names ------------------------------------------------------------------
 
 
-class NodeRecords:
+class NodeRecords(core.NodeRecords):
     """The A records <node>.<domain> of the cluster's private hosted zone."""
 
     def __init__(self, route53, zone_id: str, domain: str, ttl: int = NODE_RECORD_TTL_S):
@@ -245,92 +240,50 @@ def node_records(config: dict) -> NodeRecords | None:
     if not config.get("hosted_zone_id") or not config.get("dns_domain"):
         log.warning("cluster.json names no hosted_zone_id/dns_domain: node names will not resolve")
         return None
-    route53 = boto3.client("route53", region_name=config["region"], config=botocore.config.Config(
-        retries={"max_attempts": 8, "mode": "standard"}, connect_timeout=10, read_timeout=60))
+    route53 = boto3.client("route53", region_name=config["region"], config=RETRIES)
     return NodeRecords(route53, config["hosted_zone_id"], config["dns_domain"])
 
 
-# --- resume and suspend ---------------------------------------------------------------------
+# --- EC2 instances of Slurm nodes -----------------------------------------------------------
 
 
-def resume_pool(ec2, config: dict, pool_name: str, nodes: list[str], dns: NodeRecords | None = None) -> list[str]:
-    """Launch one pool's nodes; returns the nodes that failed (already set down)."""
-    hostlist = compress_hostlist(nodes)
-    log.info("resume: launching %s (%d x %s, pool %s)", hostlist, len(nodes),
-             config["pools"][pool_name].get("instance_type"), pool_name)
-    try:
-        ids = launch(ec2, config, pool_name, len(nodes))
-    except LaunchError as err:
-        mark_down(nodes, err.code, err.message)
-        return list(nodes)
+class Ec2(core.Cloud):
+    """Nodes as EC2 instances: launched by CreateFleet from the pool's launch template, tagged with
+    their node name, terminated."""
 
-    failed: list[str] = []
-    bad_ids: list[str] = []
-    tagged: dict[str, str] = {}
-    for node, iid in zip(nodes, ids):
+    launching, deleting = "launching", "terminating"
+
+    def __init__(self, ec2, config: dict):
+        self.ec2, self.config = ec2, config
+
+    def launch(self, pool: str, nodes: list[str]) -> dict[str, str]:
+        return dict(zip(nodes, launch(self.ec2, self.config, pool, len(nodes))))
+
+    def locate(self, launched: dict[str, str]):
+        tagged, problems = {}, {}
+        for node, iid in launched.items():
+            try:
+                self.ec2.create_tags(Resources=[iid], Tags=[{"Key": self.config["node_tag"], "Value": node}])
+                tagged[node] = iid
+                log.info("resume: %s is %s", node, iid)
+            except (ClientError, BotoCoreError) as err:
+                code, message = error_of(err)
+                log.error("resume: tagging %s as %s failed: %s: %s", iid, node, code, message)
+                problems[node] = (code, message)
+        found = addresses(self.ec2, list(tagged.values()))
+        for node, iid in tagged.items():
+            if iid not in found:
+                problems[node] = ("NoPrivateAddress", f"{iid} has no private IP after {IP_WAIT_S} s")
+        return {node: found[iid] for node, iid in tagged.items() if iid in found}, problems
+
+    def delete(self, instances: list[str]) -> bool:
+        return terminate(self.ec2, instances)
+
+    def find(self, nodes: list[str]) -> dict[str, list[str]]:
         try:
-            ec2.create_tags(Resources=[iid], Tags=[{"Key": config["node_tag"], "Value": node}])
-            tagged[node] = iid
-            log.info("resume: %s is %s", node, iid)
+            return find_instances(self.ec2, self.config, nodes)
         except (ClientError, BotoCoreError) as err:
-            code, message = error_of(err)
-            log.error("resume: tagging %s as %s failed: %s: %s", iid, node, code, message)
-            failed.append(node)
-            bad_ids.append(iid)
-            mark_down([node], code, message)
-
-    found = addresses(ec2, list(tagged.values()))
-    for node, iid in tagged.items():
-        if iid not in found:
-            failed.append(node)
-            bad_ids.append(iid)
-            mark_down([node], "NoPrivateAddress", f"{iid} has no private IP after {IP_WAIT_S} s")
-    # The names first: once slurmctld has the address, a job may start on the node.
-    refused = dns.upsert({n: found[i][0] for n, i in tagged.items() if i in found}) if dns else {}
-    for node, iid in tagged.items():
-        if iid not in found:
-            continue
-        ip, host = found[iid]
-        if node in refused:
-            failed.append(node)
-            bad_ids.append(iid)
-            mark_down([node], *refused[node])
-            continue
-        if scontrol("update", f"nodename={node}", f"nodeaddr={ip}", f"nodehostname={host}"):
-            log.info("resume: %s -> %s %s (%s)", node, ip, host, iid)
-        else:
-            failed.append(node)
-            bad_ids.append(iid)
-            mark_down([node], "ScontrolFailed", f"could not set the address of {node} to {ip}")
-    if bad_ids:
-        log.error("resume: terminating %s, the instances of failed nodes", " ".join(bad_ids))
-        terminate(ec2, bad_ids)
-    written = [n for n in failed if n in tagged and tagged[n] in found and n not in refused]
-    if dns and written:
-        dns.delete(written, "resume")
-    return failed
-
-
-def resume(ec2, config: dict, nodes: list[str], dns: NodeRecords | None = None) -> int:
-    """Launch every pool's nodes; the number of nodes that failed and were set down."""
-    by_pool: dict[str, list[str]] = {}
-    for node in dict.fromkeys(nodes):
-        by_pool.setdefault(pool_of(node) or "", []).append(node)
-    failed = 0
-    for pool_name, pool_nodes in by_pool.items():
-        if pool_name not in config["pools"]:
-            known = ", ".join(sorted(config["pools"])) or "none"
-            what = f"no pool {pool_name!r} in cluster {config['cluster']}" if pool_name else "not a <pool>-<n> name"
-            mark_down(pool_nodes, "UnknownPool", f"{what} (pools: {known})")
-            failed += len(pool_nodes)
-            continue
-        try:
-            failed += len(resume_pool(ec2, config, pool_name, pool_nodes, dns))
-        except Exception as err:  # never silent: a bug or a bad config entry still sets them down
-            log.exception("resume: pool %s failed", pool_name)
-            mark_down(pool_nodes, type(err).__name__, str(err))
-            failed += len(pool_nodes)
-    return failed
+            raise CloudError(*error_of(err)) from err
 
 
 def find_instances(ec2, config: dict, nodes: list[str]) -> dict[str, list[str]]:
@@ -351,51 +304,26 @@ def find_instances(ec2, config: dict, nodes: list[str]) -> dict[str, list[str]]:
     return found
 
 
-def suspend(ec2, config: dict, nodes: list[str], action: str = "suspend", dns: NodeRecords | None = None) -> int:
-    """Terminate the instances of `nodes` and delete their DNS records; 0, or 1 when EC2 or
-    Route 53 refused."""
-    ok = True
-    try:
-        found = find_instances(ec2, config, nodes)
-    except (ClientError, BotoCoreError) as err:
-        log.error("%s: finding the instances of %s failed: %s: %s", action, compress_hostlist(nodes), *error_of(err))
-        found, ok = None, False
-    if found is not None:
-        missing = [n for n in dict.fromkeys(nodes) if n not in found]
-        if missing:
-            log.info("%s: no instance for %s", action, compress_hostlist(missing))
-        for node, ids in found.items():
-            log.info("%s: terminating %s (%s)", action, node, " ".join(ids))
-        ok = terminate(ec2, [i for node_ids in found.values() for i in node_ids])
-    if dns:
-        ok = dns.delete(list(dict.fromkeys(nodes)), action) and ok
-    return 0 if ok else 1
-
-
 # --- entry point ----------------------------------------------------------------------------
 
 
-def load_config(path: str) -> dict:
-    with open(path, encoding="utf-8") as handle:
-        config = json.load(handle)
-    for key in ("cluster", "region", "cluster_tag", "node_tag", "pool_tag", "pools"):
-        if key not in config:
-            raise ValueError(f"{path}: missing {key!r}")
-    return config
+def resume(ec2, config: dict, nodes: list[str], dns: NodeRecords | None = None) -> int:
+    """Launch every pool's nodes; the number of nodes that failed and were set down."""
+    return core.resume(Ec2(ec2, config), config, nodes, dns)
+
+
+def suspend(ec2, config: dict, nodes: list[str], action: str = "suspend", dns: NodeRecords | None = None) -> int:
+    """Terminate the instances of `nodes` and delete their DNS records; 0, or 1 when EC2 or
+    Route 53 refused."""
+    return core.suspend(Ec2(ec2, config), nodes, action, dns)
+
+
+def connect(config: dict):
+    return Ec2(boto3.client("ec2", region_name=config["region"], config=RETRIES), config), node_records(config)
 
 
 def main(argv: list[str] | None = None) -> int:
-    started = start(list(sys.argv if argv is None else argv), "aicluster-power.py", load_config,
-                    DEFAULT_CONFIG, DEFAULT_LOG)
-    if isinstance(started, int):
-        return started
-    action, nodes, config = started
-
-    ec2 = boto3.client("ec2", region_name=config["region"], config=botocore.config.Config(
-        retries={"max_attempts": 8, "mode": "standard"}, connect_timeout=10, read_timeout=60))
-    dns = node_records(config)
-    return run_action(action, nodes, lambda: resume(ec2, config, nodes, dns),
-                      lambda: suspend(ec2, config, nodes, action, dns))
+    return core.main(list(sys.argv if argv is None else argv), "aicluster-power.py", CONFIG_KEYS, connect)
 
 
 if __name__ == "__main__":

@@ -1,17 +1,23 @@
-"""What the Slurm power programs of every cloud share: Slurm hostlists, scontrol, setting nodes DOWN
-with a reason, logging, and reading the action from the link name.
+"""The Slurm power programs' core, the same on every cloud: resume and suspend, Slurm hostlists,
+scontrol, setting nodes DOWN with a reason, logging, reading the action from the link name and the
+cluster's config.
 
-Installed next to aicluster-power.py (AWS) and aicluster-gcp-power.py (GCP) in /opt/aicluster/bin;
+A cloud's program (aicluster-power.py on AWS, aicluster-gcp-power.py on GCP) keeps only its cloud
+calls, in a `Cloud` (launch, locate, delete and find instances) and a `NodeRecords` (write and
+delete node-name records), and hands them to `main`. Installed next to them in /opt/aicluster/bin;
 they import it from their own directory. Standard library only.
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
 import subprocess
 import sys
 
+DEFAULT_CONFIG = "/etc/aicluster/cluster.json"
+DEFAULT_LOG = "/var/log/aicluster/power.log"
 ACTIONS = ("resume", "suspend", "resume-fail")
 MAX_REASON = 200            # characters of a cloud error kept in a Slurm node reason
 MAX_HOSTS = 100_000         # a hostlist that expands further is a typo, not a cluster
@@ -225,6 +231,167 @@ def start(argv: list[str], program: str, load_config, default_config: str,
             mark_down(nodes, "ConfigError", problem or "")
         return 1
     return action, nodes, config
+
+
+def read_config(path: str, required) -> dict:
+    """The cluster's facts (cluster.json, published by aicluster); ValueError names a missing key."""
+    with open(path, encoding="utf-8") as handle:
+        config = json.load(handle)
+    for key in required:
+        if key not in config:
+            raise ValueError(f"{path}: missing {key!r}")
+    return config
+
+
+# --- resume and suspend ----------------------------------------------------------------------
+
+
+class CloudError(Exception):
+    """A cloud's refusal, as a Slurm reason gives it: its code and its message."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(f"{code}: {message}")
+        self.code, self.message = code, message
+
+
+class Cloud:
+    """What a cloud's power program plugs into resume and suspend. An instance is named by a string
+    (an EC2 instance id, a Compute Engine instance name)."""
+
+    launching = "launching"             # words of the log lines
+    deleting = "deleting"
+    type_key = "instance_type"          # the pool's machine type in cluster.json
+    chunk = 0                           # the most nodes one launch takes; 0: no limit
+
+    def launch(self, pool: str, nodes: list[str]) -> dict[str, str]:
+        """All of `nodes` or none: node -> its instance. CloudError after deleting what a failed
+        launch left behind."""
+        raise NotImplementedError
+
+    def locate(self, launched: dict[str, str]) -> tuple[dict[str, tuple[str, str]], dict[str, tuple[str, str]]]:
+        """Name each instance for its node; (node -> (address, host name), node -> (code, message)
+        of the nodes that failed)."""
+        raise NotImplementedError
+
+    def delete(self, instances: list[str]) -> bool:
+        """Delete instances (a missing one is fine); False when the cloud refused one."""
+        raise NotImplementedError
+
+    def find(self, nodes: list[str]) -> dict[str, list[str]]:
+        """node -> this cluster's live instances of it; CloudError when they cannot be listed."""
+        raise NotImplementedError
+
+
+class NodeRecords:
+    """The A records <node>.<dns_domain> of the cluster's private zone (SlurmctldParameters=cloud_dns)."""
+
+    def upsert(self, addresses: dict[str, str]) -> dict[str, tuple[str, str]]:
+        """Write node -> address; node -> (code, message) of the records the cloud refused."""
+        raise NotImplementedError
+
+    def delete(self, nodes: list[str], action: str) -> bool:
+        """Delete the records of `nodes` (a missing one is fine); False when the cloud refused one."""
+        raise NotImplementedError
+
+
+def resume(cloud: Cloud, config: dict, nodes: list[str], dns: NodeRecords | None = None) -> int:
+    """Launch every pool's nodes; the number of nodes that failed and were set down."""
+    by_pool: dict[str, list[str]] = {}
+    for node in dict.fromkeys(nodes):
+        by_pool.setdefault(pool_of(node) or "", []).append(node)
+    failed = 0
+    for pool_name, pool_nodes in by_pool.items():
+        if pool_name not in config["pools"]:
+            known = ", ".join(sorted(config["pools"])) or "none"
+            what = f"no pool {pool_name!r} in cluster {config['cluster']}" if pool_name else "not a <pool>-<n> name"
+            mark_down(pool_nodes, "UnknownPool", f"{what} (pools: {known})")
+            failed += len(pool_nodes)
+            continue
+        log.info("resume: %s %s (%d x %s, pool %s)", cloud.launching, compress_hostlist(pool_nodes), len(pool_nodes),
+                 config["pools"][pool_name].get(cloud.type_key), pool_name)
+        size = cloud.chunk or len(pool_nodes)
+        for i in range(0, len(pool_nodes), size):
+            chunk = pool_nodes[i:i + size]
+            try:
+                failed += len(resume_nodes(cloud, pool_name, chunk, dns))
+            except Exception as err:  # never silent: a bug or a bad config entry still sets them down
+                log.exception("resume: pool %s failed", pool_name)
+                mark_down(chunk, type(err).__name__, str(err))
+                failed += len(chunk)
+    return failed
+
+
+def resume_nodes(cloud: Cloud, pool_name: str, nodes: list[str], dns: NodeRecords | None = None) -> list[str]:
+    """Launch nodes of one pool; returns the nodes that failed, already set DOWN (as soon as their
+    failure is known, so their jobs requeue) and their instances deleted."""
+    try:
+        launched = cloud.launch(pool_name, nodes)
+    except CloudError as err:
+        mark_down(nodes, err.code, err.message)
+        return list(nodes)
+    found, problems = cloud.locate(launched)
+    for node, instance in launched.items():
+        if node not in found and node not in problems:
+            problems[node] = ("NoAddress", f"{instance} has no address")
+    # The names first: once slurmctld has the address, a job may start on the node.
+    named = {node: found[node][0] for node in launched if node not in problems}
+    refused = dns.upsert(named) if dns and named else {}
+    problems.update(refused)
+    failed = [node for node in launched if node in problems]
+    for node in failed:
+        mark_down([node], *problems[node])
+    for node, instance in launched.items():
+        if node in problems:
+            continue
+        address, host = found[node]
+        if scontrol("update", f"nodename={node}", f"nodeaddr={address}", f"nodehostname={host}"):
+            log.info("resume: %s -> %s %s%s", node, address, host, f" ({instance})" if instance != host else "")
+        else:
+            failed.append(node)
+            mark_down([node], "ScontrolFailed", f"could not set the address of {node} to {address}")
+    if failed:
+        bad = [launched[node] for node in failed]
+        log.error("resume: %s %s, the instances of failed nodes", cloud.deleting, " ".join(bad))
+        cloud.delete(bad)
+        written = [node for node in failed if node in named and node not in refused]
+        if dns and written:
+            dns.delete(written, "resume")
+    return failed
+
+
+def suspend(cloud: Cloud, nodes: list[str], action: str = "suspend", dns: NodeRecords | None = None) -> int:
+    """Delete the instances of `nodes` and their node-name records (suspend and resume-fail); 0, or 1
+    when the cloud refused."""
+    ok = True
+    unique = list(dict.fromkeys(nodes))
+    try:
+        found = cloud.find(unique)
+    except CloudError as err:
+        log.error("%s: finding the instances of %s failed: %s: %s", action, compress_hostlist(unique), err.code,
+                  err.message)
+        found, ok = None, False
+    if found is not None:
+        missing = [n for n in unique if n not in found]
+        if missing:
+            log.info("%s: no instance for %s", action, compress_hostlist(missing))
+        for node, instances in found.items():
+            log.info("%s: %s %s (%s)", action, cloud.deleting, node, " ".join(instances))
+        ok = cloud.delete([i for instances in found.values() for i in instances])
+    if dns:
+        ok = dns.delete(unique, action) and ok
+    return 0 if ok else 1
+
+
+def main(argv: list[str], program: str, required, connect) -> int:
+    """A power program: the action and hostlist from argv, the cluster's config (with the keys
+    `required`), then resume or suspend with the (Cloud, NodeRecords or None) `connect(config)` gives."""
+    started = start(argv, program, lambda path: read_config(path, required), DEFAULT_CONFIG, DEFAULT_LOG)
+    if isinstance(started, int):
+        return started
+    action, nodes, config = started
+    cloud, dns = connect(config)
+    return run_action(action, nodes, lambda: resume(cloud, config, nodes, dns),
+                      lambda: suspend(cloud, nodes, action, dns))
 
 
 def run_action(action: str, nodes: list[str], resume, suspend) -> int:

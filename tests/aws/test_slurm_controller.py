@@ -351,6 +351,10 @@ def test_head_node_does_not_wait_for_the_filesystems(plan_spec, base_spec):
     manifest = json.loads(files["head/manifest.json"])
     (entry,) = [e for e in manifest["files"] if e["key"] == "bin/aicluster-mount-storage"]
     assert entry["run"] == [entry["path"]] and entry["mode"] == "0755"
+    assert entry["path"] == "/usr/local/sbin/aicluster-mount-storage"        # as on the nodes and on GCP
+    # The module the power program imports is read, not run (0644, as on GCP; it was 0755 here).
+    modes = {e["path"].rsplit("/", 1)[1]: e["mode"] for e in manifest["files"]}
+    assert (modes["aicluster_slurm.py"], modes["aicluster-power.py"]) == ("0644", "0755")
 
     more = copy.deepcopy(base_spec)
     more["storage"].append({"name": "data", "type": "lustre", "mount": "/data", "capacity_gib": 1200})

@@ -390,8 +390,13 @@ def test_published_configuration_is_the_shared_slurm_templates(plan_spec):
     manifest = json.loads(files["manifest.json"])
     assert {link["target"] for link in manifest["links"]} == {"aicluster-gcp-power.py"}
     runs = [f["run"] for f in manifest["files"] if f.get("run")]
-    assert runs == [["/opt/aicluster/bin/aicluster-mount-storage"], ["/opt/aicluster/bin/aicluster-accounting"],
+    # The mount script at one path on every node of both clouds (it was /opt/aicluster/bin on the GCP
+    # head only); modules the programs import are not executable, as on AWS.
+    assert runs == [["/usr/local/sbin/aicluster-mount-storage"], ["/opt/aicluster/bin/aicluster-accounting"],
                     ["/opt/aicluster/bin/aicluster-gcp-lustre-import"]]
+    modes = {f["path"].rsplit("/", 1)[1]: f["mode"] for f in manifest["files"]}
+    assert (modes["aicluster_slurm.py"], modes["aicluster_gcp.py"], modes["aicluster-gcp-power.py"]) == \
+        ("0644", "0644", "0755")
     cluster = json.loads(files["aicluster/cluster.json"])
     t = plan.of_type(TEMPLATE)[0]
     assert cluster["pools"]["gpu"]["instance_template"] == t.outputs["selfLink"]

@@ -40,6 +40,7 @@ def load_power():
 
 
 power = load_power()
+core = sys.modules["aicluster_slurm"]
 ApiError = sys.modules["aicluster_gcp"].ApiError
 
 
@@ -162,13 +163,21 @@ def test_uses_only_the_standard_library_and_the_shared_modules():
     assert {r for r in roots if r not in sys.stdlib_module_names} - {"__future__"} == {"aicluster_gcp", "aicluster_slurm"}
 
 
-def test_shares_hostlists_with_the_aws_program():
-    """One implementation of hostlists, scontrol and DOWN reasons for both clouds."""
+def test_shares_one_resume_suspend_core_with_the_aws_program():
+    """One implementation of resume, suspend, hostlists, scontrol and DOWN reasons for both clouds:
+    each cloud's program holds only its cloud calls (a Cloud and its NodeRecords)."""
     aws = importlib.util.spec_from_file_location("aicluster_power_aws", SCRIPTS / "aicluster-power.py")
     module = importlib.util.module_from_spec(aws)
     aws.loader.exec_module(module)
-    assert module.expand_hostlist is power.start.__globals__["expand_hostlist"]
-    assert module.mark_down is power.mark_down
+    assert module.core is power.core is core
+    assert module.expand_hostlist is core.expand_hostlist
+    assert issubclass(module.Ec2, core.Cloud) and issubclass(power.Gce, core.Cloud)
+    assert issubclass(module.NodeRecords, core.NodeRecords) and issubclass(power.NodeRecords, core.NodeRecords)
+    for program in (module, power):
+        defined = {name for name, value in vars(program).items()
+                   if callable(value) and getattr(value, "__module__", None) == program.__name__}
+        assert not defined & {"expand_hostlist", "mark_down", "scontrol", "start", "run_action", "read_config",
+                              "resume_nodes"}, defined
 
 
 # --- resume: bulkInsert ---------------------------------------------------------------------
@@ -178,7 +187,7 @@ def test_resume_bulk_inserts_the_pool_from_its_template_into_its_placement(scont
     config = config_for()
     compute = StubCompute(template_labels={"aicluster-cluster": "a3mega-train", "aicluster-pool": "gpu"})
 
-    assert power.resume(compute, config, power.start.__globals__["expand_hostlist"]("gpu-[3-5]")) == 0
+    assert power.resume(compute, config, core.expand_hostlist("gpu-[3-5]")) == 0
 
     (bulk,) = compute.made("bulk_insert")
     body = bulk[1]
@@ -230,9 +239,10 @@ def test_a_node_that_cannot_be_labelled_goes_down_and_its_instance_is_deleted(sc
     assert power.resume(compute, config_for(), ["gpu-1", "gpu-2"]) == 1
     assert ("delete", "a3mega-train-gpu-2") in compute.calls
     assert set(compute.instances) == {"a3mega-train-gpu-1"}
-    assert [c[:3] for c in scontrol()] == [["update", "nodename=gpu-1", "nodeaddr=10.0.7.10"],
-                                           ["update", "nodename=gpu-2", "state=down"]]
-    assert "conditionNotMet" in scontrol()[1][3]
+    # DOWN as soon as its failure is known, before the others get their addresses (as on AWS).
+    assert [c[:3] for c in scontrol()] == [["update", "nodename=gpu-2", "state=down"],
+                                           ["update", "nodename=gpu-1", "nodeaddr=10.0.7.10"]]
+    assert "conditionNotMet" in scontrol()[0][3]
 
 
 def test_unknown_pool_and_bad_names_go_down_without_a_call(scontrol):
@@ -272,9 +282,9 @@ def test_a_node_whose_record_is_refused_goes_down_and_its_instance_is_deleted(sc
     assert power.resume(compute, config_for(), ["gpu-1", "gpu-2"], dns) == 1
     assert set(compute.instances) == {"a3mega-train-gpu-1"}
     assert ("delete", "a3mega-train-gpu-2") in compute.calls
-    assert [c[:3] for c in scontrol()] == [["update", "nodename=gpu-1", "nodeaddr=10.0.7.10"],
-                                           ["update", "nodename=gpu-2", "state=down"]]
-    assert scontrol()[1][3].startswith('reason="forbidden: Forbidden: dns.resourceRecordSets.create')
+    assert [c[:3] for c in scontrol()] == [["update", "nodename=gpu-2", "state=down"],
+                                           ["update", "nodename=gpu-1", "nodeaddr=10.0.7.10"]]
+    assert scontrol()[0][3].startswith('reason="forbidden: Forbidden: dns.resourceRecordSets.create')
     assert list(dns.records) == ["gpu-1.a3mega-train.aicluster.internal."]
 
 
@@ -415,8 +425,9 @@ def test_a_refused_record_over_rest_sets_the_node_down(tmp_path, fake, scontrol)
     fake.fail_dns = {"gpu-2.a3mega-train.aicluster.internal."}
     done = run_link(tmp_path, fake, "aicluster-resume", "gpu-[1-2]", config_for())
     assert done.returncode == 1
-    assert scontrol()[1][:3] == ["update", "nodename=gpu-2", "state=down"]
-    assert "forbidden" in scontrol()[1][3]
+    assert scontrol()[0][:3] == ["update", "nodename=gpu-2", "state=down"]
+    assert "forbidden" in scontrol()[0][3]
+    assert scontrol()[1][:2] == ["update", "nodename=gpu-1"]
     assert set(fake.instances) == {"a3mega-train-gpu-1"}
     assert list(fake.addresses_in("a3mega-train-nodes")) == ["gpu-1.a3mega-train.aicluster.internal."]
 

@@ -129,7 +129,7 @@ def test_example_job_takes_every_gpu_and_efa_device_of_each_node(plan, pool):
     assert volumes[mounts["/fsx"]]["persistentVolumeClaim"] == {"claimName": "fsx"}
     claims = {c.inputs["metadata"]["name"] for c in plan.of_type("kubernetes:core/v1:PersistentVolumeClaim")}
     assert "fsx" in claims
-    # The NCCL environment of fabric.md: no variables it says to leave out.
+    # The NCCL environment of aws-ofi-nccl doc/efa-env-var.md: no variables it says to leave out.
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env["NCCL_DEBUG"] == "INFO"
     assert not {"FI_PROVIDER", "NCCL_PROTO", "NCCL_MIN_CHANNELS", "NCCL_BUFFSIZE", "FI_EFA_FORK_SAFE",

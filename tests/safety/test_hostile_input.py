@@ -4,7 +4,7 @@ a hang or unbounded memory.
 
 Each case runs `python -m aicluster.cli` in a subprocess under RLIMIT_AS = 1 GiB (a normal plan
 needs about 200 MiB of resident memory and runs under that limit too) with a generous wall-clock
-timeout that only catches hangs; no timing is asserted (DESIGN.md: benchmarks measure, tests
+timeout that only catches hangs; no timing is asserted (benchmarks, under bench/, measure; tests
 assert behaviour). The child's peak resident memory, from wait4, is checked against 1 GiB too, and
 printed with the wall time (`pytest -s` shows them).
 

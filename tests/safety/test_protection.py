@@ -1,5 +1,5 @@
 """Where an edit really must change a stateful resource, `protect` stops `pulumi up` from
-replacing or deleting it (README: Data safety, "Replacing a protected resource on purpose").
+replacing or deleting it (docs/data-safety.md, "Replacing a protected resource on purpose").
 
 Every stateful resource (components/aicluster/stateful.py) of every stack carries `protect` and
 `retain_on_delete` on the resource itself (mocks and the policy engine do not see inherited
@@ -44,7 +44,7 @@ def test_scratch_storage_may_opt_out_and_nothing_else_does(plan_spec, base_spec)
 
 
 # Edits that are not routine: they change what a stateful resource is. Pulumi would replace it;
-# `protect` makes `pulumi up` stop instead, and the README says how to proceed on purpose.
+# `protect` makes `pulumi up` stop instead, and docs/data-safety.md says how to proceed on purpose.
 NON_ROUTINE = {
     "zone": lambda s: s.update(zone=s["region"] + ("b" if s["cloud"] == "aws" else "-b")
                                if not s["zone"].endswith(("b", "-b")) else s["region"] + ("c" if s["cloud"] == "aws" else "-c")),

@@ -13,7 +13,7 @@ import pulumi
 
 from ..design import ClusterDesign
 from ..render import render, static
-from ..slurm_config import node_domain
+from ..slurm_config import SLURMCTLD_PORT, node_domain
 from .gpu_pool import GpuPool, GpuPoolArgs
 from .iam import NodeIdentity, NodeIdentityArgs
 from .network import Network, NetworkArgs
@@ -21,7 +21,6 @@ from .slurm import (BIN, MOUNT_SCRIPT, NODE_TAG, SlurmConfiguration, SlurmConfig
                     SlurmControllerArgs, SlurmNodeFiles, SlurmNodeFilesArgs, fetch_list)
 from .storage import LustreFilesystem, LustreFilesystemArgs
 
-SLURMCTLD_PORT = 6817
 
 
 def compute_user_data(design: ClusterDesign, pool_name: str, *, controller_addr: str, munge_secret: str,
@@ -77,7 +76,7 @@ def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
 
     pools = {
         pool.name: GpuPool(f"{design.name}-{pool.name}", GpuPoolArgs(
-            cluster=design, pool=pool, subnet_id=network.subnet_id,
+            context=design.context, pool=pool, subnet_id=network.subnet_id,
             security_group_ids=([network.nodes_security_group_id] if eks is None
                                 else eks_pool_security_groups(network.nodes_security_group_id, eks)),
             instance_profile_arn=nodes.instance_profile_arn,

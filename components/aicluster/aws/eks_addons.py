@@ -26,14 +26,13 @@ from ..design import ClusterDesign, StorageDesign
 from ..k8s_resources import (RENDEZVOUS_PORT, SCRIPT_DIR, claim_name, examples_configmap, helm_release,  # noqa: F401
                              job_name, kueue_queues, render_kueue, render_train_job, static_volume,
                              training_namespace, volume_name)
-from ..kubernetes_design import EFA_PRESENT_LABEL, GPU_PRESENT_LABEL, GPU_TAINT, ROLE_LABEL, KubernetesPool, versions
+from ..kubernetes_design import EFA_PRESENT_LABEL, GPU_PRESENT_LABEL, GPU_TAINT, ROLE_LABEL, SYSTEM_NODES, KubernetesPool, versions
 from ..mounts import Mount
 from ..render import static
 
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
 # Lustre options that matter inside a pod's mount (the host-side systemd options do not apply).
 FSX_MOUNT_OPTIONS = ("relatime", "flock")
-SYSTEM_NODES = {ROLE_LABEL: "system"}
 # The well-known label the EFA chart's node affinity matches instance types on.
 INSTANCE_TYPE_NODE_LABEL = "node.kubernetes.io/instance-type"
 
@@ -54,7 +53,7 @@ def efa_device_plugin_values() -> dict:
 
 
 def nccl_env(pool: KubernetesPool, gpudirect_rdma: bool) -> list[tuple[str, str]]:
-    """The worker's NCCL environment (fabric.md, aws-ofi-nccl doc/efa-env-var.md): short on purpose.
+    """The worker's NCCL environment (aws-ofi-nccl doc/efa-env-var.md): short on purpose.
     The plugin (>= 1.7) picks the EFA provider itself, so FI_PROVIDER, NCCL_PROTO, NCCL_MIN_CHANNELS,
     NCCL_BUFFSIZE, FI_EFA_FORK_SAFE, FI_EFA_ENABLE_SHM_TRANSFER and RDMAV_* stay unset."""
     env = [("NCCL_DEBUG", "INFO"),                 # the log names the network NCCL chose

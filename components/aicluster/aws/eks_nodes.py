@@ -4,8 +4,9 @@ The node group launches from the pool's own launch template (GpuPool with launch
 EFA device, IMDSv2 with hop limit 1, no public IP, encrypted root volume, the placement group)
 and takes the EKS-optimized accelerated AL2023 AMI by `ami_type`. The template carries the
 instance type, so the node group's `instance_types` stays unset; capacity blocks need exactly
-that (fabric.md), and one rule for every capacity type keeps node groups from being replaced
-when a pool changes how it buys capacity.
+that (Amazon EKS User Guide, Capacity Blocks for ML with managed node groups), and one rule for
+every capacity type keeps node groups from being replaced when a pool changes how it buys
+capacity.
 
 GPU nodes are tainted `nvidia.com/gpu=present:NoSchedule` and labelled with their pool, instance
 type and accelerator; their user data (MIME multipart for nodeadm) pre-allocates the 2 MiB huge
@@ -73,7 +74,7 @@ class EksNodeGroup(pulumi.ComponentResource):
             ami_type=versions().ami_types["gpu"]["ami_type"],
             capacity_type=pool.capacity_type,
             # instance_types stays unset: the launch template names the type (capacity blocks
-            # require it there, fabric.md).
+            # require it there: Amazon EKS User Guide, Capacity Blocks for ML).
             # Capacity blocks start empty (desired 0) and are scaled up when the block is active.
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                 min_size=pool.min_size, max_size=pool.max_nodes, desired_size=pool.desired_nodes),

@@ -6,6 +6,7 @@ from typing import Any
 from ..design import ClusterDesign
 from ..kubernetes_design import versions
 from .eks import AFTER_NODES, BEFORE_NODES
+from ..k8s_resources import in_cluster_lines
 from .eks_addons import chart_values, claim_name, job_name, volume_name
 
 
@@ -44,7 +45,8 @@ def kubernetes_summary(design: ClusterDesign) -> dict[str, Any]:
         "eks_addons": {name: v.addons[name] for name in (*BEFORE_NODES, *AFTER_NODES)},
         "charts": {name: v.charts[name].version for name in chart_values(design)},
         "volumes": [{"volume": volume_name(design, fs), "claim": f"{kd.namespace}/{claim_name(fs)}",
-                     "capacity": f"{fs.capacity_gib}Gi", "mount": fs.mount} for fs in design.storage],
+                     "capacity": f"{fs.capacity_gib}Gi", "driver": "fsx.csi.aws.com", "mount": fs.mount}
+                    for fs in design.storage],
         "queues": {"local_queue": f"{kd.namespace}/{kd.local_queue}", "cluster_queue": kd.cluster_queue,
                    "quotas": {p.flavor: p.quota for p in kd.pools}},
         "jobs": [f"k8s/examples/{job_name(p)}.yaml" for p in kd.pools],
@@ -74,13 +76,5 @@ def kubernetes_lines(design: ClusterDesign) -> list[str]:
     lines.append("  EKS add-ons: " + ", ".join(f"{n} {ver}" for n, ver in s["eks_addons"].items()))
     if not s["endpoint"]["in_cluster_objects"]:
         lines.append("  in-cluster objects (phase 2, from inside the VPC with kubernetes.api_access: vpc):")
-    lines.append("  Helm charts: " + ", ".join(f"{n} {ver}" for n, ver in s["charts"].items()))
-    for vol in s["volumes"]:
-        lines.append(f"  storage: PersistentVolume {vol['volume']} ({vol['capacity']}, fsx.csi.aws.com, Retain) "
-                     f"bound to claim {vol['claim']}, mounted at {vol['mount']} in the jobs")
-    q = s["queues"]
-    lines.append(f"  queue: LocalQueue {q['local_queue']} -> ClusterQueue {q['cluster_queue']}")
-    for flavor, quota in q["quotas"].items():
-        lines.append(f"    flavor {flavor}: " + ", ".join(f"{r} {n}" for r, n in quota.items()))
-    lines.append("  example jobs: " + ", ".join(s["jobs"]))
+    lines += in_cluster_lines(s)
     return lines

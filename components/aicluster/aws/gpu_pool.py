@@ -15,7 +15,7 @@ import pulumi
 import pulumi_aws as aws
 
 from ..catalog import load_limits
-from ..design import ClusterDesign, PoolDesign
+from ..design import ClusterContext, PoolDesign
 
 def within_user_data_limit(name: str, text: str) -> str:
     """`text`, once it is known to fit in EC2's user data; a clear error at plan time otherwise.
@@ -30,12 +30,21 @@ def within_user_data_limit(name: str, text: str) -> str:
 
 @dataclass(frozen=True)
 class GpuPoolArgs:
-    cluster: ClusterDesign
+    """A pool's launch template and placement group.
+
+    context: the cluster's name, zone, tags and workload hints (`ClusterDesign.context`, or a
+        `ClusterContext` of your own). pool: the pool's design: instance type, every EFA device,
+        placement, image (`aicluster.design.design_pool("p5.48xlarge", ...)` builds one with no spec).
+    subnet_id, security_group_ids: where the nodes' interfaces go (the group must admit itself: EFA).
+    instance_profile_arn: the nodes' instance profile (fleet launcher only).
+    user_data: cloud-init text or MIME multipart (base64-encoded here, at most 16 KB raw).
+    """
+    context: ClusterContext
     pool: PoolDesign
     subnet_id: pulumi.Input[str]
     security_group_ids: pulumi.Input[list[str]]
-    instance_profile_arn: pulumi.Input[str] | None
-    user_data: pulumi.Input[str]          # cloud-init text (or MIME multipart), base64-encoded here; <= 16 KB
+    instance_profile_arn: pulumi.Input[str] | None = None
+    user_data: pulumi.Input[str] = "#cloud-config\n"
     # Who launches nodes from the template: "fleet" (CreateFleet/RunInstances: Slurm's resume
     # program) or "eks" (an EKS managed node group, which supplies the image by ami_type, the
     # instance profile, the subnet and spot, and refuses them in the template).
@@ -49,7 +58,7 @@ class GpuPool(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GpuPoolArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aicluster:aws:GpuPool", name, None, opts)
-        cluster, pool = args.cluster, args.pool
+        cluster, pool = args.context, args.pool
         child = pulumi.ResourceOptions(parent=self)
         tags = cluster.labels("compute", pool.name)
 
@@ -73,7 +82,7 @@ class GpuPool(pulumi.ComponentResource):
                     interface_type=nic.interface_type,
                     subnet_id=args.subnet_id if args.launcher == "fleet" else None,
                     security_groups=args.security_group_ids,
-                    associate_public_ip_address="false",   # strings in pulumi_aws v7 (fabric.md)
+                    associate_public_ip_address="false",   # a string in pulumi_aws v7's LaunchTemplateNetworkInterfaceArgs
                     delete_on_termination="true",
                     description=f"{pool.name} card {nic.network_card_index} {nic.interface_type}",
                 )
@@ -106,7 +115,7 @@ class GpuPool(pulumi.ComponentResource):
                 aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=tags)
                 for kind in ("instance", "volume", "network-interface")
             ],
-            tags={**tags, **pool_tags(cluster, pool)},
+            tags={**tags, **cluster.pool_facts(pool)},
             opts=child,
         )
         self.launch_template_id = template.id
@@ -118,20 +127,7 @@ class GpuPool(pulumi.ComponentResource):
         })
 
 
-def pool_tags(cluster: ClusterDesign, pool: PoolDesign) -> dict[str, str]:
-    """Facts the policy pack reads off the launch template itself (a hand-written stack can set
-    them too): the pool's size and the workload hints. On the template only, never on instances."""
-    tags = {"aicluster-min-nodes": str(pool.min_nodes), "aicluster-max-nodes": str(pool.max_nodes)}
-    if cluster.workload:
-        tags |= {
-            "aicluster-model-params-b": f"{cluster.workload.model_params_b:g}",
-            "aicluster-checkpoint-interval-min": f"{cluster.workload.checkpoint_interval_min:g}",
-            "aicluster-max-checkpoint-stall-pct": f"{cluster.workload.max_checkpoint_stall_pct:g}",
-        }
-    return tags
-
-
-def _placement(cluster: ClusterDesign, group: aws.ec2.PlacementGroup | None):
+def _placement(cluster: ClusterContext, group: aws.ec2.PlacementGroup | None):
     return aws.ec2.LaunchTemplatePlacementArgs(
         availability_zone=cluster.zone,
         group_name=group.name if group else None,

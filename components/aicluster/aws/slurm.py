@@ -1,4 +1,7 @@
-"""Slurm on AWS, in three components:
+"""Slurm on AWS, in three components, of the shape both clouds share (components/aicluster/
+slurm_controller.py: the secrets, the published objects) and with the same texts
+(components/aicluster/slurm_files.py: the head's cloud-config, the published files and their
+manifest); this file holds the AWS parts:
 
 - aicluster:aws:SlurmController: the munge key in Secrets Manager, the configuration bucket, the
   private hosted zone of the node names, the head node (role, security group, launch template,
@@ -22,33 +25,30 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
-import pulumi_random as random
 
 from ..catalog import load_catalog
 from ..design import ClusterDesign
 from ..mounts import Mount
 from ..render import render, static
-from ..slurm_config import SlurmRuntime, node_domain, render_slurm_configs
+from ..slurm_config import node_domain
+from ..slurm_controller import SlurmConfigurationShape, SlurmControllerShape, pool_facts
+from ..slurm_files import (BIN, CONFIG_PREFIX, MOUNT_SCRIPT, BootFile, head_hostname, published_keys,  # noqa: F401
+                           slurm_pools)
+from ..slurm_files import head_user_data as _head_user_data
+from ..slurm_files import published_files as _published_files
 from .gpu_pool import within_user_data_limit
 from .iam import ec2_assume_role_policy, partition
 
 NODE_TAG = "aicluster-node"
 CLUSTER_TAG = "aicluster-cluster"
 POOL_TAG = "aicluster-pool"
-CONFIG_PREFIX = "head/"
 HEAD_BOOT_PREFIX = f"{CONFIG_PREFIX}boot/"    # the head's own programs, fetched by its user data
 COMPUTE_PREFIX = "compute/"                   # the compute nodes' programs: all that they may read
-BIN = "/opt/aicluster/bin"
-MOUNT_SCRIPT = "/usr/local/sbin/aicluster-mount-storage"
 # Programs fetched at boot (name -> template), installed in BIN.
 _HEAD_PROGRAMS = {"aicluster-secret": "scripts/aicluster-secret.py", "aicluster-sync": "scripts/aicluster-sync.py"}
 _NODE_PROGRAMS = {"aicluster-secret": "scripts/aicluster-secret.py",
                   "aicluster-node-bootstrap": "scripts/aicluster-node-bootstrap",
                   "aicluster-gpu-healthcheck": "scripts/aicluster-gpu-healthcheck"}
-
-
-def head_hostname(design: ClusterDesign) -> str:
-    return f"{design.name}-head"
 
 
 def secret_prefix(design: ClusterDesign) -> str:
@@ -111,7 +111,7 @@ class SlurmControllerArgs:
     compute_role_name: pulumi.Input[str]
 
 
-class SlurmController(pulumi.ComponentResource):
+class SlurmController(SlurmControllerShape):
     controller_addr: pulumi.Output[str]
     munge_secret_arn: pulumi.Output[str]
     bucket_name: pulumi.Output[str]
@@ -123,29 +123,13 @@ class SlurmController(pulumi.ComponentResource):
     dns_domain: str
 
     def __init__(self, name: str, args: SlurmControllerArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("aicluster:aws:SlurmController", name, None, opts)
         design = args.cluster
-        slurm = design.slurm
-        assert slurm is not None
-        child = pulumi.ResourceOptions(parent=self)
-        # Secrets and controller state: protected and kept (DESIGN.md, stateful resources).
-        stateful = pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True)
+        # The munge key and the accounting password, in Secrets Manager under the cluster's prefix.
+        super().__init__("aicluster:aws:SlurmController", name, design, lambda *a: _stored_secret(design, *a), opts)
+        slurm, child, munge = design.slurm, self.child, self.munge
         head_tags = design.labels("head")
-
-        # The munge key: 1 KiB of randomness, stored base64 in Secrets Manager, secret in Pulumi.
-        munge_bytes = random.RandomBytes(f"{name}-munge-bytes", length=1024, opts=stateful)
-        munge = _stored_secret(f"{name}-munge", design, "munge-key", "munge key shared by every Slurm node",
-                               munge_bytes.base64, stateful)
         self.munge_secret_arn = munge.arn
-
-        # The accounting password exists only once accounting is on; its name is under the
-        # cluster's prefix, so the head's permissions do not change when it appears.
-        self.accounting_secret_arn = None
-        if slurm.accounting:
-            # Letters and digits only: it goes into SQL and slurmdbd.conf unquoted.
-            password = random.RandomPassword(f"{name}-slurmdbd-password", length=40, special=False, opts=stateful)
-            self.accounting_secret_arn = _stored_secret(f"{name}-slurmdbd", design, "slurmdbd-password",
-                                                        "slurmdbd database password", password.result, stateful).arn
+        self.accounting_secret_arn = self.accounting.arn if self.accounting else None
 
         bucket = aws.s3.Bucket(f"{name}-config", force_destroy=True, tags=head_tags, opts=child)
         aws.s3.BucketPublicAccessBlock(f"{name}-config-private", bucket=bucket.id, block_public_acls=True,
@@ -269,7 +253,7 @@ class SlurmController(pulumi.ComponentResource):
                                "munge_secret_arn": munge.arn, "dns_zone_id": zone.zone_id})
 
 
-def _stored_secret(name: str, design: ClusterDesign, key: str, what: str, value: pulumi.Input[str],
+def _stored_secret(design: ClusterDesign, name: str, key: str, what: str, value: pulumi.Input[str],
                    opts: pulumi.ResourceOptions) -> aws.secretsmanager.Secret:
     """A Secrets Manager secret under the cluster's prefix, holding `value` (secret in Pulumi)."""
     secret = aws.secretsmanager.Secret(name, name=f"{secret_prefix(design)}{key}",
@@ -350,10 +334,12 @@ def head_fleet_policy(design: ClusterDesign, account: str, launch_template_ids: 
 
 
 def head_user_data(design: ClusterDesign, *, bucket: str, munge_secret: str) -> str:
-    return render("cloud-init/head.yaml.j2", cluster=design.name, bucket=bucket, prefix=CONFIG_PREFIX,
-                  region=design.region, munge_secret=munge_secret, dns_domain=node_domain(design.name),
-                  fetch_list=fetch_list(design, bucket, [entry for entry, _ in head_boot_files()]),
-                  fetch_script=static("scripts/aicluster-fetch.py"))
+    """The head fetches its programs (EC2 takes at most 16 KB of user data): cloud-init writes only
+    aicluster-fetch and the list of what it fetches, each program named by its SHA-256."""
+    fetch = [BootFile("/etc/aicluster/head-files.json", fetch_list(design, bucket, [e for e, _ in head_boot_files()]),
+                      "0644"),
+             BootFile(f"{BIN}/aicluster-fetch", static("scripts/aicluster-fetch.py"))]
+    return _head_user_data(design, cloud="aws", bucket=bucket, munge_secret=munge_secret, sync={}, boot_files=fetch)
 
 
 def compute_read_policy(bucket_arn: str) -> dict:
@@ -406,86 +392,47 @@ class SlurmConfigurationArgs:
     mounts: pulumi.Input[list] = ()               # list[Mount]: the head mounts them when published
 
 
-class SlurmConfiguration(pulumi.ComponentResource):
+class SlurmConfiguration(SlurmConfigurationShape):
     def __init__(self, name: str, args: SlurmConfigurationArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("aicluster:aws:SlurmConfiguration", name, None, opts)
-        design, controller = args.cluster, args.controller
-        child = pulumi.ResourceOptions(parent=self)
-        names = list(args.pools)
-        pool_facts = pulumi.Output.all(
-            *[args.pools[n].launch_template_id for n in names],
-            *[args.pools[n].placement_group_name or "" for n in names],
-        )
-        files = pulumi.Output.all(controller.controller_addr, args.subnet_id, pool_facts,
+        super().__init__("aicluster:aws:SlurmConfiguration", name, opts)
+        design, controller, child = args.cluster, args.controller, self.child
+        pools = pool_facts(args.pools, "launch_template_id", "placement_group_name")
+        files = pulumi.Output.all(controller.controller_addr, args.subnet_id, pools,
                                   controller.accounting_secret_arn or "", args.mounts, controller.dns_zone_id).apply(
             lambda a: published_files(design, controller_addr=a[0], subnet_id=a[1],
-                                      launch_templates=dict(zip(names, a[2][:len(names)])),
-                                      placement_groups=dict(zip(names, a[2][len(names):])),
+                                      launch_templates=a[2]["launch_template_id"],
+                                      placement_groups=a[2]["placement_group_name"],
                                       accounting_secret=a[3] or None, mounts=list(a[4]), hosted_zone_id=a[5]))
-        for key in PUBLISHED_KEYS:
-            aws.s3.BucketObjectv2(f"{name}-{key.replace('/', '-').replace('.', '-')}",
-                                  bucket=controller.bucket_name, key=CONFIG_PREFIX + key,
-                                  content=files.apply(lambda f, k=key: f[k]),
-                                  server_side_encryption="AES256", opts=child)
+        self.publish(PUBLISHED_KEYS, files, lambda key, content: aws.s3.BucketObjectv2(
+            f"{name}-{key.replace('/', '-').replace('.', '-')}", bucket=controller.bucket_name,
+            key=CONFIG_PREFIX + key, content=content, server_side_encryption="AES256", opts=child))
         aws.iam.RolePolicy(
             f"{name}-head-fleet", role=controller.role_name,
             policy=pulumi.Output.all(controller.role_arn, args.compute_role_arn,
-                                     *[args.pools[n].launch_template_id for n in names]).apply(
-                lambda a: json.dumps(head_fleet_policy(design, account_of(a[0]), list(a[2:]), a[1]))),
+                                     pool_facts(args.pools, "launch_template_id")).apply(
+                lambda a: json.dumps(head_fleet_policy(design, account_of(a[0]), list(a[2]["launch_template_id"].values()),
+                                                       a[1]))),
             opts=child)
         self.register_outputs({})
 
 
-# The published files: S3 key (under CONFIG_PREFIX) -> where aicluster-sync installs it.
-_SLURM_FILES = ("slurm.conf", "gres.conf", "cgroup.conf", "topology.conf")
-_SCRIPTS = {"aicluster-power.py": "scripts/aicluster-power.py", "aicluster_slurm.py": "scripts/aicluster_slurm.py",
-            "aicluster-secret": "scripts/aicluster-secret.py", "aicluster-accounting": "scripts/aicluster-accounting"}
-PUBLISHED_KEYS = (*[f"slurm/{f}" for f in _SLURM_FILES], "aicluster/cluster.json", "aicluster/accounting.json",
-                  *[f"bin/{s}" for s in _SCRIPTS], "bin/aicluster-mount-storage", "manifest.json")
+# The published files: S3 key (under CONFIG_PREFIX) -> where aicluster-sync installs it
+# (components/aicluster/slurm_files.py), with the AWS power program.
+_PROGRAMS = {"aicluster-power.py": "scripts/aicluster-power.py"}
+PUBLISHED_KEYS = published_keys(_PROGRAMS)
 
 
 def published_files(design: ClusterDesign, *, controller_addr: str, subnet_id: str, launch_templates: dict,
                     placement_groups: dict, accounting_secret: str | None, hosted_zone_id: str,
                     mounts: list[Mount] = ()) -> dict[str, str]:
-    # Pid files where Ubuntu's slurm units expect them (/run/slurmctld.pid, /run/slurmd.pid).
-    runtime = SlurmRuntime(controller_host=head_hostname(design), controller_addr=controller_addr, run_dir="/run",
-                           accounting_host=head_hostname(design) if design.slurm.accounting else None)
-    configs = render_slurm_configs(design, runtime)
     cluster = {
-        "cluster": design.name, "region": design.region,
-        "cluster_tag": CLUSTER_TAG, "node_tag": NODE_TAG, "pool_tag": POOL_TAG,
-        # Where the power programs write and delete <node>.<dns_domain> (cloud_dns).
-        "hosted_zone_id": hosted_zone_id, "dns_domain": node_domain(design.name),
+        "cluster_tag": CLUSTER_TAG, "node_tag": NODE_TAG, "pool_tag": POOL_TAG, "hosted_zone_id": hosted_zone_id,
         "pools": {p.name: {
             "launch_template_id": launch_templates[p.name], "instance_type": p.instance.name,
             "subnet_id": subnet_id, "placement_group": placement_groups[p.name] or None,
             "capacity": p.capacity.type, "reservation_id": p.capacity.reservation_id,
             "min_nodes": p.min_nodes, "max_nodes": p.max_nodes,
-        } for p in design.pools},
-        "static_nodes": [p.static_hostlist for p in design.pools if p.static_hostlist],
-        "log_file": "/var/log/aicluster/power.log",
+        } for p in slurm_pools(design)},
     }
-    accounting = {"enabled": design.slurm.accounting, "password_secret": accounting_secret}
-    files = {f"slurm/{f}": configs[f] for f in _SLURM_FILES}
-    files["aicluster/cluster.json"] = json.dumps(cluster, indent=2, sort_keys=True) + "\n"
-    files["aicluster/accounting.json"] = json.dumps(accounting, indent=2, sort_keys=True) + "\n"
-    files |= {f"bin/{name}": static(path) for name, path in _SCRIPTS.items()}
-    files["bin/aicluster-mount-storage"] = render("scripts/mount-storage.sh.j2", mounts=list(mounts))
-    manifest = {
-        "files": [
-            *[{"key": f"slurm/{f}", "path": f"{runtime.conf_dir}/{f}", "mode": "0644", "reconfigure": True}
-              for f in _SLURM_FILES],
-            {"key": "aicluster/cluster.json", "path": "/etc/aicluster/cluster.json", "mode": "0644"},
-            *[{"key": f"bin/{name}", "path": f"{BIN}/{name}", "mode": "0755"} for name in _SCRIPTS],
-            # After the scripts, so the set-up they ask for is installed. The mount script runs
-            # whenever it changes (a filesystem added); the fstab lines it writes mount at boot.
-            {"key": "bin/aicluster-mount-storage", "path": "/usr/local/sbin/aicluster-mount-storage",
-             "mode": "0755", "run": ["/usr/local/sbin/aicluster-mount-storage"]},
-            {"key": "aicluster/accounting.json", "path": "/etc/aicluster/accounting.json", "mode": "0644",
-             "run": [f"{BIN}/aicluster-accounting"]},
-        ],
-        "links": [{"path": f"{BIN}/{link}", "target": "aicluster-power.py"}
-                  for link in ("aicluster-resume", "aicluster-suspend", "aicluster-resume-fail")],
-    }
-    files["manifest.json"] = json.dumps(manifest, indent=2) + "\n"
-    return files
+    return _published_files(design, controller_addr=controller_addr, cluster=cluster, programs=_PROGRAMS,
+                            power_program="aicluster-power.py", accounting_secret=accounting_secret, mounts=mounts)

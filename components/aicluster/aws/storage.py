@@ -13,11 +13,8 @@ import pulumi
 import pulumi_aws as aws
 
 from ..design import ClusterDesign, StorageDesign
-from ..mounts import Mount
+from ..mounts import LUSTRE_MOUNT_OPTIONS, Mount
 
-# relatime: no write per read; flock: cluster-wide locks that checkpoint libraries rely on;
-# _netdev/x-systemd: wait for the network at boot instead of hanging it.
-LUSTRE_MOUNT_OPTIONS = "relatime,flock,_netdev,x-systemd.automount,x-systemd.requires=network-online.target"
 
 
 @dataclass(frozen=True)

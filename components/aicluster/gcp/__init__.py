@@ -1,13 +1,14 @@
 """aicluster's Pulumi components for GCP, each with its Args:
 `from aicluster.gcp import GpuPool, GpuPoolArgs` in any Pulumi program.
 
-Exports load their module on first use (PEP 562), so a program that builds a Slurm cluster never
+Exports load their module on first use (aicluster.lazy), so a program that builds a Slurm cluster never
 imports the Kubernetes modules and their SDK.
 """
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ..lazy import lazy_exports
 
 # exported name -> the module that defines it
 _EXPORTS = {
@@ -49,13 +50,4 @@ if TYPE_CHECKING:
     from .gke_addons import GkeAddons, GkeAddonsArgs
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -13,14 +13,13 @@ from ..catalog import load_catalog
 from ..design import ClusterDesign
 from ..mounts import Mount
 from ..render import render, static
-from ..slurm_config import node_domain
+from ..slurm_config import SLURMCTLD_PORT, node_domain
 from .gpu_pool import GpuPool, GpuPoolArgs
 from .identity import NodeIdentity, NodeIdentityArgs
 from .network import Network, NetworkArgs
 from .slurm import SlurmConfiguration, SlurmConfigurationArgs, SlurmController, SlurmControllerArgs, instance_prefix
 from .storage import Filestore, FilestoreArgs, ManagedLustre, ManagedLustreArgs
 
-SLURMCTLD_PORT = 6817
 
 
 def fabric_check(design: ClusterDesign, pool_name: str) -> tuple[str, int]:
@@ -67,7 +66,7 @@ def compute_user_data(design: ClusterDesign, pool_name: str, mounts: list[Mount]
         }
     kind, devices = fabric_check(design, pool_name)
     gpus = pool.instance.accelerator_count if pool.instance.accelerator.kind == "gpu" else 0
-    return render("cloud-init/gcp-compute.yaml.j2", cluster=design.name, pool=pool.name, gpus=gpus,
+    return render("cloud-init/compute.yaml.j2", cloud="gcp", cluster=design.name, pool=pool.name, gpus=gpus,
                   fabric_kind=kind, fabric_devices=devices, nic=nic_settings(design, pool_name),
                   fabric_script=static("scripts/aicluster-gcp-fabric"),
                   mount_script=render("scripts/mount-storage.sh.j2", mounts=mounts), slurm=slurm)
@@ -106,7 +105,7 @@ def build_gcp_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
 
     pools = {
         pool.name: GpuPool(f"{design.name}-{pool.name}", GpuPoolArgs(
-            cluster=design, pool=pool, nic_subnetworks=network.nic_subnetworks(pool),
+            context=design.context, pool=pool, nic_subnetworks=network.nic_subnetworks(pool),
             service_account_email=nodes.email,
             user_data=node_inputs.apply(lambda a, p=pool.name: compute_user_data(design, p, list(a[0]), a[1], a[2]))))
         for pool in design.pools if pool.tpu is None

@@ -7,8 +7,11 @@ import re
 
 import pulumi
 
-from ..design import ClusterDesign, PoolDesign
+from ..design import ClusterContext, ClusterDesign, PoolDesign
 from ..errors import Problem, SpecError
+
+# What the helpers below read of a cluster: a whole design, or the context a component takes.
+Cluster = ClusterContext | ClusterDesign
 
 # Labels: keys start with a lowercase letter; keys and values hold lowercase letters, digits, `_`
 # and `-`, at most 63 characters (cloud.google.com/compute/docs/labeling-resources).
@@ -27,28 +30,22 @@ def label_key(key: str) -> str:
     return key if key[:1].isalpha() else f"x-{key}"[:63]
 
 
-def labels(design: ClusterDesign, role: str, pool: str | None = None) -> dict[str, str]:
-    """The cluster's labels (DESIGN.md) in GCP's alphabet: user tags lower-cased, `.` and other
+def labels(design: Cluster, role: str, pool: str | None = None) -> dict[str, str]:
+    """The cluster's labels (ClusterDesign.labels) in GCP's alphabet: user tags lower-cased, `.` and other
     characters GCP refuses turned into `-`."""
     return {label_key(k): label_value(v) for k, v in design.labels(role, pool).items()}
 
 
-def pool_labels(design: ClusterDesign, pool: PoolDesign) -> dict[str, str]:
-    """Facts the policy pack reads off the instance template (as the AWS launch-template tags):
-    the pool's size, the zone its nodes launch in, and the workload hints. Label values take no `.`: 7.5 is written 7_5, which the
-    pack reads back as 7.5."""
-    facts = {"aicluster-min-nodes": str(pool.min_nodes), "aicluster-max-nodes": str(pool.max_nodes),
-             # Templates are global; the resume program creates the nodes in the cluster's zone.
-             "aicluster-zone": design.zone}
-    if design.workload:
-        w = design.workload
-        facts |= {"aicluster-model-params-b": f"{w.model_params_b:g}",
-                  "aicluster-checkpoint-interval-min": f"{w.checkpoint_interval_min:g}",
-                  "aicluster-max-checkpoint-stall-pct": f"{w.max_checkpoint_stall_pct:g}"}
+def pool_labels(cluster: Cluster, pool: PoolDesign) -> dict[str, str]:
+    """The pool facts the policy pack reads off the instance template (ClusterContext.pool_facts,
+    as the AWS launch-template tags) and the zone its nodes launch in: templates are global, the
+    resume program creates the nodes in the cluster's zone. Label values take no `.`: 7.5 is
+    written 7_5, which the pack reads back as 7.5."""
+    facts = {**cluster.pool_facts(pool), "aicluster-zone": cluster.zone}
     return {k: v.replace(".", "_") for k, v in facts.items()}
 
 
-def node_tag(design: ClusterDesign) -> str:
+def node_tag(design: Cluster) -> str:
     """The network tag of every node of the cluster (head and compute): firewall rules target it."""
     return f"{design.name}-node"
 
@@ -74,3 +71,11 @@ def project() -> str:
                                                       "deploy into), next to aicluster:cluster")],
                         subject="stack config")
     return value
+
+
+# Every GKE node (system and pool): no legacy metadata server endpoints.
+LEGACY_METADATA = {"disable-legacy-endpoints": "true"}
+
+
+def node_metadata() -> dict[str, str]:
+    return dict(LEGACY_METADATA)

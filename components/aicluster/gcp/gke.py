@@ -2,7 +2,7 @@
 
 - The cluster: regional (a replicated control plane), its nodes in the spec's zone; Dataplane V2
   (ADVANCED_DATAPATH) and multi-networking, which the GPU NIC networks of A3 / A4 node pools need
-  (fabric.md); private nodes and a private IP endpoint, with a public IP endpoint only for
+  (GKE docs, Set up multi-network support for Pods); private nodes and a private IP endpoint, with a public IP endpoint only for
   `kubernetes.api_access_cidrs` (master authorized networks, Google's public ranges left out);
   with `kubernetes.api_access: endpoint` (the default) the DNS-based control-plane endpoint takes
   traffic from outside Google Cloud, authorized by IAM (container.clusters.connect), so the
@@ -31,14 +31,15 @@ import pulumi_kubernetes as k8s
 from ..design import ClusterDesign
 from ..gke_design import GkeDesign, SYSTEM_POOL
 from ..kubernetes_design import ROLE_LABEL
-from .common import labels, node_tag, project
+from .common import labels, node_metadata, node_tag, project
+from .gke_addons import GkeAddons, GkeAddonsArgs, GkeFilesystem
+from .gke_nodes import GkeNodePoolArgs, GkeNodePools, network_names
 from .identity import CLOUD_PLATFORM
 
 # GKE's own role for a custom node service account: logs, metrics, image pulls (GKE docs,
 # "Use a least privileged IAM service account for nodes").
 NODE_ROLE = "roles/container.defaultNodeServiceAccount"
 SYSTEM_DISK_GIB = 100
-LEGACY_METADATA = {"disable-legacy-endpoints": "true"}
 
 
 def kubeconfig(cluster_name: str, endpoint: str, ca_data: str | None) -> str:
@@ -60,10 +61,6 @@ def kubeconfig(cluster_name: str, endpoint: str, ca_data: str | None) -> str:
 
 def workload_pool(project_id: str) -> str:
     return f"{project_id}.svc.id.goog"
-
-
-def node_metadata() -> dict[str, str]:
-    return dict(LEGACY_METADATA)
 
 
 @dataclass(frozen=True)
@@ -215,9 +212,6 @@ def _ca(master_auth) -> str:
 def attach_gke(design: ClusterDesign, network, nodes, filesystems: list) -> dict[str, pulumi.Output]:
     """GKE on the cluster's network: the control plane, a node pool per pool (TPU: per slice) with
     its GPU NIC networks, then everything inside the cluster."""
-    from .gke_addons import GkeAddons, GkeAddonsArgs, GkeFilesystem
-    from .gke_nodes import GkeNodePoolArgs, GkeNodePools, network_names
-
     gke_design: GkeDesign = design.kubernetes.gke
     cluster = GkeCluster(f"{design.name}-gke", GkeClusterArgs(
         cluster=design, network_id=network.network_id, subnetwork=network.subnetwork_self_link,

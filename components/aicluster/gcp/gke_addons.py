@@ -25,17 +25,15 @@ import yaml
 
 from ..design import ClusterDesign, StorageDesign
 from ..gke_design import GkeNetwork, GkeNodePool
-from ..k8s_manifests import EXAMPLES_CONFIGMAP
 from ..k8s_resources import (SCRIPT_DIR, examples_configmap, helm_release, job_claims, job_name, kueue_queues,
                              render_train_job, static_volume, training_namespace)
-from ..kubernetes_design import POOL_LABEL, ROLE_LABEL, versions
+from ..kubernetes_design import EXAMPLES_CONFIGMAP, POOL_LABEL, ROLE_LABEL, SYSTEM_NODES, versions
 from ..mounts import Mount
 from ..render import render, static
 
 NETWORK_API = "networking.gke.io/v1"
 LUSTRE_CSI_DRIVER = "lustre.csi.storage.gke.io"
 FILESTORE_CSI_DRIVER = "filestore.csi.storage.gke.io"
-SYSTEM_NODES = {ROLE_LABEL: "system"}
 # What the NCCL installer of each stack is called (Google's manifests' names) and is derived from.
 INSTALLERS = {"tcpx": ("nccl-tcpx-installer", "gpudirect-tcpx/nccl-tcpx-installer.yaml"),
               "tcpxo": ("nccl-tcpxo-installer", "gpudirect-tcpxo/nccl-tcpxo-installer.yaml"),

@@ -4,7 +4,7 @@ GPU pools: one node pool in the cluster's zone with
 - every GPU NIC network of the design as an additional node network (A3 High: 4 TCPX VPCs; A3 Mega:
   8 TCPXO VPCs; A3 Ultra / A4: the second gVNIC network and the 8 subnets of the RDMA VPC), which
   the pool's GKENetworkParamSet / Network pairs (gke_addons) expose to pods; node networks cannot
-  change once the pool exists (fabric.md), so they come from the machine family only;
+  change once the pool exists (GKE docs, Set up multi-network support for Pods), so they come from the machine family only;
 - compact placement (placement_policy COMPACT) unless a reservation brings its own;
 - reservation affinity (the named reservation, any matching one for on-demand, none for Spot and
   flex-start), Spot or flex-start;
@@ -31,8 +31,7 @@ import pulumi_gcp as gcp
 from ..design import ClusterDesign
 from ..gke_design import GkeNetwork, GkeNodePool
 from ..kubernetes_design import KubernetesPool
-from .common import labels, node_tag, pool_labels
-from .gke import node_metadata
+from .common import labels, node_metadata, node_tag, pool_labels
 from .gpu_pool import RESERVATION_KEY
 from .identity import CLOUD_PLATFORM
 

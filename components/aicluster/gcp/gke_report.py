@@ -7,7 +7,7 @@ from typing import Any
 
 from ..design import ClusterDesign
 from ..gke_design import GkeNodePool
-from ..k8s_resources import claim_name, job_name, volume_name
+from ..k8s_resources import claim_name, in_cluster_lines, job_name, volume_name
 from ..kubernetes_design import versions
 from .gke_addons import INSTALLERS, chart_values
 
@@ -122,13 +122,5 @@ def kubernetes_lines(design: ClusterDesign) -> list[str]:
                                                                     for n in s["networks"]))
     for stack, image in s["nccl_installers"].items():
         lines.append(f"  NCCL installer DaemonSet {INSTALLERS[stack][0]}: {image}")
-    lines.append("  Helm charts: " + ", ".join(f"{n} {ver}" for n, ver in s["charts"].items()))
-    for vol in s["volumes"]:
-        lines.append(f"  storage: PersistentVolume {vol['volume']} ({vol['capacity']}, {vol['driver']}, Retain) "
-                     f"bound to claim {vol['claim']}, mounted at {vol['mount']} in the jobs")
-    q = s["queues"]
-    lines.append(f"  queue: LocalQueue {q['local_queue']} -> ClusterQueue {q['cluster_queue']}")
-    for flavor, quota in q["quotas"].items():
-        lines.append(f"    flavor {flavor}: " + ", ".join(f"{r} {n}" for r, n in quota.items()))
-    lines.append("  example jobs: " + ", ".join(s["jobs"]))
+    lines += in_cluster_lines(s)
     return lines

@@ -18,7 +18,7 @@ from typing import Sequence
 import pulumi
 import pulumi_gcp as gcp
 
-from ..design import ClusterDesign, PoolDesign
+from ..design import ClusterContext, PoolDesign
 from .common import labels, node_tag, pool_labels, short_name
 from .identity import CLOUD_PLATFORM
 
@@ -30,11 +30,20 @@ RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 
 @dataclass(frozen=True)
 class GpuPoolArgs:
-    cluster: ClusterDesign
+    """A pool's instance template and compact placement policy.
+
+    context: the cluster's name, region, zone, labels and workload hints (`ClusterDesign.context`,
+        or a `ClusterContext` of your own). pool: the pool's design: machine type, every NIC of the
+        family, placement, image (`aicluster.design.design_pool("a3-megagpu-8g", cloud="gcp")`).
+    nic_subnetworks: one subnetwork per NIC of the design, in order (Network.nic_subnetworks).
+    service_account_email: the nodes' service account.
+    user_data: cloud-init text (metadata user-data).
+    """
+    context: ClusterContext
     pool: PoolDesign
-    nic_subnetworks: Sequence[pulumi.Input[str]]   # one per design NIC, in order (Network.nic_subnetworks)
+    nic_subnetworks: Sequence[pulumi.Input[str]]
     service_account_email: pulumi.Input[str]
-    user_data: pulumi.Input[str]                   # cloud-init text (metadata user-data)
+    user_data: pulumi.Input[str] = "#cloud-config\n"
 
 
 class GpuPool(pulumi.ComponentResource):
@@ -43,7 +52,7 @@ class GpuPool(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GpuPoolArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aicluster:gcp:GpuPool", name, None, opts)
-        cluster, pool = args.cluster, args.pool
+        cluster, pool = args.context, args.pool
         if len(args.nic_subnetworks) != len(pool.nics):
             raise ValueError(f"pool {pool.name}: {len(args.nic_subnetworks)} subnetworks for {len(pool.nics)} NICs")
         child = pulumi.ResourceOptions(parent=self)

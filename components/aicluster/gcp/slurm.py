@@ -1,4 +1,7 @@
-"""Slurm on GCP, in two components, as on AWS (components/aicluster/aws/slurm.py):
+"""Slurm on GCP, in two components, as on AWS (components/aicluster/aws/slurm.py), of the shape both
+clouds share (components/aicluster/slurm_controller.py: the secrets, the published objects) and
+with the same texts (components/aicluster/slurm_files.py: the head's cloud-config, the published
+files and their manifest); this file holds the GCP parts:
 
 - aicluster:gcp:SlurmController: the munge key in Secret Manager, the configuration bucket, the
   Cloud DNS private zone of the node names, the head node's service account and the head node
@@ -19,18 +22,20 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_gcp as gcp
-import pulumi_random as random
 
 from ..catalog import load_catalog
 from ..design import ClusterDesign
 from ..mounts import Mount
-from ..render import render, static
-from ..slurm_config import SlurmRuntime, node_domain, render_slurm_configs
+from ..render import static
+from ..slurm_config import node_domain
+from ..slurm_controller import SlurmConfigurationShape, SlurmControllerShape, pool_facts
+from ..slurm_files import BIN, CONFIG_PREFIX, LIBRARY_MODE, BootFile, Published, head_hostname, published_keys  # noqa: F401
+from ..slurm_files import head_user_data as _head_user_data
+from ..slurm_files import published_files as _published_files
+from ..slurm_files import slurm_pools
 from .common import CLUSTER_LABEL, NODE_LABEL, POOL_LABEL, head_tag, labels, node_tag, project, short_name
 from .identity import CLOUD_PLATFORM, NodeIdentity, NodeIdentityArgs
 
-CONFIG_PREFIX = "head/"
-BIN = "/opt/aicluster/bin"
 SECRET_ACCESSOR = "roles/secretmanager.secretAccessor"
 
 # What the power programs call (aicluster-gcp-power.py, aicluster_gcp.Compute) and what creating
@@ -48,10 +53,6 @@ LUSTRE_IMPORT_PERMISSIONS = ("lustre.instances.importData", "lustre.operations.g
 # rrsets create, patch, delete), granted on the cluster's own managed zone only.
 DNS_PERMISSIONS = ("dns.changes.create", "dns.resourceRecordSets.create", "dns.resourceRecordSets.delete",
                    "dns.resourceRecordSets.update")
-
-
-def head_hostname(design: ClusterDesign) -> str:
-    return f"{design.name}-head"
 
 
 def instance_prefix(design: ClusterDesign) -> str:
@@ -77,7 +78,7 @@ class SlurmControllerArgs:
     network: pulumi.Input[str]                    # the system network (projects/<p>/global/networks/<n>)
 
 
-class SlurmController(pulumi.ComponentResource):
+class SlurmController(SlurmControllerShape):
     controller_addr: pulumi.Output[str]
     munge_secret: pulumi.Output[str]              # projects/<p>/secrets/<id>
     bucket_name: pulumi.Output[str]
@@ -86,18 +87,11 @@ class SlurmController(pulumi.ComponentResource):
     dns_zone: pulumi.Output[str]                  # the managed zone's name
 
     def __init__(self, name: str, args: SlurmControllerArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("aicluster:gcp:SlurmController", name, None, opts)
         design = args.cluster
-        slurm = design.slurm
-        assert slurm is not None
-        child = pulumi.ResourceOptions(parent=self)
-        # Secrets and controller state: protected and kept (DESIGN.md, stateful resources).
-        stateful = pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True)
+        # The munge key and the accounting password, in Secret Manager.
+        super().__init__("aicluster:gcp:SlurmController", name, design, lambda *a: _stored_secret(design, *a), opts)
+        slurm, child, munge = design.slurm, self.child, self.munge
         head_labels = labels(design, "head")
-
-        # The munge key: 1 KiB of randomness, stored base64 in Secret Manager, secret in Pulumi.
-        munge_bytes = random.RandomBytes(f"{name}-munge-bytes", length=1024, opts=stateful)
-        munge = _stored_secret(f"{name}-munge", design, "munge-key", munge_bytes.base64, stateful)
         self.munge_secret = munge.id
 
         self.identity = NodeIdentity(f"{name}-head", NodeIdentityArgs(design, "head"), opts=child)
@@ -107,13 +101,10 @@ class SlurmController(pulumi.ComponentResource):
                                               member=member, opts=child)
 
         self.accounting_secret = None
-        if slurm.accounting:
-            # Letters and digits only: it goes into SQL and slurmdbd.conf unquoted.
-            password = random.RandomPassword(f"{name}-slurmdbd-password", length=40, special=False, opts=stateful)
-            secret = _stored_secret(f"{name}-slurmdbd", design, "slurmdbd-password", password.result, stateful)
-            gcp.secretmanager.SecretIamMember(f"{name}-slurmdbd-head", secret_id=secret.id, role=SECRET_ACCESSOR,
-                                              member=self.identity.member, opts=child)
-            self.accounting_secret = secret.id
+        if self.accounting is not None:
+            gcp.secretmanager.SecretIamMember(f"{name}-slurmdbd-head", secret_id=self.accounting.id,
+                                              role=SECRET_ACCESSOR, member=self.identity.member, opts=child)
+            self.accounting_secret = self.accounting.id
 
         bucket = gcp.storage.Bucket(
             f"{name}-config", location=design.region, uniform_bucket_level_access=True,
@@ -180,9 +171,10 @@ class SlurmController(pulumi.ComponentResource):
                                "munge_secret": munge.id, "dns_zone": zone.name})
 
 
-def _stored_secret(name: str, design: ClusterDesign, key: str, value: pulumi.Input[str],
+def _stored_secret(design: ClusterDesign, name: str, key: str, what: str, value: pulumi.Input[str],
                    opts: pulumi.ResourceOptions) -> gcp.secretmanager.Secret:
-    """A Secret Manager secret holding `value` (secret in Pulumi), protected and retained."""
+    """A Secret Manager secret holding `value` (secret in Pulumi), protected and retained. (`what`:
+    Secret Manager secrets carry no description.)"""
     secret = gcp.secretmanager.Secret(
         name, secret_id=secret_id(design, key), labels=labels(design, "head"), deletion_protection=True,
         replication=gcp.secretmanager.SecretReplicationArgs(auto=gcp.secretmanager.SecretReplicationAutoArgs()),
@@ -193,11 +185,13 @@ def _stored_secret(name: str, design: ClusterDesign, key: str, value: pulumi.Inp
 
 
 def head_user_data(design: ClusterDesign, *, bucket: str, munge_secret: str) -> str:
-    return render("cloud-init/gcp-head.yaml.j2", cluster=design.name, bucket=bucket, prefix=CONFIG_PREFIX,
-                  region=design.region, munge_secret=munge_secret, dns_domain=node_domain(design.name),
-                  gcp_module=static("scripts/aicluster_gcp.py"),
-                  secret_script=static("scripts/aicluster-secret.py"),
-                  sync_script=static("scripts/aicluster-sync.py"))
+    """Metadata holds 256 KB: cloud-init writes the head's programs itself (the Google REST module
+    they import, the secret helper, the sync)."""
+    programs = [BootFile(f"{BIN}/aicluster_gcp.py", static("scripts/aicluster_gcp.py"), LIBRARY_MODE),
+                BootFile(f"{BIN}/aicluster-secret", static("scripts/aicluster-secret.py")),
+                BootFile(f"{BIN}/aicluster-sync", static("scripts/aicluster-sync.py"))]
+    return _head_user_data(design, cloud="gcp", bucket=bucket, munge_secret=munge_secret, sync={"storage": "gcs"},
+                           boot_files=programs)
 
 
 def head_permissions(design: ClusterDesign) -> list[str]:
@@ -223,28 +217,21 @@ class SlurmConfigurationArgs:
     node_addrs: pulumi.Input[dict] = None         # Cloud TPU hosts: node name -> address (NodeAddr)
 
 
-class SlurmConfiguration(pulumi.ComponentResource):
+class SlurmConfiguration(SlurmConfigurationShape):
     def __init__(self, name: str, args: SlurmConfigurationArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("aicluster:gcp:SlurmConfiguration", name, None, opts)
-        design, controller = args.cluster, args.controller
-        child = pulumi.ResourceOptions(parent=self)
-        names = list(args.pools)
-        pool_facts = pulumi.Output.all(
-            *[args.pools[n].instance_template for n in names],
-            *[args.pools[n].placement_policy or "" for n in names],
-        )
+        super().__init__("aicluster:gcp:SlurmConfiguration", name, opts)
+        design, controller, child = args.cluster, args.controller, self.child
+        pools = pool_facts(args.pools, "instance_template", "placement_policy")
         project_id = project()
-        files = pulumi.Output.all(controller.controller_addr, pool_facts, controller.accounting_secret or "",
+        files = pulumi.Output.all(controller.controller_addr, pools, controller.accounting_secret or "",
                                   args.lustre_imports, args.mounts, controller.dns_zone, args.node_addrs or {}).apply(
             lambda a: published_files(design, project_id=project_id, controller_addr=a[0],
-                                      templates=dict(zip(names, a[1][:len(names)])),
-                                      placements=dict(zip(names, a[1][len(names):])),
+                                      templates=a[1]["instance_template"], placements=a[1]["placement_policy"],
                                       accounting_secret=a[2] or None, lustre_imports=list(a[3]), mounts=list(a[4]),
                                       dns_zone=a[5], node_addrs=dict(a[6])))
-        for key in PUBLISHED_KEYS:
-            gcp.storage.BucketObject(f"{name}-{key.replace('/', '-').replace('.', '-').replace('_', '-')}",
-                                     bucket=controller.bucket_name, name=CONFIG_PREFIX + key,
-                                     content=files.apply(lambda f, k=key: f[k]), opts=child)
+        self.publish(PUBLISHED_KEYS, files, lambda key, content: gcp.storage.BucketObject(
+            f"{name}-{key.replace('/', '-').replace('.', '-').replace('_', '-')}", bucket=controller.bucket_name,
+            name=CONFIG_PREFIX + key, content=content, opts=child))
 
         role = gcp.projects.IAMCustomRole(
             f"{name}-head-role", role_id=short_name(f"aicluster_{design.name}_slurm_head".replace("-", "_"), 64),
@@ -263,68 +250,34 @@ class SlurmConfiguration(pulumi.ComponentResource):
         self.register_outputs({})
 
 
-# The published files: object name (under CONFIG_PREFIX) -> where aicluster-sync installs it.
-_SLURM_FILES = ("slurm.conf", "gres.conf", "cgroup.conf", "topology.conf")
-_SCRIPTS = {"aicluster-gcp-power.py": "scripts/aicluster-gcp-power.py",
-            "aicluster_slurm.py": "scripts/aicluster_slurm.py",
-            "aicluster_gcp.py": "scripts/aicluster_gcp.py",
-            "aicluster-secret": "scripts/aicluster-secret.py",
-            "aicluster-accounting": "scripts/aicluster-accounting",
-            "aicluster-gcp-lustre-import": "scripts/aicluster-gcp-lustre-import.py"}
-PUBLISHED_KEYS = (*[f"slurm/{f}" for f in _SLURM_FILES], "aicluster/cluster.json", "aicluster/accounting.json",
-                  "aicluster/lustre-imports.json", *[f"bin/{s}" for s in _SCRIPTS], "bin/aicluster-mount-storage",
-                  "manifest.json")
+# The published files: object name (under CONFIG_PREFIX) -> where aicluster-sync installs it
+# (components/aicluster/slurm_files.py), with the GCP power program, the Google REST module it
+# imports and the Managed Lustre import.
+_PROGRAMS = {"aicluster-gcp-power.py": "scripts/aicluster-gcp-power.py",
+             "aicluster_gcp.py": "scripts/aicluster_gcp.py",
+             "aicluster-gcp-lustre-import": "scripts/aicluster-gcp-lustre-import.py"}
+_LUSTRE_IMPORTS = "aicluster/lustre-imports.json"
+PUBLISHED_KEYS = published_keys(_PROGRAMS, [_LUSTRE_IMPORTS])
 
 
 def published_files(design: ClusterDesign, *, project_id: str, controller_addr: str, templates: dict,
                     placements: dict, accounting_secret: str | None, lustre_imports: list,
                     mounts: list[Mount] = (), dns_zone: str | None = None,
                     node_addrs: dict | None = None) -> dict[str, str]:
-    # The very same Slurm templates as on AWS: only where things live differs.
-    runtime = SlurmRuntime(controller_host=head_hostname(design), controller_addr=controller_addr, run_dir="/run",
-                           accounting_host=head_hostname(design) if design.slurm.accounting else None,
-                           node_addrs=node_addrs or {})
-    configs = render_slurm_configs(design, runtime)
     cluster = {
-        "cluster": design.name, "project": project_id, "region": design.region, "zone": design.zone,
+        "project": project_id, "zone": design.zone,
         "cluster_label": CLUSTER_LABEL, "node_label": NODE_LABEL, "pool_label": POOL_LABEL,
-        "instance_prefix": instance_prefix(design),
-        # Where the power programs write and delete <node>.<dns_domain> (cloud_dns).
-        "dns_zone": dns_zone or dns_zone_name(design), "dns_domain": node_domain(design.name),
+        "instance_prefix": instance_prefix(design), "dns_zone": dns_zone or dns_zone_name(design),
         "pools": {p.name: {
             "instance_template": templates[p.name], "machine_type": p.instance.name,
             "placement_policy": placements[p.name] or None, "capacity": p.capacity.type,
             "reservation": p.capacity.reservation_id if p.capacity.type == "reservation" else None,
             "min_nodes": p.min_nodes, "max_nodes": p.max_nodes,
-        } for p in design.pools if p.tpu is None},        # TPU slices are Pulumi's, never launched by Slurm
-        "static_nodes": [p.static_hostlist for p in design.pools if p.static_hostlist and p.tpu is None],
-        "log_file": "/var/log/aicluster/power.log",
+        } for p in slurm_pools(design)},                  # TPU slices are Pulumi's, never launched by Slurm
     }
-    files = {f"slurm/{f}": configs[f] for f in _SLURM_FILES}
-    files["aicluster/cluster.json"] = json.dumps(cluster, indent=2, sort_keys=True) + "\n"
-    files["aicluster/accounting.json"] = json.dumps(
-        {"enabled": design.slurm.accounting, "password_secret": accounting_secret}, indent=2, sort_keys=True) + "\n"
-    files["aicluster/lustre-imports.json"] = json.dumps({"imports": lustre_imports}, indent=2, sort_keys=True) + "\n"
-    files |= {f"bin/{name}": static(path) for name, path in _SCRIPTS.items()}
-    files["bin/aicluster-mount-storage"] = render("scripts/mount-storage.sh.j2", mounts=list(mounts))
-    manifest = {
-        "files": [
-            *[{"key": f"slurm/{f}", "path": f"{runtime.conf_dir}/{f}", "mode": "0644", "reconfigure": True}
-              for f in _SLURM_FILES],
-            {"key": "aicluster/cluster.json", "path": "/etc/aicluster/cluster.json", "mode": "0644"},
-            *[{"key": f"bin/{name}", "path": f"{BIN}/{name}", "mode": "0644" if name.endswith("_gcp.py") or
-               name.endswith("_slurm.py") else "0755"} for name in _SCRIPTS],
-            # After the programs, so the set-up they ask for is installed. The mount script runs
-            # whenever it changes (a filesystem added); the fstab lines it writes mount at boot.
-            {"key": "bin/aicluster-mount-storage", "path": f"{BIN}/aicluster-mount-storage", "mode": "0755",
-             "run": [f"{BIN}/aicluster-mount-storage"]},
-            {"key": "aicluster/accounting.json", "path": "/etc/aicluster/accounting.json", "mode": "0644",
-             "run": [f"{BIN}/aicluster-accounting"]},
-            {"key": "aicluster/lustre-imports.json", "path": "/etc/aicluster/lustre-imports.json", "mode": "0644",
-             "run": [f"{BIN}/aicluster-gcp-lustre-import"]},
-        ],
-        "links": [{"path": f"{BIN}/{link}", "target": "aicluster-gcp-power.py"}
-                  for link in ("aicluster-resume", "aicluster-suspend", "aicluster-resume-fail")],
-    }
-    files["manifest.json"] = json.dumps(manifest, indent=2) + "\n"
-    return files
+    imports = Published(_LUSTRE_IMPORTS, "/etc/aicluster/lustre-imports.json",
+                        json.dumps({"imports": lustre_imports}, indent=2, sort_keys=True) + "\n",
+                        run=(f"{BIN}/aicluster-gcp-lustre-import",))
+    return _published_files(design, controller_addr=controller_addr, cluster=cluster, programs=_PROGRAMS,
+                            power_program="aicluster-gcp-power.py", accounting_secret=accounting_secret,
+                            mounts=mounts, node_addrs=node_addrs, extra=[imports])

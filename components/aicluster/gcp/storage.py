@@ -7,7 +7,7 @@ changing pools can never replace a filesystem (ParallelCluster #4651 is the coun
 
 Managed Lustre (`gcp.lustre.Instance`): tiers and minimum capacities are validated in design.py
 from the catalog; the instance takes its address from the VPC's private service access range. An
-instance serves either Compute Engine clients or GKE clients (gke_support), not both (storage.md).
+instance serves either Compute Engine clients or GKE clients (gke_support), not both (Google Cloud Managed Lustre docs, GKE support).
 Filestore (NFS) serves homes, reached over the same private service access.
 """
 from __future__ import annotations
@@ -19,12 +19,9 @@ import pulumi
 import pulumi_gcp as gcp
 
 from ..design import ClusterDesign, StorageDesign
-from ..mounts import Mount
+from ..mounts import LUSTRE_MOUNT_OPTIONS, Mount
 from .common import labels, short_name
 
-# The same options as FSx mounts (components/aicluster/aws/storage.py): relatime, cluster-wide flock that
-# checkpoint libraries rely on, and systemd waiting for the network instead of hanging the boot.
-LUSTRE_MOUNT_OPTIONS = "relatime,flock,_netdev,x-systemd.automount,x-systemd.requires=network-online.target"
 # hard: an NFS server restart pauses I/O instead of failing it (Cluster Toolkit's homefs default).
 NFS_MOUNT_OPTIONS = "defaults,hard,_netdev,x-systemd.automount,x-systemd.requires=network-online.target"
 

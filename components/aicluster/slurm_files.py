@@ -1,0 +1,149 @@
+"""What a Slurm head node runs from, the same on every cloud: its user data and the files published
+for it. Pure (no Pulumi): a ClusterDesign and the cloud's facts in, file texts out.
+
+One shape with the cloud's parts plugged in (issue 12, "One copy of each shared thing"):
+- the head's cloud-config is one template, cloud-init/head.yaml.j2, with per-cloud blocks (where
+  its programs come from, which secret store holds the munge key);
+- the published files are the same Slurm files, cluster.json, accounting.json, the nodes' programs
+  and the filesystems' mount script, installed by aicluster-sync from one manifest; a cloud adds
+  its own entries (GCP: the Managed Lustre imports) and names its power program.
+
+The cloud components (components/aicluster/aws/slurm.py, components/aicluster/gcp/slurm.py) put
+these texts into their bucket and their head node.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from aicluster.design import ClusterDesign, PoolDesign
+from aicluster.mounts import Mount
+from aicluster.render import render, static
+from aicluster.slurm_config import SLURM_CONFIG_FILES, SlurmRuntime, node_domain, render_slurm_configs
+
+CONFIG_PREFIX = "head/"                 # the head's published files, under this prefix of the bucket
+BIN = "/opt/aicluster/bin"              # where aicluster's programs are installed, on every node
+# The filesystems' mount script, at one path on every node (head, compute, TPU host) and cloud.
+MOUNT_SCRIPT = "/usr/local/sbin/aicluster-mount-storage"
+POWER_LOG = "/var/log/aicluster/power.log"
+POWER_LINKS = ("aicluster-resume", "aicluster-suspend", "aicluster-resume-fail")
+# Programs every head runs, beside its cloud's power program (published name -> template).
+HEAD_PROGRAMS = {"aicluster_slurm.py": "scripts/aicluster_slurm.py",
+                 "aicluster-secret": "scripts/aicluster-secret.py",
+                 "aicluster-accounting": "scripts/aicluster-accounting"}
+LIBRARY_MODE, PROGRAM_MODE, DATA_MODE = "0644", "0755", "0644"
+
+
+def head_hostname(design: ClusterDesign) -> str:
+    return f"{design.name}-head"
+
+
+def slurm_pools(design: ClusterDesign) -> list[PoolDesign]:
+    """The pools the power programs launch: every pool but Cloud TPU slices (Pulumi's, not Slurm's)."""
+    return [p for p in design.pools if p.tpu is None]
+
+
+def program_mode(name: str) -> str:
+    """0644 for a module the programs import (aicluster_slurm.py, aicluster_gcp.py: an importable
+    name), 0755 for a program (aicluster-power.py, aicluster-sync)."""
+    return LIBRARY_MODE if name.endswith(".py") and name[:-3].isidentifier() else PROGRAM_MODE
+
+
+# --- the head's user data ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BootFile:
+    """A file the head's user data writes itself (path, mode, content)."""
+    path: str
+    content: str
+    mode: str = PROGRAM_MODE
+
+
+def head_user_data(design: ClusterDesign, *, cloud: str, bucket: str, munge_secret: str,
+                   sync: Mapping[str, str], boot_files: Iterable[BootFile]) -> str:
+    """The head's cloud-config (cloud-init/head.yaml.j2). Its inputs depend on the cluster name, the
+    bucket, the munge secret and the programs only, so it stays byte-identical across routine edits.
+    `sync` is /etc/aicluster/sync.json; `boot_files` are written by cloud-init itself."""
+    return render("cloud-init/head.yaml.j2", cloud=cloud, cluster=design.name, munge_secret=munge_secret,
+                  dns_domain=node_domain(design.name), bin=BIN,
+                  sync_config=json.dumps({**sync, "bucket": bucket, "prefix": CONFIG_PREFIX,
+                                          "region": design.region}),
+                  boot_files=list(boot_files))
+
+
+# --- the published files ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Published:
+    """One published file: its key under CONFIG_PREFIX, where aicluster-sync installs it, its mode,
+    what sync runs after installing it, whether slurmctld is reconfigured."""
+    key: str
+    path: str
+    content: str
+    mode: str = DATA_MODE
+    run: tuple[str, ...] = ()
+    reconfigure: bool = False
+
+    def entry(self) -> dict:
+        out: dict = {"key": self.key, "path": self.path, "mode": self.mode}
+        if self.reconfigure:
+            out["reconfigure"] = True
+        if self.run:
+            out["run"] = list(self.run)
+        return out
+
+
+def published_keys(programs: Iterable[str], extra: Iterable[str] = ()) -> tuple[str, ...]:
+    """Every key published_files returns, known before any content (one bucket object each):
+    `programs` and `extra` as given to published_files (their names, their keys)."""
+    return (*[f"slurm/{f}" for f in SLURM_CONFIG_FILES], "aicluster/cluster.json", "aicluster/accounting.json",
+            *extra, *[f"bin/{p}" for p in {**dict.fromkeys(programs), **HEAD_PROGRAMS}],
+            "bin/aicluster-mount-storage", "manifest.json")
+
+
+def _json(value) -> str:
+    return json.dumps(value, indent=2, sort_keys=True) + "\n"
+
+
+def published_files(design: ClusterDesign, *, controller_addr: str, cluster: dict, programs: Mapping[str, str],
+                    power_program: str, accounting_secret: str | None, mounts: list[Mount] = (),
+                    node_addrs: Mapping[str, str] | None = None, extra: Iterable[Published] = ()) -> dict[str, str]:
+    """key -> content of everything the head installs from the bucket, with manifest.json, the list
+    aicluster-sync follows. `cluster` is the cloud's part of cluster.json (how to launch a pool's
+    nodes); `programs` the cloud's programs (name -> template), installed in BIN beside HEAD_PROGRAMS;
+    `extra` its own files, installed after the accounting settings."""
+    # Pid files where Ubuntu's slurm units expect them (/run/slurmctld.pid, /run/slurmd.pid).
+    runtime = SlurmRuntime(controller_host=head_hostname(design), controller_addr=controller_addr, run_dir="/run",
+                           accounting_host=head_hostname(design) if design.slurm.accounting else None,
+                           node_addrs=node_addrs or {})
+    configs = render_slurm_configs(design, runtime)
+    facts = {
+        "cluster": design.name, "region": design.region,
+        # Where the power programs write and delete <node>.<dns_domain> (cloud_dns).
+        "dns_domain": node_domain(design.name),
+        "static_nodes": [p.static_hostlist for p in slurm_pools(design) if p.static_hostlist],
+        "log_file": POWER_LOG,
+        **cluster,
+    }
+    scripts = {**programs, **HEAD_PROGRAMS}
+    files = [
+        *[Published(f"slurm/{f}", f"{runtime.conf_dir}/{f}", configs[f], reconfigure=True)
+          for f in SLURM_CONFIG_FILES],
+        Published("aicluster/cluster.json", "/etc/aicluster/cluster.json", _json(facts)),
+        *[Published(f"bin/{name}", f"{BIN}/{name}", static(path), program_mode(name))
+          for name, path in scripts.items()],
+        # After the programs, so the set-up they ask for is installed. The mount script runs
+        # whenever it changes (a filesystem added); the fstab lines it writes mount at boot.
+        Published("bin/aicluster-mount-storage", MOUNT_SCRIPT, render("scripts/mount-storage.sh.j2", mounts=list(mounts)),
+                  PROGRAM_MODE, run=(MOUNT_SCRIPT,)),
+        Published("aicluster/accounting.json", "/etc/aicluster/accounting.json",
+                  _json({"enabled": design.slurm.accounting, "password_secret": accounting_secret}),
+                  run=(f"{BIN}/aicluster-accounting",)),
+        *extra,
+    ]
+    manifest = {"files": [f.entry() for f in files],
+                "links": [{"path": f"{BIN}/{link}", "target": power_program} for link in POWER_LINKS]}
+    out = {f.key: f.content for f in files}
+    out["manifest.json"] = json.dumps(manifest, indent=2) + "\n"
+    return out
