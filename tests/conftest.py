@@ -1,46 +1,12 @@
-"""Shared fixtures: example specs and an offline planner that runs the real program under mocks."""
+"""Shared fixtures: example specs and an offline planner that runs the real program under mocks
+(the specs and helpers themselves are in tests/support)."""
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import pytest
-import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
-SCHEMAS = ROOT / "tests" / "data" / "schemas"   # vendored third-party schemas (sources: its README.md)
-STACK_FILES = sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))
-STACK_NAMES = [p.name[len("Pulumi."):-len(".yaml")] for p in STACK_FILES]
-
-# The smallest valid specs per cloud; tests deep-copy and mutate them.
-AWS_MIN = {
-    "name": "test",
-    "cloud": "aws",
-    "region": "us-east-1",
-    "zone": "us-east-1a",
-    "pools": [{"name": "gpu", "instance_type": "p5.48xlarge", "max_nodes": 4}],
-}
-GCP_MIN = {
-    "name": "test",
-    "cloud": "gcp",
-    "region": "us-central1",
-    "zone": "us-central1-a",
-    "pools": [{"name": "gpu", "instance_type": "h100", "max_nodes": 2}],
-}
-FSX = {"name": "fsx", "type": "lustre", "mount": "/fsx", "capacity_gib": 1200}
-GCP_PROJECT = "aicluster-test"   # the gcp:project run_spec gives GCP specs
-CR = "cr-0123456789abcdef0"
-
-BASE_SPEC = {
-    "name": "demo",
-    "cloud": "aws",
-    "region": "us-east-1",
-    "zone": "us-east-1a",
-    "pools": [{"name": "gpu", "instance_type": "p5.48xlarge", "max_nodes": 16}],
-    "storage": [{"name": "fsx", "type": "lustre", "mount": "/fsx", "capacity_gib": 24000,
-                 "throughput_mbps_per_tib": 500}],
-    "workload": {"model_params_b": 70},
-}
+from tests.support import BASE_SPEC, free_port, run_spec
 
 
 @pytest.fixture
@@ -49,34 +15,9 @@ def base_spec() -> dict:
     return copy.deepcopy(BASE_SPEC)
 
 
-def stack_spec(name: str) -> dict:
-    return yaml.safe_load((ROOT / "stacks" / f"Pulumi.{name}.yaml").read_text())["config"]["aicluster:cluster"]
-
-
-def run_spec(spec: dict, stack: str = "test"):
-    """Plan a spec dict through the real program (`aicluster.cluster.program`) under mocks."""
-    from aicluster.cluster import program
-    from aicluster.offline.engine import run_program
-
-    config = {"aicluster:cluster": spec}
-    if spec.get("cloud") == "aws":
-        config["aws:region"] = spec["region"]
-    if spec.get("cloud") == "gcp":
-        config |= {"gcp:region": spec["region"], "gcp:project": GCP_PROJECT}
-    return run_program(program, stack=stack, config=config)
-
-
 @pytest.fixture
 def plan_spec():
     return run_spec
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

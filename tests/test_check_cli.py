@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from aicluster import cli
-from conftest import ROOT, STACK_NAMES
+from tests.support import ROOT, STACK_NAMES
 
 SEEDED = ROOT / "tests" / "policies" / "seeded"
 SARIF_SCHEMA = ROOT / "tests" / "data" / "schemas" / "sarif-schema-2.1.0.json"   # vendored: its README.md

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from tests.support import ROOT
 
 SCANNED = ("components", "templates", "policies", "tests")
 SUFFIXES = {".py", ".yaml", ".yml", ".j2", ".sh", ".md", ".txt", ".toml", ".cfg", ".ini", ".conf"}

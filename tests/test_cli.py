@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, STACK_NAMES
+from tests.support import ROOT, STACK_NAMES
 
 CLI = [sys.executable, "-m", "aicluster.cli"]
 

@@ -11,7 +11,7 @@ from aicluster.cluster import check_buildable
 from aicluster.design import ClusterDesign, StorageDesign, design_cluster
 from aicluster.errors import SpecError
 from aicluster.spec import parse_spec
-from conftest import AWS_MIN, FSX, GCP_MIN, STACK_NAMES, stack_spec
+from tests.support import AWS_MIN, FSX, GCP_MIN, STACK_NAMES, stack_spec
 
 FILESTORE = StorageDesign("home", "filestore", "/home", 1024, 0, None, None, True, "ZONAL")
 

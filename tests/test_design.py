@@ -17,7 +17,7 @@ from aicluster.spec import parse_spec
 
 CAT = load_catalog()
 AWS = CAT.instance_types["aws"]
-from conftest import AWS_MIN, CR, FSX, GCP_MIN  # noqa: E402  shared minimal specs
+from tests.support import AWS_MIN, CR, FSX, GCP_MIN  # noqa: E402  shared minimal specs
 
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from conftest import ROOT, SCHEMAS
+from tests.support import ROOT, SCHEMAS
 
 INSTALL_SCRIPT = ROOT / ".ci" / "install-system-deps"
 

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 import yaml
 
-from conftest import STACK_NAMES, stack_spec
+from tests.support import STACK_NAMES, stack_spec
 
 
 def require(tool: str) -> str:

@@ -22,8 +22,8 @@ import pytest
 import yaml
 
 from aicluster.offline.capture import reveal
-from conftest import STACK_NAMES, stack_spec
-from stack_plans import stack_result
+from tests.support import STACK_NAMES, stack_spec
+from tests.support.stack_plans import stack_result
 
 STACK = "aws-p5-slurm"
 REGION = "us-east-1"

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from conftest import BASE_SPEC, CR, FSX
+from tests.support import BASE_SPEC, CR, FSX
 from aicluster.kubernetes_design import versions
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -32,7 +32,7 @@ def eks_spec(**kubernetes) -> dict:
 
 @pytest.fixture(scope="module")
 def plan():
-    from conftest import run_spec
+    from tests.support import run_spec
 
     return run_spec(eks_spec())
 

@@ -21,7 +21,7 @@ import yaml
 from aicluster.errors import SpecError
 from aicluster.offline.capture import reveal
 from aicluster.spec import parse_spec
-from conftest import BASE_SPEC
+from tests.support import BASE_SPEC
 
 CLUSTER = "aws:eks/cluster:Cluster"
 PROVIDER = "pulumi:providers:kubernetes"

@@ -14,7 +14,7 @@ import pytest
 
 from aicluster.errors import SpecError
 from aicluster.spec import parse_spec
-from conftest import BASE_SPEC, CR
+from tests.support import BASE_SPEC, CR
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 
@@ -32,7 +32,7 @@ def gpu_group(plan):
 
 @pytest.fixture(scope="module")
 def plan():
-    from conftest import run_spec
+    from tests.support import run_spec
 
     return run_spec(block_spec())
 

@@ -30,7 +30,7 @@ from aicluster.design import design_cluster
 from aicluster.kubernetes_design import versions
 from aicluster.offline.capture import reveal
 from aicluster.spec import parse_spec
-from conftest import BASE_SPEC
+from tests.support import BASE_SPEC
 
 CHART = "aws-efa-k8s-device-plugin"
 EFA_TYPES = sorted(t.name for t in load_catalog().instance_types["aws"].values() if t.efa_capable)

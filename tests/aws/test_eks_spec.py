@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-from conftest import AWS_MIN
+from tests.support import AWS_MIN
 from aicluster.design import design_cluster
 from aicluster.errors import SpecError
 from aicluster.spec import parse_spec

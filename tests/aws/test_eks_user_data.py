@@ -12,7 +12,7 @@ import subprocess
 import pytest
 import yaml
 
-from conftest import BASE_SPEC, STACK_NAMES, stack_spec
+from tests.support import BASE_SPEC, STACK_NAMES, stack_spec
 from aicluster.aws.eks_nodes import eks_node_user_data
 from aicluster.design import design_cluster
 from aicluster.kubernetes_design import HUGEPAGES_PER_NODE, HUGEPAGES_PER_WORKER_MIB

@@ -71,7 +71,7 @@ def test_head_node_is_private_imdsv2_encrypted_and_protected(plan_spec, base_spe
 
 
 def _aws_slurm_stacks():
-    from conftest import STACK_NAMES, stack_spec
+    from tests.support import STACK_NAMES, stack_spec
 
     return [s for s in STACK_NAMES if stack_spec(s)["cloud"] == "aws" and stack_spec(s).get("scheduler", "slurm") == "slurm"]
 
@@ -82,7 +82,7 @@ def test_no_instance_combines_a_resolve_ssm_image_with_a_root_block_device(plan_
     whose `ami` is "resolve:ssm:..." and that has a root_block_device fails at create with
     InvalidAMIID.Malformed (the provider calls DescribeImages on the string to find the root
     device). The head node takes its image and root volume from a launch template instead."""
-    from stack_plans import stack_plan
+    from tests.support.stack_plans import stack_plan
 
     plan = plan_spec(base_spec) if stack is None else stack_plan(stack)
     instances = plan.of_type(INSTANCE)

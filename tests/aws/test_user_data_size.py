@@ -13,8 +13,8 @@ import base64
 
 import pytest
 
-from conftest import STACK_NAMES, stack_spec
-from stack_plans import stack_result
+from tests.support import STACK_NAMES, stack_spec
+from tests.support.stack_plans import stack_result
 
 from aicluster.catalog import load_limits
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-import cloud_limits as cl
+from tests.support import cloud_limits as cl
 from aicluster.gcp.common import label_key
 from aicluster.offline.capture import CapturedResource, Plan
 from aicluster.spec import _gcp_label_key

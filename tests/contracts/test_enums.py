@@ -12,9 +12,9 @@ from typing import Any, Callable, Iterable, NamedTuple
 
 import pytest
 
-from cloud_limits import at, inputs
+from tests.support.cloud_limits import at, inputs
 from aicluster.catalog import load_catalog
-from contract_plans import variants
+from tests.support.contract_plans import variants
 
 CATALOG = load_catalog()
 

@@ -1,12 +1,13 @@
 """The clouds' documented limits, over every stack and every variant of the matrix
-(contract_plans.py): each check of cloud_limits.py must find nothing. A failure names the variant,
-the resource URN, the input path, the value and the limit's source in catalog/limits.yaml."""
+(tests/support/contract_plans.py): each check of tests/support/cloud_limits.py must find nothing.
+A failure names the variant, the resource URN, the input path, the value and the limit's source in
+catalog/limits.yaml."""
 from __future__ import annotations
 
 import pytest
 
-from cloud_limits import CHECKS, report
-from contract_plans import VARIANT_IDS, variant
+from tests.support.cloud_limits import CHECKS, report
+from tests.support.contract_plans import VARIANT_IDS, variant
 
 
 @pytest.mark.parametrize("vid", VARIANT_IDS)

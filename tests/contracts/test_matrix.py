@@ -14,7 +14,7 @@ import yaml
 
 from aicluster import catalog as catalog_module
 from aicluster.catalog import CatalogError, load_catalog, load_limits
-from contract_plans import CAPACITIES, TPU_CAPACITIES, refused, variants
+from tests.support.contract_plans import CAPACITIES, TPU_CAPACITIES, refused, variants
 
 CATALOG = load_catalog()
 

@@ -22,8 +22,8 @@ import pytest
 from aicluster.design import design_cluster
 from aicluster.errors import SpecError
 from aicluster.spec import AICLUSTER_TAGS, parse_spec, user_tag_budget
-from conftest import AWS_MIN, GCP_MIN
-from contract_plans import NAME_MAX, POOL_MAX
+from tests.support import AWS_MIN, GCP_MIN
+from tests.support.contract_plans import NAME_MAX, POOL_MAX
 
 GKE_MIN = {**GCP_MIN, "scheduler": "kubernetes"}
 

@@ -12,7 +12,7 @@ import yaml
 
 from aicluster.offline.capture import Secret, reveal
 from aicluster.planner import rendered_files
-from conftest import GCP_MIN, GCP_PROJECT, stack_spec
+from tests.support import GCP_MIN, GCP_PROJECT, stack_spec
 
 TEMPLATE = "gcp:compute/instanceTemplate:InstanceTemplate"
 POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"

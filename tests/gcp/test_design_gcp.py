@@ -12,7 +12,7 @@ from aicluster.catalog import load_catalog
 from aicluster.design import GCP_DEFAULT_MTU, design_cluster, gcp_nics
 from aicluster.errors import SpecError
 from aicluster.spec import parse_spec
-from conftest import FSX, GCP_MIN
+from tests.support import FSX, GCP_MIN
 
 GCP = load_catalog().instance_types["gcp"]
 TCPX_IMAGE = "projects/my-images/global/images/family/a3-tcpx"

@@ -11,15 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GCP_PROJECT, ROOT, stack_spec
-
-sys.path.insert(0, str(ROOT / "tests" / "slurm"))
-from test_real_slurmctld import RECORDERS, Controller, fields, tool, wait_for  # noqa: E402
-
-from aicluster.design import design_cluster  # noqa: E402
-from aicluster.gcp.slurm import published_files  # noqa: E402
-from aicluster.spec import parse_spec  # noqa: E402
-from fake_gcp import FakeGcp  # noqa: E402
+from aicluster.design import design_cluster
+from aicluster.gcp.slurm import published_files
+from aicluster.spec import parse_spec
+from tests.support import GCP_PROJECT, ROOT, stack_spec
+from tests.support.fake_gcp import FakeGcp
+from tests.support.slurmctld import RECORDERS, Controller, fields, tool, wait_for
 
 POWER = ROOT / "templates" / "scripts" / "aicluster-gcp-power.py"
 TEMPLATE = f"projects/{GCP_PROJECT}/global/instanceTemplates/a3mega-train-gpu-x"

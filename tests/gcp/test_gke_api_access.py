@@ -20,7 +20,7 @@ import pytest
 from aicluster.errors import SpecError
 from aicluster.offline.capture import reveal
 from aicluster.spec import parse_spec
-from conftest import GCP_MIN
+from tests.support import GCP_MIN
 
 CLUSTER = "gcp:container/cluster:Cluster"
 PROVIDER = "pulumi:providers:kubernetes"
@@ -46,7 +46,7 @@ def in_cluster(plan) -> list:
 
 @pytest.fixture(scope="module")
 def default_plan():
-    from conftest import run_spec
+    from tests.support import run_spec
 
     return run_spec(gke_spec())
 

@@ -18,7 +18,7 @@ from aicluster.catalog import load_catalog
 from aicluster.kubernetes_design import versions
 from aicluster.offline.capture import reveal
 from aicluster.planner import rendered_files
-from conftest import GCP_MIN, GCP_PROJECT
+from tests.support import GCP_MIN, GCP_PROJECT
 
 CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -44,7 +44,7 @@ def gpu_pool(machine, **extra) -> dict:
 
 @pytest.fixture(scope="module")
 def family_plans():
-    from conftest import run_spec
+    from tests.support import run_spec
 
     return {m: run_spec(gke_spec(gpu_pool(m), storage=[{"name": "scratch", "type": "lustre", "mount": "/lustre",
                                                         "capacity_gib": 18000}]))

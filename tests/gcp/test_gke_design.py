@@ -15,7 +15,7 @@ from aicluster.errors import SpecError
 from aicluster.gke_design import MAX_NODES, NETWORK_NAME_LIMIT
 from aicluster.kubernetes_design import GPU_RESOURCE, TPU_RESOURCE
 from aicluster.spec import parse_spec
-from conftest import GCP_MIN
+from tests.support import GCP_MIN
 
 TPUS = load_catalog().tpus
 

@@ -5,7 +5,6 @@ plans or raises a clean SpecError - never a traceback - and every Kubernetes obj
 validates against the pinned schemas (AICLUSTER_FUZZ_EXAMPLES / 20 examples, at least 10)."""
 from __future__ import annotations
 
-import sys
 
 import jsonschema
 import kubernetes_validate
@@ -15,13 +14,8 @@ from hypothesis import strategies as st
 
 from aicluster.catalog import load_catalog
 from aicluster.errors import SpecError
-from conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "tests" / "k8s"))
-sys.path.insert(0, str(ROOT / "tests" / "safety"))
-from test_fuzz_plan import plan_or_spec_error, spec_file  # noqa: E402
-from test_fuzz_spec import EXAMPLES  # noqa: E402
-from test_manifests import rendered_manifests, validate  # noqa: E402
+from tests.support.fuzz import EXAMPLES, plan_or_spec_error, spec_file
+from tests.support.manifests import rendered_manifests, validate
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 TPUS = load_catalog().tpus

@@ -19,7 +19,7 @@ from aicluster.catalog import load_catalog
 from aicluster.errors import SpecError
 from aicluster.kubernetes_design import versions
 from aicluster.spec import parse_spec
-from conftest import GCP_MIN
+from tests.support import GCP_MIN
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 LUSTRE = {"name": "scratch", "type": "lustre", "mount": "/lustre", "capacity_gib": 18000}

@@ -17,8 +17,8 @@ import pytest
 
 from aicluster.mounts import Mount
 from aicluster.render import render
-from conftest import GCP_PROJECT, ROOT, stack_spec
-from fake_gcp import FakeGcp
+from tests.support import GCP_PROJECT, ROOT, stack_spec
+from tests.support.fake_gcp import FakeGcp
 
 SCRIPTS = ROOT / "templates" / "scripts"
 FABRIC = SCRIPTS / "aicluster-gcp-fabric"

@@ -3,17 +3,14 @@ hand-written GCP instance templates (a missing MRDMA NIC, no compact placement, 
 another zone than the zone the template's `aicluster-zone` label names)."""
 from __future__ import annotations
 
-import sys
 
 import pulumi_gcp as gcp
 import pytest
 
 from aicluster.check import verdicts_for_plan
 from aicluster.planner import plan_stack
-from conftest import ROOT
 
-sys.path.insert(0, str(ROOT / "tests" / "policies"))
-import handwritten as hw  # noqa: E402
+from tests.support import handwritten as hw
 
 GCP_STACKS = ["gcp-a3mega-slurm", "gcp-a3ultra-slurm"]
 

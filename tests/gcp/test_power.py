@@ -3,7 +3,7 @@
 In process against a stubbed Compute client that records every request (bulkInsert bodies with
 their placement, reservation and per-node names, labels, deletions), with a recording `scontrol`;
 then as slurmctld runs them, through the aicluster-resume/-suspend links in a subprocess, against
-a fake Compute Engine on loopback HTTP (tests/gcp/fake_gcp.py). The cluster's config is the one
+a fake Compute Engine on loopback HTTP (tests/support/fake_gcp.py). The cluster's config is the one
 aicluster publishes for the example stacks.
 """
 from __future__ import annotations
@@ -23,8 +23,8 @@ import pytest
 from aicluster.design import design_cluster
 from aicluster.gcp.slurm import published_files
 from aicluster.spec import parse_spec
-from conftest import GCP_PROJECT, ROOT, stack_spec
-from fake_gcp import FakeGcp
+from tests.support import GCP_PROJECT, ROOT, stack_spec
+from tests.support.fake_gcp import FakeGcp
 
 SCRIPTS = ROOT / "templates" / "scripts"
 SCRIPT = SCRIPTS / "aicluster-gcp-power.py"

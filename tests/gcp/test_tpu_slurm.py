@@ -11,7 +11,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 
 import pytest
 
@@ -21,12 +20,9 @@ from aicluster.errors import SpecError
 from aicluster.planner import rendered_files
 from aicluster.render import static
 from aicluster.spec import parse_spec
-from conftest import GCP_MIN, GCP_PROJECT, ROOT
-
-sys.path.insert(0, str(ROOT / "tests" / "slurm"))
-from test_real_slurmctld import Controller, fields  # noqa: E402
-
-from fake_gcp import FakeGcp  # noqa: E402
+from tests.support import GCP_MIN, GCP_PROJECT, ROOT
+from tests.support.fake_gcp import FakeGcp
+from tests.support.slurmctld import Controller, fields
 
 V2VM = "gcp:tpu/v2Vm:V2Vm"
 RECORD = "gcp:dns/recordSet:RecordSet"
@@ -45,7 +41,7 @@ def tpu_spec(**extra) -> dict:
 
 @pytest.fixture(scope="module")
 def plan():
-    from conftest import run_spec
+    from tests.support import run_spec
 
     return run_spec(tpu_spec())
 

@@ -1,7 +1,7 @@
 """Every manifest aicluster renders on GKE validates against the pinned Kubernetes version's OpenAPI
 schemas (kubernetes-validate, strict) - the NCCL installer DaemonSets, the example jobs of every GPU
 family with their multi-network annotations and sidecars, the TPU JobSet's Job templates - and the
-custom resources against their CRD schema subsets (gke_schema.py, kueue_schema.py)."""
+custom resources against their CRD schema subsets (tests/support/gke_schema.py, kueue_schema.py)."""
 from __future__ import annotations
 
 import copy
@@ -11,8 +11,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from conftest import GCP_MIN
-from test_manifests import rendered_manifests, validate
+from tests.support import GCP_MIN
+from tests.support.manifests import rendered_manifests, validate
 
 VARIANTS = {
     "a3-high-tcpx": [{"name": "gpu", "instance_type": "a3-highgpu-8g", "max_nodes": 4}],
@@ -60,7 +60,7 @@ def test_every_gke_manifest_validates(plan_spec, variant):
 
 @pytest.fixture(scope="module")
 def rdma_docs():
-    from conftest import run_spec
+    from tests.support import run_spec
     from aicluster.planner import rendered_files
 
     spec = copy.deepcopy(GCP_MIN)

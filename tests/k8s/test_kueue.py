@@ -8,7 +8,7 @@ import copy
 import pytest
 import yaml
 
-from conftest import BASE_SPEC
+from tests.support import BASE_SPEC
 from aicluster.catalog import load_catalog
 
 CQ = "kubernetes:kueue.x-k8s.io/v1beta1:ClusterQueue"
@@ -24,7 +24,7 @@ POOLS = [
 
 @pytest.fixture(scope="module")
 def plan():
-    from conftest import run_spec
+    from tests.support import run_spec
 
     spec = copy.deepcopy(BASE_SPEC)
     spec.update(scheduler="kubernetes", pools=copy.deepcopy(POOLS), kubernetes={"api_access": "vpc"})

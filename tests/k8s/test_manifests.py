@@ -1,7 +1,7 @@
 """Every Kubernetes manifest aicluster renders validates against the OpenAPI schema of the pinned
 cluster version: the objects it applies (namespace, volume, claim, ConfigMap) and the example
 training job, through kubernetes-validate's offline Kubernetes 1.35 schemas in strict mode
-(unknown fields fail). Kueue's objects validate against its CRD schema (kueue_schema.py), their
+(unknown fields fail). Kueue's objects validate against its CRD schema (tests/support/kueue_schema.py), their
 metadata against the Kubernetes ObjectMeta schema."""
 from __future__ import annotations
 
@@ -13,37 +13,12 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from conftest import BASE_SPEC, FSX, STACK_NAMES, stack_spec
+from tests.support import BASE_SPEC, FSX, STACK_NAMES, stack_spec
 from aicluster.kubernetes_design import versions
-from gke_schema import SCHEMAS as GKE_SCHEMAS
-from kueue_schema import SCHEMAS
+from tests.support.manifests import rendered_manifests, validate
 
 EKS_STACKS = [s for s in STACK_NAMES if stack_spec(s).get("scheduler") == "kubernetes"]
 SCHEMA = versions().schema_version
-
-
-def validate(doc: dict) -> None:
-    """Raise when `doc` is not a valid object of the pinned Kubernetes version."""
-    crd = SCHEMAS.get(doc["kind"]) if doc["apiVersion"].startswith("kueue.x-k8s.io/") else \
-        GKE_SCHEMAS.get((doc["apiVersion"], doc["kind"]))
-    if crd is not None:
-        jsonschema.validate(doc, crd)
-        # A CRD object's metadata is a Kubernetes ObjectMeta: check it through a kind that has one.
-        kubernetes_validate.validate({"apiVersion": "v1", "kind": "ConfigMap", "metadata": doc["metadata"]},
-                                     SCHEMA, strict=True)
-        if doc["kind"] == "JobSet":   # each replicated job is a batch/v1 JobTemplateSpec
-            for job in doc["spec"]["replicatedJobs"]:
-                kubernetes_validate.validate({"apiVersion": "batch/v1", "kind": "Job",
-                                              "metadata": {"name": job["name"], **job["template"].get("metadata", {})},
-                                              "spec": job["template"]["spec"]}, SCHEMA, strict=True)
-        return
-    kubernetes_validate.validate(doc, SCHEMA, strict=True)
-
-
-def rendered_manifests(files: dict[str, str]) -> dict[str, list[dict]]:
-    return {name: [d for d in yaml.safe_load_all(text) if d]
-            for name, text in files.items() if name.startswith("k8s/") and name.endswith(".yaml")
-            and not name.startswith("k8s/helm/")}
 
 
 def test_the_pinned_version_has_its_own_offline_schemas():

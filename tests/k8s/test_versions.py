@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT
+from tests.support import ROOT
 from aicluster.catalog import CatalogError, load_catalog
 from aicluster.kubernetes_design import _VERSIONS_FILE, versions, versions_from
 

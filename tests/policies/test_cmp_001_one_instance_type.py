@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pulumi_aws as aws
 
-import handwritten as hw
+from tests.support import handwritten as hw
 
 RULE = "AIC-CMP-001"
 

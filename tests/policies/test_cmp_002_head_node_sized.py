@@ -1,7 +1,7 @@
 """AIC-CMP-002 head-node-sized, over hand-written stacks."""
 from __future__ import annotations
 
-import handwritten as hw
+from tests.support import handwritten as hw
 
 RULE = "AIC-CMP-002"
 HEAD = {**hw.TAGS, "aicluster-role": "head"}

@@ -1,7 +1,7 @@
 """AIC-CST-002 cost-ceiling, over hand-written stacks."""
 from __future__ import annotations
 
-import handwritten as hw
+from tests.support import handwritten as hw
 
 RULE = "AIC-CST-002"
 

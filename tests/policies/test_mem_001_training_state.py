@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pulumi_gcp as gcp
 
-import handwritten as hw
+from tests.support import handwritten as hw
 
 RULE = "AIC-MEM-001"
 

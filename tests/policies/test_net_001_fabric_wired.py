@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-import handwritten as hw
+from tests.support import handwritten as hw
 
 RULE = "AIC-NET-001"
 

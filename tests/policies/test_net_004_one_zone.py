@@ -1,7 +1,7 @@
 """AIC-NET-004 fabric-storage-one-zone, over hand-written stacks."""
 from __future__ import annotations
 
-import handwritten as hw
+from tests.support import handwritten as hw
 
 RULE = "AIC-NET-004"
 

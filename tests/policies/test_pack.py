@@ -14,7 +14,7 @@ from pulumi_policy import EnforcementLevel, Severity, StackValidationPolicy
 
 from aicluster.offline.policy_bridge import load_rules, read_config_file, resolve_config, run_policies
 from aicluster.planner import plan_stack
-from conftest import stack_spec
+from tests.support import stack_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = load_rules()

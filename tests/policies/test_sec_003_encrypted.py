@@ -4,7 +4,7 @@ from __future__ import annotations
 import pulumi_aws as aws
 import pytest
 
-import handwritten as hw
+from tests.support import handwritten as hw
 
 RULE = "AIC-SEC-003"
 

@@ -1,7 +1,7 @@
 """AIC-STO-002 storage-throughput-floor, over hand-written stacks."""
 from __future__ import annotations
 
-import handwritten as hw
+from tests.support import handwritten as hw
 
 RULE = "AIC-STO-002"
 

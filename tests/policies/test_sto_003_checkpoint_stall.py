@@ -1,7 +1,7 @@
 """AIC-STO-003 checkpoint-stall-budget, over hand-written stacks."""
 from __future__ import annotations
 
-import handwritten as hw
+from tests.support import handwritten as hw
 
 RULE = "AIC-STO-003"
 

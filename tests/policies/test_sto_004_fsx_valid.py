@@ -5,7 +5,7 @@ import pulumi_aws as aws
 import pulumi_gcp as gcp
 import pytest
 
-import handwritten as hw
+from tests.support import handwritten as hw
 
 RULE = "AIC-STO-004"
 

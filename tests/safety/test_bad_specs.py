@@ -1,7 +1,7 @@
 """Hand-written bad specs through the whole `aicluster plan FILE` path: exit 2, every problem
 named by its YAML path with the value and what is allowed, no traceback.
 
-Two tables. tests/test_spec.py's BAD table (61 cases: shape and meaning, checked there against
+Two tables. tests/support/bad_specs.py's BAD table (61 cases: shape and meaning, checked there against
 parse_spec) is replayed here through the CLI. STAGES adds the cases only the later stages catch
 (sizing in design, the stack file, the provider's region) and the issue's list that BAD lacked:
 a TPU on AWS, EFA on a type without it, Lustre below the minimum.
@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import AWS_MIN, CR, FSX, GCP_MIN
-from test_spec import BAD
+from tests.support import AWS_MIN, CR, FSX, GCP_MIN
+from tests.support.bad_specs import BAD
 
 VPC, SUBNET = "vpc-0123456789abcdef0", "subnet-0123456789abcdef0"
 
@@ -135,7 +135,7 @@ def test_later_stage_and_issue_cases_exit_2(tmp_path, data, path, fragment):
     assert_exit_2_naming(code, out, err, path, fragment)
 
 
-# Issue 8's list -> the case that covers it (BAD in tests/test_spec.py, or STAGES here).
+# Issue 8's list -> the case that covers it (BAD in tests/support/bad_specs.py, or STAGES here).
 ISSUE_CASES = {
     "a negative node count": "negative-max-nodes",
     "min > max": "min-above-max",

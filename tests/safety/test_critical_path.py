@@ -7,7 +7,7 @@ import pytest
 from aicluster.critical_path import critical_path, creation_time, timings
 from aicluster.offline.capture import CapturedResource, Plan
 from aicluster.stateful import type_key
-from stack_plans import STACK_NAMES, stack_plan
+from tests.support.stack_plans import STACK_NAMES, stack_plan
 
 STACK = "urn:pulumi:s::p::pulumi:pulumi:Stack::p-s"
 

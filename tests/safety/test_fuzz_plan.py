@@ -3,7 +3,7 @@ program under mocks -> report) ends in a plan or a clean SpecError, for ANY inpu
 traceback, never an internal error (exit 1).
 
 tests/test_fuzz_spec.py fuzzes spec -> design; this goes on through the program and the CLI:
-- every spec from test_fuzz_spec's strategies (mostly broken, some valid) is planned
+- every spec from tests/support/fuzz.py's strategies (mostly broken, some valid) is planned
   (AICLUSTER_FUZZ_EXAMPLES examples; CI sets 2000);
 - specs built valid on purpose, with awkward values where the spec allows them (names that
   collide with component names, unicode and template syntax in tags, many pools, extreme node
@@ -20,16 +20,12 @@ import io
 import json
 import os
 import string
-import tempfile
-from pathlib import Path
 
 import pytest
-import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from aicluster.errors import SpecError
-from test_fuzz_spec import EXAMPLES, VALID_SPECS, json_values, mutated_specs
+from tests.support.fuzz import EXAMPLES, VALID_SPECS, json_values, mutated_specs, plan_or_spec_error, spec_file
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -39,39 +35,6 @@ def fuzz(share: int = 1):
     return settings(max_examples=max(10, EXAMPLES // share), deadline=None, derandomize=False,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.filter_too_much])
-
-
-@contextlib.contextmanager
-def spec_file(data):
-    """`data` as a bare spec YAML file, as a user would write it."""
-    with tempfile.TemporaryDirectory(prefix="aicluster-fuzz-") as folder:
-        path = Path(folder) / "cluster.yaml"
-        try:
-            path.write_text(yaml.safe_dump(data, allow_unicode=True, sort_keys=False), encoding="utf-8")
-        except (yaml.YAMLError, UnicodeEncodeError):   # not representable as YAML: nothing a user can write
-            path.write_text(json.dumps(data, default=str), encoding="utf-8")
-        yield str(path)
-
-
-def plan_or_spec_error(path: str):
-    """plan_stack (what `aicluster plan FILE` runs): a PlanResult or a SpecError, nothing else."""
-    from aicluster.planner import plan_stack
-
-    try:
-        result = plan_stack(path)
-    except SpecError as err:
-        assert err.problems and str(err).strip() and "Traceback" not in str(err)
-        for problem in err.problems:
-            assert isinstance(problem.path, str) and problem.allowed
-        return err
-    assert result.plan.custom_resources(), "a valid spec plans at least one resource"
-    for name, content in result.files.items():
-        if name.startswith("user-data/") and name.endswith(".yaml"):
-            assert content.startswith("#cloud-config"), name
-            assert isinstance(yaml.safe_load(content), dict), f"{name} does not parse as YAML"
-        elif name.endswith(".json"):
-            json.loads(content)
-    return result
 
 
 def cli_plan(path: str) -> tuple[int, str, str]:

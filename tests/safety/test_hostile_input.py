@@ -36,7 +36,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import AWS_MIN, ROOT
+from tests.support import AWS_MIN, ROOT
 
 GIB = 1 << 30
 HANG_TIMEOUT_S = float(os.environ.get("AICLUSTER_HANG_TIMEOUT_S", 120))   # only a hang reaches it

@@ -12,8 +12,8 @@ import copy
 import pytest
 
 from aicluster.stateful import STATEFUL_TYPES, stateful_kind, stateful_resources
-from stack_plans import STACK_NAMES, plan_with_spec, stack_plan, stack_spec_data
-from test_replacement_safety import differences
+from tests.support.stack_plans import STACK_NAMES, plan_with_spec, stack_plan, stack_spec_data
+from tests.support.replacement import differences
 
 
 def _opted_out(resource, spec: dict) -> bool:

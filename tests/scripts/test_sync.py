@@ -11,7 +11,7 @@ import urllib.request
 import boto3
 import pytest
 
-from conftest import ROOT, stack_spec
+from tests.support import ROOT, stack_spec
 
 SCRIPT = ROOT / "templates" / "scripts" / "aicluster-sync.py"
 BUCKET = "p5-train-config"

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-import checks
+from tests.support import checks
 from aicluster.offline.capture import CapturedResource, Secret
-from stack_plans import STACK_NAMES, result_with_spec, stack_result, stack_spec_data
+from tests.support.stack_plans import STACK_NAMES, result_with_spec, stack_result, stack_spec_data
 
 CHECKS = {
     "no-world-ingress": lambda r: checks.world_ingress(r.plan.resources, _spec(r)),

@@ -16,8 +16,8 @@ import pytest
 
 from aicluster.design import design_cluster
 from aicluster.spec import parse_spec
-from conftest import ROOT, stack_spec
-from test_real_slurmctld import RECORDERS, Controller, fields, tool, wait_for
+from tests.support import ROOT, stack_spec
+from tests.support.slurmctld import RECORDERS, Controller, fields, tool, wait_for
 
 POWER = ROOT / "templates" / "scripts" / "aicluster-power.py"
 REGION = "us-east-1"

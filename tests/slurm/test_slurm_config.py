@@ -12,7 +12,7 @@ import pytest
 from aicluster.design import design_cluster
 from aicluster.slurm_config import SLURM_CONFIG_FILES, SUSPEND_TIMEOUT_S, SlurmRuntime, render_slurm_configs
 from aicluster.spec import parse_spec
-from conftest import AWS_MIN, stack_spec
+from tests.support import AWS_MIN, stack_spec
 
 RT = SlurmRuntime(controller_host="head", controller_addr="10.0.0.10")
 

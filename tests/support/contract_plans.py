@@ -27,7 +27,7 @@ from aicluster.catalog import load_catalog
 from aicluster.design import design_cluster
 from aicluster.errors import SpecError
 from aicluster.spec import ClusterSpec, PoolSpec, parse_spec, user_tag_budget
-from stack_plans import STACK_NAMES, result_with_spec, stack_result, stack_spec_data
+from tests.support.stack_plans import STACK_NAMES, result_with_spec, stack_result, stack_spec_data
 
 CAPACITIES = {"aws": ("on-demand", "spot", "reservation", "capacity-block"),
               "gcp": ("on-demand", "spot", "reservation", "flex-start")}

@@ -7,7 +7,7 @@ import copy
 import functools
 import json
 
-from conftest import STACK_NAMES  # noqa: F401  re-exported: every stack in stacks/
+from tests.support import STACK_NAMES  # noqa: F401  re-exported: every stack in stacks/
 
 
 @functools.lru_cache(maxsize=None)

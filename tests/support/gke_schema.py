@@ -16,7 +16,7 @@ fails as the API server's structural schema would prune or reject it:
 """
 from __future__ import annotations
 
-from kueue_schema import NAME
+from tests.support.kueue_schema import NAME
 
 OBJECT_META = {"type": "object", "required": ["name"]}
 

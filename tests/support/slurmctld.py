@@ -1,0 +1,230 @@
+"""A private munged + slurmctld on a rendered Slurm configuration (tests/slurm, tests/gcp)."""
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aicluster.design import ClusterDesign
+from aicluster.slurm_config import SlurmRuntime, render_slurm_configs
+from tests.support import free_port
+
+INSTALL_HINT = ("install Slurm and munge (Debian/Ubuntu: apt-get install slurmctld slurm-client munge; "
+                "CI does it in .ci/run)")
+SBIN = ("/usr/sbin", "/sbin", "/usr/local/sbin")
+RECORDERS = ("aicluster-resume", "aicluster-suspend", "aicluster-resume-fail", "aicluster-gpu-healthcheck")
+START_TIMEOUT_S = 30
+RESUME_TIMEOUT_S = 30
+COMMAND_TIMEOUT_S = 30
+PROLOG_TIMEOUT_S = 90
+
+
+def tool(name: str) -> str:
+    path = shutil.which(name) or shutil.which(name, path=os.pathsep.join(SBIN))
+    assert path, f"`{name}` not found on PATH or in {', '.join(SBIN)}: {INSTALL_HINT}"
+    return path
+
+
+def fields(line: str) -> dict[str, str]:
+    """`Key=Value Key=Value ...` of `scontrol -o show ...`."""
+    return dict(re.findall(r"(\w+)=(\S*)", line))
+
+
+def wait_for(what: str, check, timeout_s: float, diagnostics=lambda: ""):
+    deadline = time.monotonic() + timeout_s
+    delay = 0.05
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}\n{diagnostics()}")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.5)
+
+
+@dataclass
+class Controller:
+    """A private munged + slurmctld on the rendered config, all under one temp dir."""
+
+    case: str
+    design: ClusterDesign
+    root: Path
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    munge_dir: Path | None = None
+    munge_socket: Path | None = None
+    runtime: SlurmRuntime | None = None
+
+    def __post_init__(self):
+        self.conf = self.root / "etc" / "slurm.conf"
+        self.calls = self.root / "calls.log"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+        self.env["SLURM_CONF"] = str(self.conf)
+
+    # --- start and stop ---
+
+    def start(self, failing_prolog: bool = False) -> None:
+        self.failing_prolog = failing_prolog
+        munged = tool("munged")
+        for name in ("slurmctld", "scontrol", "sinfo", "sbatch"):
+            tool(name)
+        dirs = {d: self.root / d for d in ("etc", "bin", "state", "spool", "log", "run", "munge")}
+        for d in dirs.values():
+            d.mkdir(parents=True, exist_ok=True)
+        self._write_recorders(dirs["bin"])
+        # munged insists on a socket directory that everyone can traverse and on a short path
+        # (sun_path is 108 bytes): its own dir under the system temp dir, not pytest's deep one.
+        self.munge_dir = Path(tempfile.mkdtemp(prefix="aicl-munge-"))
+        self.munge_dir.chmod(0o755)
+        self.munge_socket = self.munge_dir / "munge.socket"
+        key = dirs["munge"] / "munge.key"
+        key.write_bytes(os.urandom(1024))
+        key.chmod(0o600)
+        self.runtime = SlurmRuntime(
+            controller_host=socket.gethostname().split(".")[0],   # slurmctld checks it is itself
+            controller_addr="127.0.0.1",
+            conf_dir=str(dirs["etc"]),
+            bin_dir=str(dirs["bin"]),
+            state_dir=str(dirs["state"]),
+            slurmd_spool_dir=str(dirs["spool"]),
+            log_dir=str(dirs["log"]),
+            run_dir=str(dirs["run"]),
+            slurm_user=_current_user(),
+            slurmctld_port=free_port(),
+            slurmd_port=free_port(),
+        )
+        self.write_configs(self.design)
+        # --force: munged runs despite file permissions it finds too open (CI temp dirs vary).
+        self._spawn("munged", [munged, "--foreground", "--force", f"--key-file={key}",
+                               f"--socket={self.munge_socket}", f"--pid-file={dirs['munge'] / 'munged.pid'}",
+                               f"--log-file={dirs['munge'] / 'munged.log'}",
+                               f"--seed-file={dirs['munge'] / 'munged.seed'}"])
+        wait_for("munged's socket", lambda: self._alive("munged") and self.munge_socket.exists(),
+                 START_TIMEOUT_S, self.diagnostics)
+        self.start_slurmctld()
+
+    def write_configs(self, design: ClusterDesign) -> None:
+        self.design = design
+        for name, text in render_slurm_configs(design, self.runtime).items():
+            if name == "slurm.conf":
+                # The test's copy only: daemons and commands reach the private munged; a slurmd on
+                # this small machine stands in for a big node (config_overrides: the node is what
+                # slurm.conf says, not drained for fewer CPUs or less memory than a real one).
+                text += (f"\n# test only\nAuthInfo=socket={self.munge_socket}\n"
+                         "SlurmdParameters=config_overrides\n")
+            (self.conf.parent / name).write_text(text)
+
+    def start_slurmctld(self) -> None:
+        self._spawn("slurmctld", [tool("slurmctld"), "-D", "-f", str(self.conf)])
+        wait_for("slurmctld to answer `scontrol ping`", self._ping_up, START_TIMEOUT_S, self.diagnostics)
+
+    def stop_slurmctld(self) -> None:
+        self._stop("slurmctld")
+
+    def start_slurmd(self, node: str) -> None:
+        """A real slurmd as `node`, on this machine: what a launched cloud node does once the
+        resume program has set its address. Needs root, as on a real node (it runs the prolog
+        and puts jobs in cgroups)."""
+        assert os.geteuid() == 0, "slurmd runs as root (prolog, cgroups): run this test as root (CI does)"
+        self.run("scontrol", "update", f"nodename={node}", "nodeaddr=127.0.0.1",
+                 f"nodehostname={socket.gethostname().split('.')[0]}")
+        # slurmctld takes a powering-up node only once it has booted since the resume request
+        # ("Still waiting for boot of node"): slurmd reports the machine's uptime, so it runs in a
+        # time namespace whose boot time is just now, as a freshly launched instance's would be.
+        # Slurm counts in whole seconds: the resume request must be older than that boot.
+        time.sleep(2)
+        uptime_s = int(float(Path("/proc/uptime").read_text().split()[0]))
+        self._spawn("slurmd", [tool("unshare"), "--time", f"--boottime=-{uptime_s}",
+                               tool("slurmd"), "-D", "-N", node, "-f", str(self.conf)])
+
+    def stop(self) -> None:
+        self._stop("slurmd")
+        self._stop("slurmctld")             # first: it still talks to munged
+        self._stop("munged")
+        if self.munge_dir:
+            shutil.rmtree(self.munge_dir, ignore_errors=True)
+
+    def _stop(self, name: str) -> None:
+        proc = self.procs.pop(name, None)
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)     # its own session: slurmscriptd too
+            proc.wait(timeout=10)
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        out = open(self.root / f"{name}.out", "ab")
+        try:
+            self.procs[name] = subprocess.Popen(argv, env=self.env, cwd=self.root, stdin=subprocess.DEVNULL,
+                                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        finally:
+            out.close()
+
+    def _alive(self, name: str) -> bool:
+        proc = self.procs[name]
+        if proc.poll() is not None:
+            raise AssertionError(f"{name} exited with {proc.returncode}\n{self.diagnostics()}")
+        return True
+
+    def _ping_up(self) -> bool:
+        self._alive("munged")
+        self._alive("slurmctld")
+        ping = subprocess.run([tool("scontrol"), "ping"], env=self.env, capture_output=True, text=True,
+                              timeout=COMMAND_TIMEOUT_S)
+        return ping.returncode == 0 and "is UP" in ping.stdout
+
+    def _write_recorders(self, bin_dir: Path) -> None:
+        for prog in RECORDERS:
+            path = bin_dir / prog
+            # The prolog (the GPU health check) fails on demand, as on a node with a bad GPU.
+            status = 1 if prog == "aicluster-gpu-healthcheck" and self.failing_prolog else 0
+            path.write_text(f'#!/bin/sh\necho "$(basename "$0") $*" >> {self.calls}\nexit {status}\n')
+            path.chmod(0o755)     # slurmctld refuses programs that group or others may write
+
+    def diagnostics(self) -> str:
+        parts = []
+        for name in ("munged.out", "munge/munged.log", "slurmctld.out", "log/slurmctld.log", "slurmd.out",
+                     "log/slurmd.log", "calls.log"):
+            path = self.root / name
+            if path.exists():
+                tail = path.read_text(errors="replace").splitlines()[-40:]
+                parts.append(f"--- {name} (tail)\n" + "\n".join(tail))
+        return "\n".join(parts)
+
+    # --- asking the controller ---
+
+    def run(self, *argv: str) -> str:
+        self._alive("slurmctld")
+        proc = subprocess.run([tool(argv[0]), *argv[1:]], env=self.env, cwd=self.root, capture_output=True,
+                              text=True, timeout=COMMAND_TIMEOUT_S)
+        assert proc.returncode == 0, (f"{' '.join(argv)} failed ({proc.returncode}): {proc.stderr}\n"
+                                      f"{self.diagnostics()}")
+        return proc.stdout
+
+    def config(self) -> dict[str, str]:
+        """`scontrol show config` as a dict (`Key   = value` lines)."""
+        return dict(re.findall(r"^(\w+)\s+= (.*)$", self.run("scontrol", "show", "config"), re.M))
+
+    def hostnames(self, hostlist: str) -> list[str]:
+        return self.run("scontrol", "show", "hostnames", hostlist).split()
+
+    def resume_calls(self) -> list[str]:
+        if not self.calls.exists():
+            return []
+        return [ln.split(" ", 1)[1] for ln in self.calls.read_text().splitlines()
+                if ln.startswith("aicluster-resume ")]
+
+
+def _current_user() -> str:
+    return pwd.getpwuid(os.getuid()).pw_name
