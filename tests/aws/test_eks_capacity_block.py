@@ -58,7 +58,7 @@ def test_the_node_group_component_starts_a_block_empty_whatever_its_pool_says():
 
     def program():
         EksNodeGroup("own-gpu", EksNodeGroupArgs(
-            cluster=design, pool=pool, cluster_name="demo", node_role_arn="arn:aws:iam::123456789012:role/node",
+            context=design.context, pool=pool, cluster_name="demo", node_role_arn="arn:aws:iam::123456789012:role/node",
             subnet_id="subnet-0123456789abcdef0", launch_template_id="lt-0123456789abcdef0",
             launch_template_version=pulumi.Output.from_input(1)))
 

@@ -43,11 +43,11 @@ def compute_user_data(design: ClusterDesign, pool_name: str, *, controller_addr:
 
 
 def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
-    network = Network(f"{design.name}-network", NetworkArgs(design))
-    nodes = NodeIdentity(f"{design.name}-compute", NodeIdentityArgs(design))
+    network = Network(f"{design.name}-network", NetworkArgs(design.context, design.network))
+    nodes = NodeIdentity(f"{design.name}-compute", NodeIdentityArgs(design.context))
     filesystems = [
         LustreFilesystem(f"{design.name}-{fs.name}", LustreFilesystemArgs(
-            cluster=design, storage=fs, subnet_id=network.subnet_id,
+            context=design.context, storage=fs, subnet_id=network.subnet_id,
             security_group_id=network.storage_security_group_id))
         for fs in design.storage
     ]
@@ -56,7 +56,7 @@ def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
     controller = node_inputs = None
     if design.slurm:
         controller = SlurmController(f"{design.name}-slurm", SlurmControllerArgs(
-            cluster=design, vpc_id=network.vpc_id, subnet_id=network.subnet_id,
+            design=design, vpc_id=network.vpc_id, subnet_id=network.subnet_id,
             public_subnet_id=network.public_subnet_id,
             nodes_security_group_id=network.nodes_security_group_id,
             compute_role_name=nodes.role_name))
@@ -71,8 +71,8 @@ def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
         from .eks import EksCluster, EksClusterArgs, attach_kubernetes, eks_pool_security_groups
         from .eks_nodes import eks_node_user_data
         eks = EksCluster(f"{design.name}-eks", EksClusterArgs(
-            cluster=design, vpc_id=network.vpc_id, subnet_id=network.subnet_id,
-            node_role_name=nodes.role_name, node_role_arn=nodes.role_arn))
+            context=design.context, kubernetes=design.kubernetes, vpc_id=network.vpc_id,
+            subnet_id=network.subnet_id, node_role_name=nodes.role_name, node_role_arn=nodes.role_arn))
 
     pools = {
         pool.name: GpuPool(f"{design.name}-{pool.name}", GpuPoolArgs(
@@ -96,7 +96,7 @@ def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
         outputs |= attach_kubernetes(design, eks, pools, filesystems, network.subnet_id, nodes.role_arn)
     if controller:
         SlurmConfiguration(f"{design.name}-slurm-config", SlurmConfigurationArgs(
-            cluster=design, controller=controller, compute_role_arn=nodes.role_arn, pools=pools,
+            design=design, controller=controller, compute_role_arn=nodes.role_arn, pools=pools,
             subnet_id=network.subnet_id, mounts=mounts))
         outputs["slurm_controller"] = controller.controller_addr
         outputs["slurm_config_bucket"] = controller.bucket_name

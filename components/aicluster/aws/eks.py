@@ -26,8 +26,8 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from ..design import ClusterDesign
-from ..kubernetes_design import ROLE_LABEL, versions
+from ..design import ClusterContext, ClusterDesign
+from ..kubernetes_design import ROLE_LABEL, KubernetesDesign, versions
 from .iam import partition
 
 LOG_RETENTION_DAYS = 30
@@ -68,9 +68,23 @@ def kubeconfig(cluster_name: str, endpoint: str, ca_data: str, region: str) -> s
 
 @dataclass(frozen=True)
 class EksClusterArgs:
-    cluster: ClusterDesign
+    """The EKS control plane, its managed add-ons, the system node group and the admins' access.
+
+    context: the cluster's name (the EKS cluster's name, its log group, node group names), region
+        (the ARN partition, the kubeconfig) and tags (`ClusterDesign.context`, or your own).
+    kubernetes: the Kubernetes design: version, API access (public endpoint, CIDRs), control-plane
+        subnets, system nodes, admins, whether anything is installed inside the cluster (then a
+        Kubernetes provider is built) (`ClusterDesign.kubernetes`). Add-on versions come from the
+        catalog (catalog/kubernetes.yaml).
+    vpc_id: the VPC (the control-plane subnets aicluster creates go into it).
+    subnet_id: the private cluster subnet: the system node group lives there.
+    node_role_name, node_role_arn: the GPU nodes' role (`NodeIdentity`): it gets the EKS worker
+        policies here, and the system nodes use it too.
+    """
+    context: ClusterContext
+    kubernetes: KubernetesDesign
     vpc_id: pulumi.Input[str]
-    subnet_id: pulumi.Input[str]            # the private cluster subnet: node groups live here
+    subnet_id: pulumi.Input[str]
     node_role_name: pulumi.Input[str]
     node_role_arn: pulumi.Input[str]
 
@@ -86,29 +100,28 @@ class EksCluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aicluster:aws:EksCluster", name, None, opts)
-        design = args.cluster
-        kd = design.kubernetes
+        context, kd = args.context, args.kubernetes
         assert kd is not None
         v = versions()
-        part = partition(design.region)
+        part = partition(context.region)
         child = pulumi.ResourceOptions(parent=self)
-        tags = design.labels("control-plane")
+        tags = context.labels("control-plane")
 
-        role = aws.iam.Role(f"{name}-cluster-role", description=f"aicluster {design.name}: EKS control plane",
+        role = aws.iam.Role(f"{name}-cluster-role", description=f"aicluster {context.name}: EKS control plane",
                             assume_role_policy=service_assume_role_policy("eks.amazonaws.com"), tags=tags, opts=child)
         cluster_policy = aws.iam.RolePolicyAttachment(
             f"{name}-cluster-policy", role=role.name,
             policy_arn=f"arn:{part}:iam::aws:policy/AmazonEKSClusterPolicy", opts=child)
 
-        subnet_ids = self._control_plane_subnets(name, design, args.vpc_id, child)
+        subnet_ids = self._control_plane_subnets(name, context, kd, args.vpc_id, child)
         logs = aws.cloudwatch.LogGroup(
-            f"{name}-logs", name=f"/aws/eks/{design.name}/cluster", retention_in_days=LOG_RETENTION_DAYS,
+            f"{name}-logs", name=f"/aws/eks/{context.name}/cluster", retention_in_days=LOG_RETENTION_DAYS,
             tags=tags, opts=child)
 
         public = kd.public_endpoint
         cluster = aws.eks.Cluster(
             name,
-            name=design.name,
+            name=context.name,
             version=kd.version,
             role_arn=role.arn,
             vpc_config=aws.eks.ClusterVpcConfigArgs(
@@ -141,7 +154,7 @@ class EksCluster(pulumi.ComponentResource):
             for short, policy in (("worker", "AmazonEKSWorkerNodePolicy"),
                                   ("ecr", "AmazonEC2ContainerRegistryPullOnly"))
         ]
-        cni_role = aws.iam.Role(f"{name}-vpc-cni-role", description=f"aicluster {design.name}: VPC CNI (Pod Identity)",
+        cni_role = aws.iam.Role(f"{name}-vpc-cni-role", description=f"aicluster {context.name}: VPC CNI (Pod Identity)",
                                 assume_role_policy=service_assume_role_policy("pods.eks.amazonaws.com"),
                                 tags=tags, opts=child)
         cni_policy = aws.iam.RolePolicyAttachment(f"{name}-vpc-cni-policy", role=cni_role.name,
@@ -158,7 +171,7 @@ class EksCluster(pulumi.ComponentResource):
                     role_arn=cni_role.arn, service_account=VPC_CNI_SERVICE_ACCOUNT)] if addon == "vpc-cni" else None,
                 tags=tags, opts=pulumi.ResourceOptions(parent=self, depends_on=deps)))
 
-        system = self._system_nodes(name, design, cluster, args, tags, [*before, *node_policies])
+        system = self._system_nodes(name, context, kd, cluster, args, tags, [*before, *node_policies])
         after = [aws.eks.Addon(
             f"{name}-{addon}", cluster_name=cluster.name, addon_name=addon, addon_version=v.addons[addon],
             resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="OVERWRITE", tags=tags,
@@ -174,7 +187,7 @@ class EksCluster(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[entry]))
 
         self.kubeconfig = pulumi.Output.all(cluster.name, cluster.endpoint, cluster.certificate_authority).apply(
-            lambda a: kubeconfig(a[0], a[1], a[2]["data"], design.region))
+            lambda a: kubeconfig(a[0], a[1], a[2]["data"], context.region))
         self.provider = None
         if kd.in_cluster:
             self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, enable_server_side_apply=True,
@@ -184,23 +197,22 @@ class EksCluster(pulumi.ComponentResource):
         self.register_outputs({"cluster_name": cluster.name, "endpoint": cluster.endpoint,
                                "kubeconfig": self.kubeconfig})
 
-    def _control_plane_subnets(self, name: str, design: ClusterDesign, vpc_id, child) -> list:
-        kd = design.kubernetes
+    def _control_plane_subnets(self, name: str, context: ClusterContext, kd: KubernetesDesign, vpc_id,
+                               child) -> list:
         if kd.control_plane_subnet_ids:
             return list(kd.control_plane_subnet_ids)
         return [aws.ec2.Subnet(
             f"{name}-control-plane-{i}", vpc_id=vpc_id, cidr_block=cidr, availability_zone=zone,
             map_public_ip_on_launch=False,
-            tags={**design.labels("network"), "Name": f"{design.name}-control-plane-{zone}"}, opts=child).id
+            tags={**context.labels("network"), "Name": f"{context.name}-control-plane-{zone}"}, opts=child).id
             for i, (cidr, zone) in enumerate(kd.control_plane_subnets)]
 
-    def _system_nodes(self, name: str, design: ClusterDesign, cluster: aws.eks.Cluster, args: EksClusterArgs,
-                      tags: dict, depends_on: list) -> aws.eks.NodeGroup:
-        kd = design.kubernetes
+    def _system_nodes(self, name: str, context: ClusterContext, kd: KubernetesDesign, cluster: aws.eks.Cluster,
+                      args: EksClusterArgs, tags: dict, depends_on: list) -> aws.eks.NodeGroup:
         ami = versions().ami_types["system"]
         template = aws.ec2.LaunchTemplate(
             f"{name}-system-template",
-            description=f"aicluster {design.name}: EKS system nodes (add-on controllers)",
+            description=f"aicluster {context.name}: EKS system nodes (add-on controllers)",
             update_default_version=True,
             metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
                 http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1),
@@ -216,7 +228,7 @@ class EksCluster(pulumi.ComponentResource):
         return aws.eks.NodeGroup(
             f"{name}-system",
             cluster_name=cluster.name,
-            node_group_name=f"{design.name}-system",
+            node_group_name=f"{context.name}-system",
             node_role_arn=args.node_role_arn,
             subnet_ids=[args.subnet_id],
             ami_type=ami["ami_type"],
@@ -246,14 +258,14 @@ def attach_kubernetes(design: ClusterDesign, eks: EksCluster, pools: dict, files
 
     groups = {
         name: EksNodeGroup(f"{design.name}-{name}-eks", EksNodeGroupArgs(
-            cluster=design, pool=design.kubernetes.pool(name), cluster_name=eks.cluster_name,
+            context=design.context, pool=design.kubernetes.pool(name), cluster_name=eks.cluster_name,
             node_role_arn=node_role_arn, subnet_id=subnet_id, launch_template_id=pool.launch_template_id,
             launch_template_version=pool.launch_template_version, depends_on=eks.before_nodes))
         for name, pool in pools.items()
     }
     if design.kubernetes.in_cluster:
         KubernetesAddons(f"{design.name}-k8s", KubernetesAddonsArgs(
-            cluster=design, provider=eks.provider,
+            design=design, provider=eks.provider,
             filesystems=[(fs_design, fs.file_system_id, fs.mount)
                          for fs_design, fs in zip(design.storage, filesystems)],
             depends_on=eks.ready))

@@ -106,16 +106,30 @@ def chart_values(design: ClusterDesign) -> dict[str, dict]:
 
 @dataclass(frozen=True)
 class KubernetesAddonsArgs:
-    cluster: ClusterDesign
+    """What runs inside the EKS cluster: the GPU (and EFA, FSx CSI) device charts, Kueue and its
+    queues, the training namespace, one static volume per filesystem, the example jobs.
+
+    design: the whole cluster design, and genuinely so: the charts follow `kubernetes` (GPU device
+        plugin or operator, EFA pools) and `storage` (the FSx CSI driver) and `region`; the queues,
+        the namespace and the example jobs render from `kubernetes`, `storage` (the jobs' volume
+        claims) and `pools` (GPUDirect RDMA for the jobs' NCCL environment), through the helpers
+        of aicluster.k8s_resources, which the GKE add-ons share and which take a ClusterDesign.
+    provider: the cluster's Kubernetes provider (`EksCluster.provider`).
+    filesystems: (design, file system id, mount) of each filesystem (`LustreFilesystem`), for its
+        static persistent volume and claim.
+    depends_on: what every object must wait for (`EksCluster.ready`: the managed add-ons and the
+        system node group).
+    """
+    design: ClusterDesign
     provider: k8s.Provider
-    filesystems: Sequence[tuple[StorageDesign, pulumi.Input[str], pulumi.Input[Mount]]]   # design, id, mount
+    filesystems: Sequence[tuple[StorageDesign, pulumi.Input[str], pulumi.Input[Mount]]]
     depends_on: Sequence[pulumi.Resource]
 
 
 class KubernetesAddons(pulumi.ComponentResource):
     def __init__(self, name: str, args: KubernetesAddonsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aicluster:aws:KubernetesAddons", name, None, opts)
-        design, kd = args.cluster, args.cluster.kubernetes
+        design, kd = args.design, args.design.kubernetes
         assert kd is not None
         v = versions()
         after_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))

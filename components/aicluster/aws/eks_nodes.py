@@ -24,7 +24,7 @@ from typing import Sequence
 import pulumi
 import pulumi_aws as aws
 
-from ..design import ClusterDesign
+from ..design import ClusterContext, ClusterDesign
 from ..kubernetes_design import KubernetesPool, versions
 from ..render import render
 
@@ -47,15 +47,27 @@ def eks_node_user_data(design: ClusterDesign, pool_name: str) -> str:
 
 @dataclass(frozen=True)
 class EksNodeGroupArgs:
-    cluster: ClusterDesign
+    """One EKS managed node group, launching a GpuPool's launch template (`launcher="eks"`).
+
+    context: the cluster's name (the node group's name) and tags (`ClusterDesign.context`, or your
+        own).
+    pool: the pool's Kubernetes design: name, capacity type, sizes, labels, taints
+        (`ClusterDesign.kubernetes.pool(name)`).
+    cluster_name: the EKS cluster's name (`EksCluster.cluster_name`).
+    node_role_arn: the nodes' role (`NodeIdentity.role_arn`).
+    subnet_id: the private cluster subnet.
+    launch_template_id, launch_template_version: the pool's launch template (`GpuPool`).
+    depends_on: the managed add-ons nodes need to become Ready (VPC CNI, kube-proxy, Pod Identity
+        agent) and the node role's policies (`EksCluster.before_nodes`); set on the node group
+        itself (children do not inherit it). Default: none.
+    """
+    context: ClusterContext
     pool: KubernetesPool
     cluster_name: pulumi.Input[str]
     node_role_arn: pulumi.Input[str]
     subnet_id: pulumi.Input[str]
     launch_template_id: pulumi.Input[str]
     launch_template_version: pulumi.Input[int]
-    # The managed add-ons nodes need to become Ready (VPC CNI, kube-proxy, Pod Identity agent)
-    # and the node role's policies: set on the node group itself (children do not inherit it).
     depends_on: Sequence[pulumi.Resource] = ()
 
 
@@ -64,11 +76,11 @@ class EksNodeGroup(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: EksNodeGroupArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aicluster:aws:EksNodeGroup", name, None, opts)
-        design, pool = args.cluster, args.pool
+        cluster, pool = args.context, args.pool
         group = aws.eks.NodeGroup(
             f"{name}-nodegroup",
             cluster_name=args.cluster_name,
-            node_group_name=f"{design.name}-{pool.name}",
+            node_group_name=f"{cluster.name}-{pool.name}",
             node_role_arn=args.node_role_arn,
             subnet_ids=[args.subnet_id],
             ami_type=versions().ami_types["gpu"]["ami_type"],
@@ -85,7 +97,7 @@ class EksNodeGroup(pulumi.ComponentResource):
             taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=t.eks_effect) for t in pool.taints],
             # A version or template update replaces nodes one at a time, never the whole pool.
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
-            tags=design.labels("compute", pool.name),
+            tags=cluster.labels("compute", pool.name),
             # Whoever scales the pool between min and max (an operator, an autoscaler, the scheduled
             # actions of a capacity block) owns the desired size; a `pulumi up` must not undo it
             # (terraform-aws-eks ignores scaling_config[0].desired_size the same way).

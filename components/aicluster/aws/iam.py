@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from ..design import ClusterDesign
+from ..design import ClusterContext
 
 
 def partition(region: str) -> str:
@@ -33,7 +33,14 @@ def ec2_assume_role_policy(region: str) -> str:
 
 @dataclass(frozen=True)
 class NodeIdentityArgs:
-    design: ClusterDesign
+    """The role and instance profile of a kind of node.
+
+    context: the cluster's name (the role's description), region (the ARN partition, the EC2
+        service principal) and tags (`ClusterDesign.context`, or your own).
+    role: what the nodes are, in the role's description and its `aicluster-role` tag; default
+        "compute".
+    """
+    context: ClusterContext
     role: str = "compute"
 
 
@@ -44,20 +51,20 @@ class NodeIdentity(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: NodeIdentityArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aicluster:aws:NodeIdentity", name, None, opts)
-        design = args.design
+        cluster = args.context
         child = pulumi.ResourceOptions(parent=self)
-        tags = design.labels(args.role)
+        tags = cluster.labels(args.role)
         role = aws.iam.Role(
             f"{name}-role",
-            description=f"aicluster {design.name}: {args.role} nodes",
-            assume_role_policy=ec2_assume_role_policy(design.region),
+            description=f"aicluster {cluster.name}: {args.role} nodes",
+            assume_role_policy=ec2_assume_role_policy(cluster.region),
             tags=tags,
             opts=child,
         )
         aws.iam.RolePolicyAttachment(
             f"{name}-ssm",
             role=role.name,
-            policy_arn=f"arn:{partition(design.region)}:iam::aws:policy/AmazonSSMManagedInstanceCore",
+            policy_arn=f"arn:{partition(cluster.region)}:iam::aws:policy/AmazonSSMManagedInstanceCore",
             opts=child,
         )
         profile = aws.iam.InstanceProfile(f"{name}-profile", role=role.name, tags=tags, opts=child)

@@ -15,14 +15,23 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from ..design import ClusterDesign
+from ..design import ClusterContext, NetworkDesign
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))   # FSx for Lustre user guide, "File system access control with Amazon VPC"
 
 
 @dataclass(frozen=True)
 class NetworkArgs:
-    design: ClusterDesign
+    """The cluster's network.
+
+    context: the cluster's name (resource descriptions, Name tags), region (the S3 endpoint's
+        service name), zone (the subnets') and tags (`ClusterDesign.context`, or your own).
+    network: the network's design: a new VPC and its CIDRs (`create_vpc`, `vpc_cidr`,
+        `private_subnet_cidr`, `public_subnet_cidr`), or an existing VPC and subnet
+        (`existing_vpc_id`, `existing_subnet_id`), used as they are (`ClusterDesign.network`).
+    """
+    context: ClusterContext
+    network: NetworkDesign
 
 
 class Network(pulumi.ComponentResource):
@@ -34,12 +43,12 @@ class Network(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aicluster:aws:Network", name, None, opts)
-        design, net = args.design, args.design.network
-        tags = design.labels("network")
+        cluster, net = args.context, args.network
+        tags = cluster.labels("network")
         child = pulumi.ResourceOptions(parent=self)
 
         if net.create_vpc:
-            self.vpc_id, self.subnet_id, self.public_subnet_id = self._create_vpc(name, design, tags, child)
+            self.vpc_id, self.subnet_id, self.public_subnet_id = self._create_vpc(name, cluster, net, tags, child)
         else:
             self.vpc_id = pulumi.Output.from_input(net.existing_vpc_id)
             self.subnet_id = pulumi.Output.from_input(net.existing_subnet_id)
@@ -47,14 +56,14 @@ class Network(pulumi.ComponentResource):
 
         storage_sg = aws.ec2.SecurityGroup(
             f"{name}-storage",
-            description=f"aicluster {design.name}: parallel filesystem (Lustre 988, 1018-1023)",
+            description=f"aicluster {cluster.name}: parallel filesystem (Lustre 988, 1018-1023)",
             vpc_id=self.vpc_id,
-            tags=design.labels("storage"),
+            tags=cluster.labels("storage"),
             opts=child,
         )
         nodes_sg = aws.ec2.SecurityGroup(
             f"{name}-nodes",
-            description=f"aicluster {design.name}: compute nodes and EFA (all traffic within the group)",
+            description=f"aicluster {cluster.name}: compute nodes and EFA (all traffic within the group)",
             vpc_id=self.vpc_id,
             ingress=[
                 aws.ec2.SecurityGroupIngressArgs(
@@ -72,7 +81,7 @@ class Network(pulumi.ComponentResource):
                     protocol="-1", from_port=0, to_port=0, cidr_blocks=["0.0.0.0/0"],
                     description="Outbound through the NAT gateway and the S3 endpoint"),
             ],
-            tags=design.labels("compute"),
+            tags=cluster.labels("compute"),
             opts=child,
         )
         # Storage rules are separate resources (never inline on the group): edits to them update
@@ -86,7 +95,7 @@ class Network(pulumi.ComponentResource):
                     referenced_security_group_id=source,
                     ip_protocol="tcp", from_port=low, to_port=high,
                     description=f"Lustre {low}-{high} from {label}",
-                    tags=design.labels("storage"),
+                    tags=cluster.labels("storage"),
                     opts=storage_opts,
                 )
         aws.vpc.SecurityGroupEgressRule(
@@ -94,7 +103,7 @@ class Network(pulumi.ComponentResource):
             security_group_id=storage_sg.id,
             ip_protocol="-1", cidr_ipv4="0.0.0.0/0",
             description="Filesystem servers to clients and data repositories",
-            tags=design.labels("storage"),
+            tags=cluster.labels("storage"),
             opts=storage_opts,
         )
 
@@ -107,18 +116,18 @@ class Network(pulumi.ComponentResource):
             "storage_security_group_id": storage_sg.id,
         })
 
-    def _create_vpc(self, name: str, design: ClusterDesign, tags: dict, child: pulumi.ResourceOptions):
-        net = design.network
+    def _create_vpc(self, name: str, cluster: ClusterContext, net: NetworkDesign, tags: dict,
+                    child: pulumi.ResourceOptions):
         vpc = aws.ec2.Vpc(f"{name}-vpc", cidr_block=net.vpc_cidr, enable_dns_support=True,
-                          enable_dns_hostnames=True, tags={**tags, "Name": f"{design.name}"}, opts=child)
+                          enable_dns_hostnames=True, tags={**tags, "Name": f"{cluster.name}"}, opts=child)
         private = aws.ec2.Subnet(
             f"{name}-private", vpc_id=vpc.id, cidr_block=net.private_subnet_cidr,
-            availability_zone=design.zone, map_public_ip_on_launch=False,
-            tags={**tags, "Name": f"{design.name}-private"}, opts=child)
+            availability_zone=cluster.zone, map_public_ip_on_launch=False,
+            tags={**tags, "Name": f"{cluster.name}-private"}, opts=child)
         public = aws.ec2.Subnet(
             f"{name}-public", vpc_id=vpc.id, cidr_block=net.public_subnet_cidr,
-            availability_zone=design.zone, map_public_ip_on_launch=False,
-            tags={**tags, "Name": f"{design.name}-public"}, opts=child)
+            availability_zone=cluster.zone, map_public_ip_on_launch=False,
+            tags={**tags, "Name": f"{cluster.name}-public"}, opts=child)
         igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags=tags, opts=child)
         eip = aws.ec2.Eip(f"{name}-nat-ip", domain="vpc", tags=tags, opts=child)
         nat = aws.ec2.NatGateway(f"{name}-nat", subnet_id=public.id, allocation_id=eip.id,
@@ -137,6 +146,6 @@ class Network(pulumi.ComponentResource):
         aws.ec2.RouteTableAssociation(f"{name}-private-rta", subnet_id=private.id,
                                       route_table_id=private_rt.id, opts=child)
         # Checkpoints and datasets move to and from S3 without NAT charges or NAT bandwidth limits.
-        aws.ec2.VpcEndpoint(f"{name}-s3", vpc_id=vpc.id, service_name=f"com.amazonaws.{design.region}.s3",
+        aws.ec2.VpcEndpoint(f"{name}-s3", vpc_id=vpc.id, service_name=f"com.amazonaws.{cluster.region}.s3",
                             vpc_endpoint_type="Gateway", route_table_ids=[private_rt.id], tags=tags, opts=child)
         return vpc.id, private.id, public.id

@@ -103,10 +103,26 @@ def _boot_object(name: str, bucket: pulumi.Input[str], key: pulumi.Input[str], c
 
 @dataclass(frozen=True)
 class SlurmControllerArgs:
-    cluster: ClusterDesign
+    """The Slurm controller: secrets, configuration bucket, node-name zone, head node.
+
+    design: the cluster's design. Of it the controller reads the context (name, region, tags), the
+        Slurm design (`slurm`: head instance type, root volume, public IP, accounting) and the SSH
+        CIDRs (`network.ssh_ingress_cidrs`), never pools, storage or node counts (so routine edits
+        never touch the head node). It takes the whole design only because the controller shape
+        and the head's cloud-config it shares with GCP (`aicluster.slurm_controller.
+        SlurmControllerShape`, `aicluster.slurm_files.head_user_data`) take a ClusterDesign.
+    vpc_id: the VPC (the head's security group, the private zone of node names).
+    subnet_id: the private cluster subnet, where the head node goes.
+    public_subnet_id: the public subnet, used only when `slurm.head_public_ip` is set; None (an
+        existing network) keeps the head private.
+    nodes_security_group_id: the compute nodes' group, which the head joins (slurmctld and slurmd
+        talk within it).
+    compute_role_name: the compute nodes' role (`NodeIdentity`), given the read of the munge key.
+    """
+    design: ClusterDesign
     vpc_id: pulumi.Input[str]
-    subnet_id: pulumi.Input[str]                 # private cluster subnet
-    public_subnet_id: pulumi.Input[str] | None   # only for head_node.public_ip
+    subnet_id: pulumi.Input[str]
+    public_subnet_id: pulumi.Input[str] | None
     nodes_security_group_id: pulumi.Input[str]
     compute_role_name: pulumi.Input[str]
 
@@ -123,7 +139,7 @@ class SlurmController(SlurmControllerShape):
     dns_domain: str
 
     def __init__(self, name: str, args: SlurmControllerArgs, opts: pulumi.ResourceOptions | None = None):
-        design = args.cluster
+        design = args.design
         # The munge key and the accounting password, in Secrets Manager under the cluster's prefix.
         super().__init__("aicluster:aws:SlurmController", name, design, lambda *a: _stored_secret(design, *a), opts)
         slurm, child, munge = design.slurm, self.child, self.munge
@@ -353,9 +369,18 @@ def compute_read_policy(bucket_arn: str) -> dict:
 
 @dataclass(frozen=True)
 class SlurmNodeFilesArgs:
-    controller: SlurmController                   # its configuration bucket holds the programs
+    """The compute nodes' programs in the configuration bucket, and the nodes' read of them. Reads
+    nothing of the design: the programs are the same for every cluster but for the mount script.
+
+    controller: the cluster's `SlurmController`: its configuration bucket holds the programs.
+    compute_role_name: the compute nodes' role (`NodeIdentity`), given the read of exactly the
+        nodes' programs.
+    mounts: the filesystems the nodes mount at boot (`list[Mount]`, e.g. `LustreFilesystem.mount`
+        of each); default none.
+    """
+    controller: SlurmController
     compute_role_name: pulumi.Input[str]
-    mounts: pulumi.Input[list] = ()               # list[Mount]: the nodes mount them at boot
+    mounts: pulumi.Input[list] = ()
 
 
 class SlurmNodeFiles(pulumi.ComponentResource):
@@ -384,18 +409,31 @@ class SlurmNodeFiles(pulumi.ComponentResource):
 
 @dataclass(frozen=True)
 class SlurmConfigurationArgs:
-    cluster: ClusterDesign
+    """Everything that follows the pools: the published Slurm files and the head's right to launch
+    the pools' nodes.
+
+    design: the whole cluster design, and genuinely so: it renders slurm.conf and its companions
+        (nodesets, partitions, topology, accounting: `slurm`; every Slurm pool's instance type,
+        capacity and sizes: `pools`) and cluster.json (name, region), and scopes the head's EC2
+        permissions to the cluster (name, region).
+    controller: the cluster's `SlurmController` (its address, bucket, role, secrets, zone).
+    compute_role_arn: the compute nodes' role, which the head may pass to the instances it launches.
+    pools: pool name -> its `GpuPool` (launch template, placement group), for every Slurm pool.
+    subnet_id: the private cluster subnet the resume program launches nodes into.
+    mounts: the filesystems the head mounts once they are published (`list[Mount]`); default none.
+    """
+    design: ClusterDesign
     controller: SlurmController
     compute_role_arn: pulumi.Input[str]
-    pools: dict                                   # pool name -> GpuPool
+    pools: dict
     subnet_id: pulumi.Input[str]
-    mounts: pulumi.Input[list] = ()               # list[Mount]: the head mounts them when published
+    mounts: pulumi.Input[list] = ()
 
 
 class SlurmConfiguration(SlurmConfigurationShape):
     def __init__(self, name: str, args: SlurmConfigurationArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aicluster:aws:SlurmConfiguration", name, opts)
-        design, controller, child = args.cluster, args.controller, self.child
+        design, controller, child = args.design, args.controller, self.child
         pools = pool_facts(args.pools, "launch_template_id", "placement_group_name")
         files = pulumi.Output.all(controller.controller_addr, args.subnet_id, pools,
                                   controller.accounting_secret_arn or "", args.mounts, controller.dns_zone_id).apply(

@@ -12,14 +12,24 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from ..design import ClusterDesign, StorageDesign
+from ..design import ClusterContext, StorageDesign
 from ..mounts import LUSTRE_MOUNT_OPTIONS, Mount
 
 
 
 @dataclass(frozen=True)
 class LustreFilesystemArgs:
-    cluster: ClusterDesign
+    """One FSx for Lustre filesystem (and its S3 data repository association, when linked).
+
+    context: the cluster's name (the filesystem's Name tag) and tags (`ClusterDesign.context`, or
+        your own).
+    storage: the filesystem's design: kind "fsx-lustre", deployment type, capacity, throughput,
+        S3 import path, mount point, protection (one of `ClusterDesign.storage`).
+    subnet_id: the one subnet the filesystem lives in (the cluster's private subnet).
+    security_group_id: the filesystem's own security group (`Network.storage_security_group_id`),
+        never the nodes' one: a change to node rules must not touch the filesystem.
+    """
+    context: ClusterContext
     storage: StorageDesign
     subnet_id: pulumi.Input[str]
     security_group_id: pulumi.Input[str]
@@ -31,7 +41,7 @@ class LustreFilesystem(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: LustreFilesystemArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aicluster:aws:LustreFilesystem", name, None, opts)
-        cluster, fs = args.cluster, args.storage
+        cluster, fs = args.context, args.storage
         tags = cluster.labels("storage")
         persistent = (fs.deployment_type or "").startswith("PERSISTENT")
         linked = fs.import_path is not None

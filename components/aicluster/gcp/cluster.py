@@ -73,16 +73,17 @@ def compute_user_data(design: ClusterDesign, pool_name: str, mounts: list[Mount]
 
 
 def build_gcp_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
-    network = Network(f"{design.name}-network", NetworkArgs(design, private_service_access=bool(design.storage)))
-    nodes = NodeIdentity(f"{design.name}-compute", NodeIdentityArgs(design))
+    network = Network(f"{design.name}-network", NetworkArgs(
+        context=design.context, network=design.network, private_service_access=bool(design.storage)))
+    nodes = NodeIdentity(f"{design.name}-compute", NodeIdentityArgs(design.context))
     filesystems: list = []
     for fs in design.storage:
         if fs.kind == "filestore":
             filesystems.append(Filestore(f"{design.name}-{fs.name}", FilestoreArgs(
-                cluster=design, storage=fs, network_name=network.network_name, service_access=network.service_access)))
+                context=design.context, storage=fs, network_name=network.network_name, service_access=network.service_access)))
         else:
             filesystems.append(ManagedLustre(f"{design.name}-{fs.name}", ManagedLustreArgs(
-                cluster=design, storage=fs, network_id=network.network_id, service_access=network.service_access)))
+                context=design.context, storage=fs, network_id=network.network_id, service_access=network.service_access)))
     mounts = pulumi.Output.all(*[fs.mount for fs in filesystems]) if filesystems else pulumi.Output.from_input([])
     if design.kubernetes:
         # GKE: node pools (GPU NIC networks, compact placement) instead of instance templates, and
@@ -97,7 +98,7 @@ def build_gcp_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
     controller = None
     if design.slurm:
         controller = SlurmController(f"{design.name}-slurm", SlurmControllerArgs(
-            cluster=design, subnetwork=network.subnetwork_self_link, compute_identity=nodes,
+            design=design, subnetwork=network.subnetwork_self_link, compute_identity=nodes,
             network=network.network_id))
         node_inputs = pulumi.Output.all(mounts, controller.controller_addr, controller.munge_secret)
     else:
@@ -116,7 +117,7 @@ def build_gcp_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
 
         for pool in (p for p in design.pools if p.tpu is not None):
             pools[pool.name] = TpuSlice(f"{design.name}-{pool.name}", TpuSliceArgs(
-                cluster=design, pool=pool, network=network.network_id, subnetwork=network.subnetwork_self_link,
+                context=design.context, pool=pool, network=network.network_id, subnetwork=network.subnetwork_self_link,
                 service_account_email=nodes.email, dns_zone=controller.dns_zone,
                 startup_script=node_inputs.apply(lambda a, p=pool: startup_script(
                     design, p, list(a[0]), f"{a[1]}:{SLURMCTLD_PORT}", a[2]))))
@@ -135,7 +136,7 @@ def build_gcp_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
         node_addrs = pulumi.Output.all(*[pools[p.name].addresses for p in tpu_pools]).apply(
             lambda a: {node: addr for p, addrs in zip(tpu_pools, a) for node, addr in zip(p.node_names(), addrs)})
         SlurmConfiguration(f"{design.name}-slurm-config", SlurmConfigurationArgs(
-            cluster=design, controller=controller, compute_identity=nodes, pools=pools, mounts=mounts,
+            design=design, controller=controller, compute_identity=nodes, pools=pools, mounts=mounts,
             lustre_imports=imports, node_addrs=node_addrs))
         outputs["slurm_controller"] = controller.controller_addr
         outputs["slurm_config_bucket"] = controller.bucket_name

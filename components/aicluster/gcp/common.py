@@ -50,7 +50,8 @@ def node_tag(design: Cluster) -> str:
     return f"{design.name}-node"
 
 
-def head_tag(design: ClusterDesign) -> str:
+def head_tag(design: Cluster) -> str:
+    """The network tag of the head node: the SSH rule from network.ssh_ingress_cidrs targets it."""
     return f"{design.name}-head"
 
 

@@ -28,7 +28,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from ..design import ClusterDesign
+from ..design import ClusterContext, ClusterDesign
 from ..gke_design import GkeDesign, SYSTEM_POOL
 from ..kubernetes_design import ROLE_LABEL
 from .common import labels, node_metadata, node_tag, project
@@ -65,11 +65,29 @@ def workload_pool(project_id: str) -> str:
 
 @dataclass(frozen=True)
 class GkeClusterArgs:
-    cluster: ClusterDesign
-    network_id: pulumi.Input[str]                 # projects/<p>/global/networks/<name>
-    subnetwork: pulumi.Input[str]                 # the system subnetwork's self link
-    node_service_account: pulumi.Input[str]       # email
+    """The GKE control plane, its system node pool and a Kubernetes provider for it.
+
+    context: the cluster's name (descriptions), labels and the node network tag:
+        `ClusterDesign.context`, or a `ClusterContext` of your own.
+    gke: the GKE design (`ClusterDesign.kubernetes.gke`): the cluster's name, location and zone,
+        pod and service ranges, API access, release channel and version, image type and the
+        system node pool's machine type and size.
+    network_id: the system network, projects/<p>/global/networks/<name> (Network.network_id).
+    subnetwork: the system subnetwork's self link (Network.subnetwork_self_link).
+    node_service_account: the nodes' service account email (NodeIdentity.email).
+    node_service_account_member: the same account as an IAM member (NodeIdentity.member): granted
+        GKE's node role.
+    in_cluster: build a Kubernetes provider for the cluster (`KubernetesDesign.in_cluster`: False
+        only in phase 1 of api_access private, when this `pulumi up` creates nothing inside the
+        cluster). Default True.
+    """
+    context: ClusterContext
+    gke: GkeDesign
+    network_id: pulumi.Input[str]
+    subnetwork: pulumi.Input[str]
+    node_service_account: pulumi.Input[str]
     node_service_account_member: pulumi.Input[str]
+    in_cluster: bool = True
 
 
 class GkeCluster(pulumi.ComponentResource):
@@ -83,8 +101,7 @@ class GkeCluster(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GkeClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aicluster:gcp:GkeCluster", name, None, opts)
-        design = args.cluster
-        gke: GkeDesign = design.kubernetes.gke
+        design, gke = args.context, args.gke
         project_id = project()
         child = pulumi.ResourceOptions(parent=self)
 
@@ -179,7 +196,7 @@ class GkeCluster(pulumi.ComponentResource):
         self.kubeconfig = pulumi.Output.all(cluster.name, endpoint, cluster.master_auth).apply(
             lambda a: kubeconfig(a[0], a[1], None if gke.dns_endpoint else _ca(a[2])))
         self.provider = None
-        if design.kubernetes.in_cluster:
+        if args.in_cluster:
             self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, enable_server_side_apply=True,
                                          opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]))
         self.before_nodes = [node_role]
@@ -214,11 +231,13 @@ def attach_gke(design: ClusterDesign, network, nodes, filesystems: list) -> dict
     its GPU NIC networks, then everything inside the cluster."""
     gke_design: GkeDesign = design.kubernetes.gke
     cluster = GkeCluster(f"{design.name}-gke", GkeClusterArgs(
-        cluster=design, network_id=network.network_id, subnetwork=network.subnetwork_self_link,
-        node_service_account=nodes.email, node_service_account_member=nodes.member))
+        context=design.context, gke=gke_design, network_id=network.network_id,
+        subnetwork=network.subnetwork_self_link, node_service_account=nodes.email,
+        node_service_account_member=nodes.member, in_cluster=design.kubernetes.in_cluster))
     pools = {
         pool.pool: GkeNodePools(f"{design.name}-{pool.pool}-gke", GkeNodePoolArgs(
-            cluster=design, pool=pool, kubernetes_pool=design.kubernetes.pool(pool.pool), cluster_id=cluster.cluster_id,
+            context=design.context, gke=gke_design, pool=pool, pool_design=design.pool(pool.pool),
+            kubernetes_pool=design.kubernetes.pool(pool.pool), cluster_id=cluster.cluster_id,
             service_account=nodes.email, networks=network_names(network.fabric, pool.networks),
             depends_on=cluster.before_nodes))
         for pool in gke_design.node_pools
@@ -227,7 +246,7 @@ def attach_gke(design: ClusterDesign, network, nodes, filesystems: list) -> dict
                 for n, names in zip(gke_design.networks, network_names(network.fabric, gke_design.networks))}
     if design.kubernetes.in_cluster:
         GkeAddons(f"{design.name}-k8s", GkeAddonsArgs(
-            cluster=design, provider=cluster.provider, networks=networks,
+            design=design, provider=cluster.provider, networks=networks,
             filesystems=[GkeFilesystem(fs_design, fs.instance_id, fs.mount)
                          for fs_design, fs in zip(design.storage, filesystems)],
             depends_on=cluster.ready))

@@ -252,17 +252,32 @@ def filestore_volume(instance_id: str, mount: Mount) -> tuple[str, dict]:
 
 @dataclass(frozen=True)
 class GkeAddonsArgs:
-    cluster: ClusterDesign
+    """What runs inside the GKE cluster: the GPU NIC networks as pod networks, the NIC stack
+    installers, Kueue and JobSet, the training namespace, a static volume per filesystem, the
+    Kueue queues and the example jobs.
+
+    design: the whole cluster design (`ClusterDesign`), genuinely: the add-ons render the whole
+        cluster (the example jobs and Kueue's flavors and quotas from every pool and
+        `kubernetes`, the volumes' claims from `storage`, the installers and pod networks from
+        `kubernetes.gke`), through the Kubernetes helpers shared with EKS
+        (aicluster.k8s_resources), which take a ClusterDesign.
+    provider: the cluster's Kubernetes provider (GkeCluster.provider).
+    networks: GkeNetwork.name -> (VPC name, subnet name) outputs, one per `kubernetes.gke.networks`
+        entry (from Network.fabric).
+    filesystems: each filesystem's design, instance id and Mount, for its static volume. Default none.
+    depends_on: what the in-cluster objects wait for (GkeCluster.ready). Default nothing.
+    """
+    design: ClusterDesign
     provider: k8s.Provider
-    networks: dict                                 # GkeNetwork.name -> (vpc name, subnet name) outputs
-    filesystems: Sequence[GkeFilesystem]
-    depends_on: Sequence[pulumi.Resource]
+    networks: dict
+    filesystems: Sequence[GkeFilesystem] = ()
+    depends_on: Sequence[pulumi.Resource] = ()
 
 
 class GkeAddons(pulumi.ComponentResource):
     def __init__(self, name: str, args: GkeAddonsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aicluster:gcp:GkeAddons", name, None, opts)
-        design, kd = args.cluster, args.cluster.kubernetes
+        design, kd = args.design, args.design.kubernetes
         gke = kd.gke
         v = versions()
         after_cluster = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))

@@ -28,8 +28,8 @@ from typing import Sequence
 import pulumi
 import pulumi_gcp as gcp
 
-from ..design import ClusterDesign
-from ..gke_design import GkeNetwork, GkeNodePool
+from ..design import ClusterContext, PoolDesign
+from ..gke_design import GkeDesign, GkeNetwork, GkeNodePool
 from ..kubernetes_design import KubernetesPool
 from .common import labels, node_metadata, node_tag, pool_labels
 from .gpu_pool import RESERVATION_KEY
@@ -48,12 +48,31 @@ class NodeNetwork:
 
 @dataclass(frozen=True)
 class GkeNodePoolArgs:
-    cluster: ClusterDesign
+    """The GKE node pools of one aicluster pool (GPU: one; TPU: one per slice).
+
+    context: the cluster's name (the node network tag), labels and workload hints (the pool facts
+        on every node): `ClusterDesign.context`, or a `ClusterContext` of your own.
+    gke: the GKE design (`ClusterDesign.kubernetes.gke`): the location and zone, image type and
+        the pinned GPU driver version.
+    pool: the pool as GKE builds it (one of `gke.node_pools`): machine type, accelerators, node
+        networks, capacity, placement, disk, Secure Boot, node pool names and slice sizes.
+    pool_design: the same pool's design (`ClusterDesign.pool(pool.pool)`): its size, in the
+        pool facts the policy pack reads off the nodes' resource labels.
+    kubernetes_pool: the pool as Kubernetes sees it (`ClusterDesign.kubernetes.pool(pool.pool)`):
+        its node labels and taints.
+    cluster_id: the GKE cluster (GkeCluster.cluster_id).
+    service_account: the nodes' service account email (NodeIdentity.email).
+    networks: one additional node network per `pool.networks` entry, in order (`network_names`).
+    depends_on: what the node pools wait for (GkeCluster.before_nodes). Default nothing.
+    """
+    context: ClusterContext
+    gke: GkeDesign
     pool: GkeNodePool
+    pool_design: PoolDesign
     kubernetes_pool: KubernetesPool
     cluster_id: pulumi.Input[str]
     service_account: pulumi.Input[str]
-    networks: Sequence[NodeNetwork]               # one per pool.networks entry, in order
+    networks: Sequence[NodeNetwork]
     depends_on: Sequence[pulumi.Resource] = ()
 
 
@@ -71,8 +90,7 @@ class GkeNodePools(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GkeNodePoolArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aicluster:gcp:GkeNodePool", name, None, opts)
-        design, pool, kpool = args.cluster, args.pool, args.kubernetes_pool
-        gke = design.kubernetes.gke
+        design, gke, pool, kpool = args.context, args.gke, args.pool, args.kubernetes_pool
         if len(args.networks) != len(pool.networks):
             raise ValueError(f"pool {pool.pool}: {len(args.networks)} networks for {len(pool.networks)}")
         flex = pool.capacity == "flex-start"
@@ -100,7 +118,7 @@ class GkeNodePools(pulumi.ComponentResource):
             labels=dict(kpool.labels),
             taints=[gcp.container.NodePoolNodeConfigTaintArgs(key=t.key, value=t.value, effect=_EFFECTS[t.effect])
                     for t in kpool.taints],
-            resource_labels={**labels(design, "compute", pool.pool), **pool_labels(design, design.pool(pool.pool))},
+            resource_labels={**labels(design, "compute", pool.pool), **pool_labels(design, args.pool_design)},
             metadata=node_metadata(),
             tags=[node_tag(design)],
         )

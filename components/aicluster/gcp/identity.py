@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from ..design import ClusterDesign
+from ..design import ClusterContext
 from .common import project, short_name
 
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
@@ -26,7 +26,14 @@ def account_id(cluster: str, role: str) -> str:
 
 @dataclass(frozen=True)
 class NodeIdentityArgs:
-    design: ClusterDesign
+    """A service account for one role of node, with the logging and metrics roles only.
+
+    context: the cluster's name (the account id is <name>-<role>, shortened to 30 characters) and
+        the rest of `ClusterDesign.context`, or a `ClusterContext` of your own.
+    role: the role of node the account is for ("compute", "head"); in the account id and its
+        display name.
+    """
+    context: ClusterContext
     role: str = "compute"
 
 
@@ -37,7 +44,7 @@ class NodeIdentity(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: NodeIdentityArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aicluster:gcp:NodeIdentity", name, None, opts)
-        design = args.design
+        design = args.context
         child = pulumi.ResourceOptions(parent=self)
         account = gcp.serviceaccount.Account(
             f"{name}-account", account_id=account_id(design.name, args.role),

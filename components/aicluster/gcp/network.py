@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_gcp as gcp
 
-from ..design import ClusterDesign, GcpNetwork, PoolDesign
+from ..design import ClusterContext, GcpNetwork, NetworkDesign, PoolDesign
 from .common import head_tag, node_tag, project
 
 # Where Identity-Aware Proxy's TCP forwarding connects from (cloud.google.com/iap/docs/using-tcp-forwarding):
@@ -33,9 +33,25 @@ SERVICE_NETWORKING = "servicenetworking.googleapis.com"
 
 @dataclass(frozen=True)
 class NetworkArgs:
-    design: ClusterDesign
-    private_service_access: bool = True   # Managed Lustre / Filestore take their addresses from it
-    gke_lustre: bool = False              # the Lustre servers also use LNet port 6988 (GKE support)
+    """The system VPC (or an existing one), its firewall rules, private service access and the GPU
+    NIC networks.
+
+    context: the cluster's name (every resource's name and the node and head network tags), region
+        (subnets, router) and zone (the RDMA VPC's RoCE network profile): `ClusterDesign.context`,
+        or a `ClusterContext` of your own.
+    network: the network's design (`ClusterDesign.network`): create a VPC or use an existing one
+        and subnet, the CIDRs, the MTU, the SSH ingress CIDRs, the private service access range and
+        every GPU NIC network the pools need.
+    private_service_access: reserve `network.service_cidr` and peer it into the VPC (Managed Lustre
+        and Filestore take their addresses from it) and let the Lustre servers reach the nodes.
+        Default True; the cluster turns it off when it has no filesystem.
+    gke_lustre: the Lustre servers also use LNet port 6988 (a Managed Lustre instance serving GKE
+        clients). Default False.
+    """
+    context: ClusterContext
+    network: NetworkDesign
+    private_service_access: bool = True
+    gke_lustre: bool = False
 
 
 @dataclass
@@ -56,9 +72,8 @@ class Network(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aicluster:gcp:Network", name, None, opts)
-        design, net = args.design, args.design.network
+        design, net = args.context, args.network
         child = pulumi.ResourceOptions(parent=self)
-        self._design = design
 
         if net.create_vpc:
             vpc = gcp.compute.Network(
@@ -110,7 +125,7 @@ class Network(pulumi.ComponentResource):
         })
 
     def _firewalls(self, name: str, args: NetworkArgs, network: pulumi.Input[str], child) -> None:
-        design, net = args.design, args.design.network
+        design, net = args.context, args.network
         nodes, head = node_tag(design), head_tag(design)
         all_traffic = [gcp.compute.FirewallAllowArgs(protocol=p) for p in ("tcp", "udp", "icmp")]
         gcp.compute.Firewall(
@@ -136,7 +151,7 @@ class Network(pulumi.ComponentResource):
                 source_ranges=list(net.ssh_ingress_cidrs), target_tags=[head],
                 description=f"aicluster {design.name}: SSH to the head node (network.ssh_ingress_cidrs)", opts=child)
 
-    def _fabric_network(self, name: str, design: ClusterDesign, net: GcpNetwork, child) -> FabricNetwork:
+    def _fabric_network(self, name: str, design: ClusterContext, net: GcpNetwork, child) -> FabricNetwork:
         profile = f"projects/{project()}/global/networkProfiles/{design.zone}-vpc-roce" if net.roce else None
         what = ("RDMA VPC (RoCE network profile), one subnet per MRDMA NIC" if net.roce
                 else "GPU NIC network" if net.key != "gvnic-1" else "second gVNIC network")

@@ -72,10 +72,25 @@ def secret_id(design: ClusterDesign, key: str) -> str:
 
 @dataclass(frozen=True)
 class SlurmControllerArgs:
-    cluster: ClusterDesign
-    subnetwork: pulumi.Input[str]                 # the system subnetwork
-    compute_identity: NodeIdentity                # the compute nodes' service account
-    network: pulumi.Input[str]                    # the system network (projects/<p>/global/networks/<n>)
+    """The Slurm head node and what it holds: the munge key (and slurmdbd password) in Secret
+    Manager, the configuration bucket, the node-name DNS zone and the head's service account.
+
+    design: the cluster's design (`ClusterDesign`). The controller reads of it only its context
+        (name, region, zone, labels), `slurm` (the head's machine type, boot disk, public IP and
+        whether accounting is on) and `network.create_vpc` (a public IP only on a VPC aicluster
+        creates); never pools, node counts or filesystems, so routine edits never replace the head.
+        It takes the whole design because the Slurm controller shape both clouds share
+        (aicluster.slurm_controller.SlurmControllerShape) and the head's cloud-config
+        (aicluster.slurm_files.head_user_data) take a ClusterDesign; narrowing it is their change.
+    subnetwork: the system subnetwork the head's NIC is on (Network.subnetwork_self_link).
+    compute_identity: the compute nodes' service account (NodeIdentity): granted the munge key.
+    network: the system network, projects/<p>/global/networks/<name> (Network.network_id): the
+        node-name zone is visible to it.
+    """
+    design: ClusterDesign
+    subnetwork: pulumi.Input[str]
+    compute_identity: NodeIdentity
+    network: pulumi.Input[str]
 
 
 class SlurmController(SlurmControllerShape):
@@ -87,14 +102,14 @@ class SlurmController(SlurmControllerShape):
     dns_zone: pulumi.Output[str]                  # the managed zone's name
 
     def __init__(self, name: str, args: SlurmControllerArgs, opts: pulumi.ResourceOptions | None = None):
-        design = args.cluster
+        design = args.design
         # The munge key and the accounting password, in Secret Manager.
         super().__init__("aicluster:gcp:SlurmController", name, design, lambda *a: _stored_secret(design, *a), opts)
         slurm, child, munge = design.slurm, self.child, self.munge
         head_labels = labels(design, "head")
         self.munge_secret = munge.id
 
-        self.identity = NodeIdentity(f"{name}-head", NodeIdentityArgs(design, "head"), opts=child)
+        self.identity = NodeIdentity(f"{name}-head", NodeIdentityArgs(design.context, "head"), opts=child)
         # Compute nodes read the munge key and nothing else; the head reads the cluster's secrets.
         for who, member in (("compute", args.compute_identity.member), ("head", self.identity.member)):
             gcp.secretmanager.SecretIamMember(f"{name}-munge-{who}", secret_id=munge.id, role=SECRET_ACCESSOR,
@@ -208,19 +223,36 @@ def instance_condition(design: ClusterDesign, project_id: str) -> str:
 
 @dataclass(frozen=True)
 class SlurmConfigurationArgs:
-    cluster: ClusterDesign
+    """Everything that follows the pools: the rendered Slurm files and cluster.json published to
+    the controller's bucket, and the head's right to create and delete this cluster's instances.
+
+    design: the whole cluster design (`ClusterDesign`), genuinely: the published files render the
+        whole cluster (aicluster.slurm_files.published_files: slurm.conf, topology and gres from
+        `slurm` and every pool; cluster.json from every pool), and the head's role adds the Lustre
+        import permissions when a Managed Lustre filesystem of `storage` has an `import_path`.
+    controller: the cluster's SlurmController (its address, bucket, identity, DNS zone, secrets).
+    compute_identity: the compute nodes' service account (NodeIdentity): the head may act as it.
+    pools: pool name -> its component (GpuPool or TpuSlice): instance templates and placement
+        policies, written into cluster.json for the power programs.
+    mounts: the filesystems' Mounts (list[Mount]): the head mounts them when published. Default none.
+    lustre_imports: Managed Lustre imports, [{"instance": ..., "uri": ..., "path": "/"}], run by the
+        head once. Default none.
+    node_addrs: Cloud TPU hosts, node name -> address (NodeAddr in slurm.conf). Default None (no
+        TPU pool).
+    """
+    design: ClusterDesign
     controller: SlurmController
     compute_identity: NodeIdentity
-    pools: dict                                   # pool name -> GpuPool
-    mounts: pulumi.Input[list] = ()               # list[Mount]: the head mounts them when published
-    lustre_imports: pulumi.Input[list] = ()       # [{"instance": ..., "uri": ..., "path": "/"}]
-    node_addrs: pulumi.Input[dict] = None         # Cloud TPU hosts: node name -> address (NodeAddr)
+    pools: dict
+    mounts: pulumi.Input[list] = ()
+    lustre_imports: pulumi.Input[list] = ()
+    node_addrs: pulumi.Input[dict] = None
 
 
 class SlurmConfiguration(SlurmConfigurationShape):
     def __init__(self, name: str, args: SlurmConfigurationArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aicluster:gcp:SlurmConfiguration", name, opts)
-        design, controller, child = args.cluster, args.controller, self.child
+        design, controller, child = args.design, args.controller, self.child
         pools = pool_facts(args.pools, "instance_template", "placement_policy")
         project_id = project()
         files = pulumi.Output.all(controller.controller_addr, pools, controller.accounting_secret or "",

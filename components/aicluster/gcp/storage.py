@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from ..design import ClusterDesign, StorageDesign
+from ..design import ClusterContext, StorageDesign
 from ..mounts import LUSTRE_MOUNT_OPTIONS, Mount
 from .common import labels, short_name
 
@@ -44,11 +44,22 @@ def parse_mount_point(mount_point: str) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class ManagedLustreArgs:
-    cluster: ClusterDesign
+    """A Managed Lustre instance and its Mount.
+
+    context: the cluster's name (the instance id <name>-<fs>), zone (where the instance lives) and
+        labels: `ClusterDesign.context`, or a `ClusterContext` of your own.
+    storage: the filesystem's design (one of `ClusterDesign.storage`, kind "managed-lustre"): its
+        name, mount point, capacity, per-TiB throughput tier and `protect`.
+    network_id: the VPC the instance serves, projects/<p>/global/networks/<name> (Network.network_id).
+    gke_support: serve GKE clients (and only them; an instance serves one kind). Default False.
+    service_access: the private service access connection to wait for (Network.service_access);
+        None when the VPC already has one.
+    """
+    context: ClusterContext
     storage: StorageDesign
-    network_id: pulumi.Input[str]                  # projects/<p>/global/networks/<name>
-    gke_support: bool = False                      # serve GKE clients (and only them)
-    service_access: pulumi.Resource | None = None  # the private service access connection to wait for
+    network_id: pulumi.Input[str]
+    gke_support: bool = False
+    service_access: pulumi.Resource | None = None
 
 
 class ManagedLustre(pulumi.ComponentResource):
@@ -57,7 +68,7 @@ class ManagedLustre(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ManagedLustreArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aicluster:gcp:ManagedLustre", name, None, opts)
-        cluster, fs = args.cluster, args.storage
+        cluster, fs = args.context, args.storage
         fsname = lustre_fs_name(fs.name)
         # Set on the resource itself (mocks and policies do not see inherited options).
         stateful = pulumi.ResourceOptions(parent=self, protect=fs.protect, retain_on_delete=fs.protect,
@@ -88,7 +99,17 @@ def _lustre_mount(point: str, fsname: str, fs: StorageDesign) -> Mount:
 
 @dataclass(frozen=True)
 class FilestoreArgs:
-    cluster: ClusterDesign
+    """A Filestore (NFS) instance with one share, and its Mount.
+
+    context: the cluster's name (the instance name <name>-<fs>), zone (where the instance lives)
+        and labels: `ClusterDesign.context`, or a `ClusterContext` of your own.
+    storage: the filesystem's design (one of `ClusterDesign.storage`, kind "filestore"): its name
+        (the share's), mount point, capacity, `filestore_tier` and `protect`.
+    network_name: the VPC's name (Network.network_name), reached over private service access.
+    service_access: the private service access connection to wait for (Network.service_access);
+        None when the VPC already has one.
+    """
+    context: ClusterContext
     storage: StorageDesign
     network_name: pulumi.Input[str]
     service_access: pulumi.Resource | None = None
@@ -100,7 +121,7 @@ class Filestore(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: FilestoreArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aicluster:gcp:Filestore", name, None, opts)
-        cluster, fs = args.cluster, args.storage
+        cluster, fs = args.context, args.storage
         share = filestore_share_name(fs.name)
         stateful = pulumi.ResourceOptions(parent=self, protect=fs.protect, retain_on_delete=fs.protect,
                                           depends_on=[args.service_access] if args.service_access else None)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from ..design import ClusterDesign, PoolDesign
+from ..design import ClusterContext, ClusterDesign, PoolDesign
 from ..mounts import Mount
 from ..render import render, static
 from ..slurm_config import node_domain
@@ -54,13 +54,26 @@ def scheduling(pool: PoolDesign) -> gcp.tpu.V2VmSchedulingConfigArgs | None:
 
 @dataclass(frozen=True)
 class TpuSliceArgs:
-    cluster: ClusterDesign
+    """A TPU pool's slices (one TPU VM each) and the node-name records of their hosts.
+
+    context: the cluster's name (VM names, the node-name domain, the node tag), zone (where the
+        slices live), labels and workload hints (the pool facts on every VM): `ClusterDesign.context`,
+        or a `ClusterContext` of your own.
+    pool: the pool's design (one of `ClusterDesign.pools`, with `tpu` set): its slice (type,
+        topology, hosts, runtime), node count (max_nodes / hosts slices) and capacity.
+    network: the system network, projects/<p>/global/networks/<name> (Network.network_id).
+    subnetwork: the system subnetwork (Network.subnetwork_self_link).
+    service_account_email: the nodes' service account (NodeIdentity.email).
+    startup_script: what every host runs at boot (`startup_script`).
+    dns_zone: the cluster's node-name managed zone (SlurmController.dns_zone).
+    """
+    context: ClusterContext
     pool: PoolDesign
-    network: pulumi.Input[str]                    # projects/<p>/global/networks/<name>
-    subnetwork: pulumi.Input[str]                 # the system subnetwork
+    network: pulumi.Input[str]
+    subnetwork: pulumi.Input[str]
     service_account_email: pulumi.Input[str]
     startup_script: pulumi.Input[str]
-    dns_zone: pulumi.Input[str]                   # the cluster's node-name managed zone
+    dns_zone: pulumi.Input[str]
 
 
 class TpuSlice(pulumi.ComponentResource):
@@ -72,7 +85,7 @@ class TpuSlice(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: TpuSliceArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aicluster:gcp:TpuSlice", name, None, opts)
-        design, pool = args.cluster, args.pool
+        design, pool = args.context, args.pool
         tpu = pool.tpu
         child = pulumi.ResourceOptions(parent=self)
         domain = node_domain(design.name)
