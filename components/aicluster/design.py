@@ -6,6 +6,7 @@ placement, subnets, images, storage tiers and sizes. Pulumi components only tran
 from __future__ import annotations
 
 import dataclasses
+import functools
 import ipaddress
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
@@ -276,7 +277,7 @@ class ClusterDesign:
                 return pool
         raise KeyError(f"no pool {name!r}; pools: {', '.join(p.name for p in self.pools)}")
 
-    @property
+    @functools.cached_property   # labels() asks for it once per resource; the design never changes
     def context(self) -> ClusterContext:
         return ClusterContext(name=self.name, region=self.region, zone=self.zone, tags=self.tags,
                               workload=self.workload)

@@ -14,7 +14,6 @@ where an AWS user writes one by mistake.
 from __future__ import annotations
 
 import contextlib
-import copy
 import io
 import shutil
 from pathlib import Path
@@ -23,21 +22,7 @@ import pytest
 import yaml
 
 from tests.support import AWS_MIN, CR, FSX, GCP_MIN
-from tests.support.bad_specs import BAD
-
-VPC, SUBNET = "vpc-0123456789abcdef0", "subnet-0123456789abcdef0"
-
-
-def spec(base=AWS_MIN, **top):
-    out = copy.deepcopy(base)
-    out.update(copy.deepcopy(top))
-    return out
-
-
-def pool(base=AWS_MIN, **keys):
-    out = copy.deepcopy(base)
-    out["pools"][0].update(copy.deepcopy(keys))
-    return out
+from tests.support.bad_specs import BAD, SUBNET, VPC, pool, spec
 
 
 def cli(*args) -> tuple[int, str, str]:
