@@ -289,6 +289,11 @@ class ClusterDesign:
         return self.context.pool_facts(pool)
 
 
+# What name- and region-only helpers read of a cluster: a whole design, or the context a
+# component takes (a Pulumi program of one's own has only the context).
+Cluster = ClusterContext | ClusterDesign
+
+
 def design_pool(instance_type: str, *, name: str = "gpu", cloud: str = "aws", max_nodes: int = 2,
                 min_nodes: int = 0, capacity: str = "on-demand", reservation_id: str | None = None,
                 root_volume_gib: int | None = None) -> PoolDesign:

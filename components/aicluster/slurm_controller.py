@@ -9,7 +9,7 @@ from typing import Callable
 import pulumi
 import pulumi_random as random
 
-from aicluster.design import ClusterDesign
+from aicluster.design import ClusterContext, SlurmDesign
 
 # (resource name, key under the cluster's secrets, what it is, its value, options) -> the stored secret
 StoreSecret = Callable[[str, str, str, pulumi.Input[str], pulumi.ResourceOptions], pulumi.Resource]
@@ -25,11 +25,12 @@ class SlurmControllerShape(pulumi.ComponentResource):
     munge: pulumi.Resource
     accounting: pulumi.Resource | None
 
-    def __init__(self, type_: str, name: str, design: ClusterDesign, store: StoreSecret,
+    def __init__(self, type_: str, name: str, context: ClusterContext, slurm: SlurmDesign, store: StoreSecret,
                  opts: pulumi.ResourceOptions | None = None):
         super().__init__(type_, name, None, opts)
-        if design.slurm is None:
-            raise ValueError(f"cluster {design.name!r} has scheduler {design.scheduler!r}, not slurm")
+        if slurm is None:
+            raise ValueError(f"cluster {context.name!r}: a Slurm controller needs a SlurmDesign (ClusterDesign.slurm), "
+                             "which only a cluster with scheduler 'slurm' has")
         self.child = pulumi.ResourceOptions(parent=self)
         stateful = pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True)
         munge_bytes = random.RandomBytes(f"{name}-munge-bytes", length=1024, opts=stateful)
@@ -38,7 +39,7 @@ class SlurmControllerShape(pulumi.ComponentResource):
         # The accounting password exists only once accounting is on; its name is under the
         # cluster's secrets, so the head's permissions do not change when it appears.
         self.accounting = None
-        if design.slurm.accounting:
+        if slurm.accounting:
             # Letters and digits only: it goes into SQL and slurmdbd.conf unquoted.
             password = random.RandomPassword(f"{name}-slurmdbd-password", length=40, special=False, opts=stateful)
             self.accounting = store(f"{name}-slurmdbd", "slurmdbd-password", "slurmdbd database password",

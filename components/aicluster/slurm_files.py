@@ -1,5 +1,6 @@
 """What a Slurm head node runs from, the same on every cloud: its user data and the files published
-for it. Pure (no Pulumi): a ClusterDesign and the cloud's facts in, file texts out.
+for it. Pure (no Pulumi): the head's user data from a ClusterContext, the published files from the
+whole ClusterDesign (they render slurm.conf), with the cloud's facts; file texts out.
 
 One shape with the cloud's parts plugged in (issue 12, "One copy of each shared thing"):
 - the head's cloud-config is one template, cloud-init/head.yaml.j2, with per-cloud blocks (where
@@ -17,7 +18,7 @@ import json
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from aicluster.design import ClusterDesign, PoolDesign
+from aicluster.design import ClusterContext, ClusterDesign, PoolDesign
 from aicluster.mounts import Mount
 from aicluster.render import render, static
 from aicluster.slurm_config import SLURM_CONFIG_FILES, SlurmRuntime, node_domain, render_slurm_configs
@@ -35,8 +36,8 @@ HEAD_PROGRAMS = {"aicluster_slurm.py": "scripts/aicluster_slurm.py",
 LIBRARY_MODE, PROGRAM_MODE, DATA_MODE = "0644", "0755", "0644"
 
 
-def head_hostname(design: ClusterDesign) -> str:
-    return f"{design.name}-head"
+def head_hostname(cluster_name: str) -> str:
+    return f"{cluster_name}-head"
 
 
 def slurm_pools(design: ClusterDesign) -> list[PoolDesign]:
@@ -60,15 +61,15 @@ class BootFile:
     mode: str = PROGRAM_MODE
 
 
-def head_user_data(design: ClusterDesign, *, cloud: str, bucket: str, munge_secret: str,
+def head_user_data(context: ClusterContext, *, cloud: str, bucket: str, munge_secret: str,
                    sync: Mapping[str, str], boot_files: Iterable[BootFile]) -> str:
     """The head's cloud-config (cloud-init/head.yaml.j2). Its inputs depend on the cluster name, the
     bucket, the munge secret and the programs only, so it stays byte-identical across routine edits.
     `sync` is /etc/aicluster/sync.json; `boot_files` are written by cloud-init itself."""
-    return render("cloud-init/head.yaml.j2", cloud=cloud, cluster=design.name, munge_secret=munge_secret,
-                  dns_domain=node_domain(design.name), bin=BIN,
+    return render("cloud-init/head.yaml.j2", cloud=cloud, cluster=context.name, munge_secret=munge_secret,
+                  dns_domain=node_domain(context.name), bin=BIN,
                   sync_config=json.dumps({**sync, "bucket": bucket, "prefix": CONFIG_PREFIX,
-                                          "region": design.region}),
+                                          "region": context.region}),
                   boot_files=list(boot_files))
 
 
@@ -114,8 +115,8 @@ def published_files(design: ClusterDesign, *, controller_addr: str, cluster: dic
     nodes); `programs` the cloud's programs (name -> template), installed in BIN beside HEAD_PROGRAMS;
     `extra` its own files, installed after the accounting settings."""
     # Pid files where Ubuntu's slurm units expect them (/run/slurmctld.pid, /run/slurmd.pid).
-    runtime = SlurmRuntime(controller_host=head_hostname(design), controller_addr=controller_addr, run_dir="/run",
-                           accounting_host=head_hostname(design) if design.slurm.accounting else None,
+    runtime = SlurmRuntime(controller_host=head_hostname(design.name), controller_addr=controller_addr, run_dir="/run",
+                           accounting_host=head_hostname(design.name) if design.slurm.accounting else None,
                            node_addrs=node_addrs or {})
     configs = render_slurm_configs(design, runtime)
     facts = {

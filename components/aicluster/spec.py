@@ -604,7 +604,6 @@ def _overlapping_cidrs(cidrs: list[tuple[int, Any]]) -> list[tuple[int, int]]:
 
 
 def _pool_problems(spec: ClusterSpec) -> list[Problem]:
-    catalog = load_catalog()
     problems: list[Problem] = []
     names: dict[str, int] = {}
     for i, pool in enumerate(spec.pools):
@@ -619,63 +618,85 @@ def _pool_problems(spec: ClusterSpec) -> list[Problem]:
         tpu_pool = pool.tpu is not None or pool.instance_type is None
         if tpu_pool:
             problems += _tpu_pool_problems(spec, i, pool)
-        itype = None if tpu_pool else catalog.resolve(spec.cloud, pool.instance_type)
-        if tpu_pool:
-            pass
-        elif itype is None:
-            other = "gcp" if spec.cloud == "aws" else "aws"
-            hint = (f" ({pool.instance_type} is a {other} type)"
-                    if catalog.resolve(other, pool.instance_type) else "")
-            if spec.cloud == "aws" and _names_a_tpu(pool.instance_type, catalog.tpus):
-                hint = f" ({pool.instance_type} is a Cloud TPU: TPUs are GCP-only, use cloud: gcp)"
-            elif spec.cloud == "gcp" and _names_a_tpu(pool.instance_type, catalog.tpus):
-                hint = (f" ({pool.instance_type} is a Cloud TPU: write tpu: {{type: v5p, topology: 4x4x4}} "
-                        "instead of instance_type)")
-            problems.append(Problem(f"{at}.instance_type", pool.instance_type,
-                                    f"an instance type or alias in the {spec.cloud} catalog{hint}: "
-                                    f"{', '.join(catalog.names(spec.cloud))}",
-                                    close_match(pool.instance_type, catalog.names(spec.cloud))))
-        elif pool.efa and spec.cloud != "aws":
-            problems.append(Problem(f"{at}.efa", True, "only on aws (GCP GPU NICs come with the machine type)"))
-        elif pool.efa and not itype.efa_capable:
-            problems.append(Problem(f"{at}.efa", True, f"false: {itype.name} has no EFA"))
-        cap = pool.capacity
-        needs_id = cap.type in ("reservation", "capacity-block")
-        if needs_id and not cap.reservation_id:
-            problems.append(Problem(f"{at}.capacity.reservation_id", None, f"required for capacity type {cap.type}"))
-        if not needs_id and cap.reservation_id:
-            problems.append(Problem(f"{at}.capacity.reservation_id", cap.reservation_id,
-                                    "only with capacity type reservation or capacity-block"))
-        if needs_id and cap.reservation_id and spec.cloud == "aws" and \
-                not re.fullmatch(r"cr-[0-9a-f]{8,17}", cap.reservation_id):
-            problems.append(Problem(f"{at}.capacity.reservation_id", cap.reservation_id,
-                                    "an EC2 capacity reservation id such as cr-0123456789abcdef0"))
-        if cap.type == "capacity-block" and spec.cloud != "aws":
-            problems.append(Problem(f"{at}.capacity.type", cap.type, "capacity-block is an AWS purchase "
-                                    "option; on gcp use reservation or spot (or flex-start)"))
-        if cap.type == "flex-start" and spec.cloud != "gcp":
-            problems.append(Problem(f"{at}.capacity.type", cap.type, "flex-start is GCP's Dynamic Workload "
-                                    "Scheduler; on aws use capacity-block, reservation or spot"))
-        if needs_id and cap.reservation_id and spec.cloud == "gcp" and \
-                not re.fullmatch(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?", cap.reservation_id):
-            problems.append(Problem(f"{at}.capacity.reservation_id", cap.reservation_id,
-                                    "a Compute Engine reservation name such as a3u-reservation-1"))
-        if tpu_pool:
-            continue    # the rest is about instance types and their images (TPU: _tpu_pool_problems)
-        if pool.image and spec.cloud == "aws" and not re.fullmatch(r"ami-[0-9a-f]{8,17}|(resolve:ssm:)?/\S+",
-                                                                   pool.image):
-            problems.append(Problem(f"{at}.image", pool.image, "an AMI id (ami-...) or an SSM parameter path (/aws/...)"))
-        if pool.image and spec.cloud == "gcp" and not _GCP_IMAGE.fullmatch(pool.image):
-            problems.append(Problem(f"{at}.image", pool.image, "a GCP image or image family such as "
-                                    "projects/my-project/global/images/family/my-a3-image"))
-        if spec.cloud == "gcp" and len(f"{spec.name}-{pool.name}-{pool.max_nodes}") > 63:
-            problems.append(Problem(f"{at}.name", pool.name, "a shorter cluster or pool name: GCP names each node's "
-                                    f"instance <cluster>-<pool>-<n>, at most 63 characters "
-                                    f"({spec.name}-{pool.name}-{pool.max_nodes} is longer)"))
-        if spec.cloud == "gcp" and spec.scheduler == "slurm" and itype is not None and itype.image is None \
-                and not pool.image:
-            problems.append(Problem(f"{at}.image", None, f"required for {itype.name}: no public image carries "
-                                    f"what its {itype.gpu_nic_stack} NICs need (the TCPX kernel); name your image"))
+        else:
+            problems += _instance_type_problems(spec, at, pool)
+        problems += _capacity_problems(spec, at, pool.capacity)
+        if not tpu_pool:    # images and node names of instance types (TPU: _tpu_pool_problems)
+            problems += _image_problems(spec, at, pool)
+    return problems
+
+
+def _instance_type_problems(spec: ClusterSpec, at: str, pool: PoolSpec) -> list[Problem]:
+    """An instance type of the spec's cloud, with a hint when it is another cloud's or a TPU; EFA
+    only where the type has it."""
+    catalog = load_catalog()
+    itype = catalog.resolve(spec.cloud, pool.instance_type)
+    if itype is None:
+        other = "gcp" if spec.cloud == "aws" else "aws"
+        hint = (f" ({pool.instance_type} is a {other} type)"
+                if catalog.resolve(other, pool.instance_type) else "")
+        if spec.cloud == "aws" and _names_a_tpu(pool.instance_type, catalog.tpus):
+            hint = f" ({pool.instance_type} is a Cloud TPU: TPUs are GCP-only, use cloud: gcp)"
+        elif spec.cloud == "gcp" and _names_a_tpu(pool.instance_type, catalog.tpus):
+            hint = (f" ({pool.instance_type} is a Cloud TPU: write tpu: {{type: v5p, topology: 4x4x4}} "
+                    "instead of instance_type)")
+        return [Problem(f"{at}.instance_type", pool.instance_type,
+                        f"an instance type or alias in the {spec.cloud} catalog{hint}: "
+                        f"{', '.join(catalog.names(spec.cloud))}",
+                        close_match(pool.instance_type, catalog.names(spec.cloud)))]
+    if pool.efa and spec.cloud != "aws":
+        return [Problem(f"{at}.efa", True, "only on aws (GCP GPU NICs come with the machine type)")]
+    if pool.efa and not itype.efa_capable:
+        return [Problem(f"{at}.efa", True, f"false: {itype.name} has no EFA")]
+    return []
+
+
+def _capacity_problems(spec: ClusterSpec, at: str, cap: CapacitySpec) -> list[Problem]:
+    """A reservation id exactly where the capacity type takes one, in the cloud's own form; each
+    cloud's own purchase options only."""
+    problems = []
+    needs_id = cap.type in ("reservation", "capacity-block")
+    if needs_id and not cap.reservation_id:
+        problems.append(Problem(f"{at}.capacity.reservation_id", None, f"required for capacity type {cap.type}"))
+    if not needs_id and cap.reservation_id:
+        problems.append(Problem(f"{at}.capacity.reservation_id", cap.reservation_id,
+                                "only with capacity type reservation or capacity-block"))
+    if needs_id and cap.reservation_id and spec.cloud == "aws" and \
+            not re.fullmatch(r"cr-[0-9a-f]{8,17}", cap.reservation_id):
+        problems.append(Problem(f"{at}.capacity.reservation_id", cap.reservation_id,
+                                "an EC2 capacity reservation id such as cr-0123456789abcdef0"))
+    if cap.type == "capacity-block" and spec.cloud != "aws":
+        problems.append(Problem(f"{at}.capacity.type", cap.type, "capacity-block is an AWS purchase "
+                                "option; on gcp use reservation or spot (or flex-start)"))
+    if cap.type == "flex-start" and spec.cloud != "gcp":
+        problems.append(Problem(f"{at}.capacity.type", cap.type, "flex-start is GCP's Dynamic Workload "
+                                "Scheduler; on aws use capacity-block, reservation or spot"))
+    if needs_id and cap.reservation_id and spec.cloud == "gcp" and \
+            not re.fullmatch(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?", cap.reservation_id):
+        problems.append(Problem(f"{at}.capacity.reservation_id", cap.reservation_id,
+                                "a Compute Engine reservation name such as a3u-reservation-1"))
+    return problems
+
+
+def _image_problems(spec: ClusterSpec, at: str, pool: PoolSpec) -> list[Problem]:
+    """An image in the cloud's form; on GCP, node names within 63 characters and an image of one's
+    own where no public image carries the NIC stack (Slurm)."""
+    problems = []
+    if pool.image and spec.cloud == "aws" and not re.fullmatch(r"ami-[0-9a-f]{8,17}|(resolve:ssm:)?/\S+",
+                                                               pool.image):
+        problems.append(Problem(f"{at}.image", pool.image, "an AMI id (ami-...) or an SSM parameter path (/aws/...)"))
+    if pool.image and spec.cloud == "gcp" and not _GCP_IMAGE.fullmatch(pool.image):
+        problems.append(Problem(f"{at}.image", pool.image, "a GCP image or image family such as "
+                                "projects/my-project/global/images/family/my-a3-image"))
+    if spec.cloud == "gcp" and len(f"{spec.name}-{pool.name}-{pool.max_nodes}") > 63:
+        problems.append(Problem(f"{at}.name", pool.name, "a shorter cluster or pool name: GCP names each node's "
+                                f"instance <cluster>-<pool>-<n>, at most 63 characters "
+                                f"({spec.name}-{pool.name}-{pool.max_nodes} is longer)"))
+    itype = load_catalog().resolve(spec.cloud, pool.instance_type)
+    if spec.cloud == "gcp" and spec.scheduler == "slurm" and itype is not None and itype.image is None \
+            and not pool.image:
+        problems.append(Problem(f"{at}.image", None, f"required for {itype.name}: no public image carries "
+                                f"what its {itype.gpu_nic_stack} NICs need (the TCPX kernel); name your image"))
     return problems
 
 

@@ -61,3 +61,77 @@ def test_the_gcp_gpu_pool_builds_without_a_spec_too():
     assert len(nics) == 9 and all("accessConfigs" not in n for n in nics)
     [policy] = plan.of_type("gcp:compute/resourcePolicy:ResourcePolicy")
     assert policy.inputs["groupPlacementPolicy"]["collocation"] == "COLLOCATED"
+
+
+def _slurm_design(**kw):
+    from aicluster.design import SlurmDesign
+
+    return SlurmDesign(**{"nodesets": (), "suspend_time_s": 600, "resume_timeout_s": 1800, "accounting": False,
+                          "head_instance_type": "m7i.2xlarge", "head_root_volume_gib": 100,
+                          "head_public_ip": False, **kw})
+
+
+def test_the_aws_slurm_controller_builds_from_a_context_and_a_slurm_design():
+    """No aicluster spec: a ClusterContext and a SlurmDesign are all the controller takes. The head
+    is private, takes no SSH by default (SSM instead), and its secrets live under the cluster's
+    own prefix; the accounting password exists once accounting is asked for."""
+    from aicluster.aws import SlurmController, SlurmControllerArgs
+    from aicluster.design import ClusterContext
+
+    def program():
+        SlurmController("own", SlurmControllerArgs(
+            context=ClusterContext(name="own", region="us-east-1", zone="us-east-1a", tags={"team": "x"}),
+            slurm=_slurm_design(accounting=True), vpc_id="vpc-1", subnet_id="subnet-1", public_subnet_id=None,
+            nodes_security_group_id="sg-1", compute_role_name="compute"))
+
+    plan = run_program(program, stack="dev", config={"aws:region": "us-east-1"})
+    [head] = plan.of_type("aws:ec2/instance:Instance")
+    assert head.inputs["instanceType"] == "m7i.2xlarge" and head.inputs["associatePublicIpAddress"] is False
+    assert head.inputs["tags"]["Name"] == "own-head" and head.inputs["tags"]["team"] == "x"
+    [group] = [g for g in plan.of_type("aws:ec2/securityGroup:SecurityGroup") if g.name == "own-head"]
+    assert not group.inputs.get("ingress")
+    secrets = sorted(s.inputs["name"] for s in plan.of_type("aws:secretsmanager/secret:Secret"))
+    assert secrets == ["aicluster/own/munge-key", "aicluster/own/slurmdbd-password"]
+
+
+def test_the_gcp_slurm_controller_builds_from_a_context_and_a_slurm_design():
+    """The same on GCP; a head that asks for a public IP gets none on a network aicluster did not
+    create (own_network defaults to False)."""
+    from aicluster.design import ClusterContext
+    from aicluster.gcp import NodeIdentity, NodeIdentityArgs, SlurmController, SlurmControllerArgs
+
+    context = ClusterContext(name="own", region="us-central1", zone="us-central1-a")
+
+    def program():
+        nodes = NodeIdentity("own-compute", NodeIdentityArgs(context))
+        SlurmController("own", SlurmControllerArgs(
+            context=context, slurm=_slurm_design(head_instance_type="n2-standard-8", head_public_ip=True),
+            subnetwork="projects/p/regions/us-central1/subnetworks/s", compute_identity=nodes,
+            network="projects/p/global/networks/n"))
+
+    plan = run_program(program, stack="dev", config={"gcp:project": "p", "gcp:region": "us-central1"})
+    [head] = plan.of_type("gcp:compute/instance:Instance")
+    assert head.inputs["name"] == "own-head" and head.inputs["machineType"] == "n2-standard-8"
+    assert all("accessConfigs" not in nic for nic in head.inputs["networkInterfaces"])
+
+
+def test_only_the_components_that_render_the_whole_cluster_take_a_cluster_design():
+    """Every component's Args is its own design slice plus a ClusterContext. The Slurm
+    configuration (it renders slurm.conf from every pool and filesystem) and the Kubernetes
+    add-ons (they size queues and manifests from the whole cluster) take the whole design, and
+    no other Args may: a new one would make that component unusable without an aicluster spec."""
+    import dataclasses
+
+    from aicluster import aws, gcp
+
+    whole = set()
+    for module in (aws, gcp):
+        for name in module.__all__:
+            if not name.endswith("Args"):
+                continue
+            args = getattr(module, name)
+            # Annotations are strings (`from __future__ import annotations`) naming the type.
+            if any(str(f.type).split(".")[-1] == "ClusterDesign" for f in dataclasses.fields(args)):
+                whole.add(f"{module.__name__}.{name}")
+    assert whole == {"aicluster.aws.SlurmConfigurationArgs", "aicluster.aws.KubernetesAddonsArgs",
+                     "aicluster.gcp.SlurmConfigurationArgs", "aicluster.gcp.GkeAddonsArgs"}

@@ -56,10 +56,10 @@ def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
     controller = node_inputs = None
     if design.slurm:
         controller = SlurmController(f"{design.name}-slurm", SlurmControllerArgs(
-            design=design, vpc_id=network.vpc_id, subnet_id=network.subnet_id,
+            context=design.context, slurm=design.slurm, vpc_id=network.vpc_id, subnet_id=network.subnet_id,
             public_subnet_id=network.public_subnet_id,
             nodes_security_group_id=network.nodes_security_group_id,
-            compute_role_name=nodes.role_name))
+            compute_role_name=nodes.role_name, ssh_ingress_cidrs=design.network.ssh_ingress_cidrs))
         # The nodes' programs, fetched at boot: their user data only lists them (EC2: 16 KB).
         node_files = SlurmNodeFiles(f"{design.name}-slurm-node-files", SlurmNodeFilesArgs(
             controller=controller, compute_role_name=nodes.role_name, mounts=mounts))

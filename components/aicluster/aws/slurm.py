@@ -27,7 +27,7 @@ import pulumi
 import pulumi_aws as aws
 
 from ..catalog import load_catalog
-from ..design import ClusterDesign
+from ..design import Cluster, ClusterContext, ClusterDesign, SlurmDesign
 from ..mounts import Mount
 from ..render import render, static
 from ..slurm_config import node_domain
@@ -51,9 +51,9 @@ _NODE_PROGRAMS = {"aicluster-secret": "scripts/aicluster-secret.py",
                   "aicluster-gpu-healthcheck": "scripts/aicluster-gpu-healthcheck"}
 
 
-def secret_prefix(design: ClusterDesign) -> str:
+def secret_prefix(cluster: Cluster) -> str:
     """Every secret of the cluster lives under this name, so IAM can scope reads to it."""
-    return f"aicluster/{design.name}/"
+    return f"aicluster/{cluster.name}/"
 
 
 # --- programs fetched at boot ------------------------------------------------------------------
@@ -87,9 +87,9 @@ def node_mount_file(mounts: list[Mount]) -> tuple[dict, str]:
     return boot_file(COMPUTE_PREFIX, "aicluster-mount-storage", MOUNT_SCRIPT, text), text
 
 
-def fetch_list(design: ClusterDesign, bucket: str, files: list[dict]) -> str:
+def fetch_list(cluster: Cluster, bucket: str, files: list[dict]) -> str:
     """What aicluster-fetch reads (/etc/aicluster/*-files.json on the node)."""
-    head = json.dumps({"bucket": bucket, "region": design.region})[:-1]
+    head = json.dumps({"bucket": bucket, "region": cluster.region})[:-1]
     return head + ', "files": [\n' + ",\n".join(json.dumps(f) for f in files) + "\n]}\n"
 
 
@@ -105,12 +105,11 @@ def _boot_object(name: str, bucket: pulumi.Input[str], key: pulumi.Input[str], c
 class SlurmControllerArgs:
     """The Slurm controller: secrets, configuration bucket, node-name zone, head node.
 
-    design: the cluster's design. Of it the controller reads the context (name, region, tags), the
-        Slurm design (`slurm`: head instance type, root volume, public IP, accounting) and the SSH
-        CIDRs (`network.ssh_ingress_cidrs`), never pools, storage or node counts (so routine edits
-        never touch the head node). It takes the whole design only because the controller shape
-        and the head's cloud-config it shares with GCP (`aicluster.slurm_controller.
-        SlurmControllerShape`, `aicluster.slurm_files.head_user_data`) take a ClusterDesign.
+    context: the cluster's name, region and tags: `ClusterDesign.context`, or a `ClusterContext`
+        of your own.
+    slurm: the Slurm design (`ClusterDesign.slurm`): the head's instance type, root volume and
+        public IP, and whether accounting is on. Nothing of pools, storage or node counts reaches
+        the controller, so routine edits never touch the head node.
     vpc_id: the VPC (the head's security group, the private zone of node names).
     subnet_id: the private cluster subnet, where the head node goes.
     public_subnet_id: the public subnet, used only when `slurm.head_public_ip` is set; None (an
@@ -118,13 +117,17 @@ class SlurmControllerArgs:
     nodes_security_group_id: the compute nodes' group, which the head joins (slurmctld and slurmd
         talk within it).
     compute_role_name: the compute nodes' role (`NodeIdentity`), given the read of the munge key.
+    ssh_ingress_cidrs: the CIDRs the head takes SSH from (`network.ssh_ingress_cidrs`); none by
+        default: reach the head with SSM Session Manager.
     """
-    design: ClusterDesign
+    context: ClusterContext
+    slurm: SlurmDesign
     vpc_id: pulumi.Input[str]
     subnet_id: pulumi.Input[str]
     public_subnet_id: pulumi.Input[str] | None
     nodes_security_group_id: pulumi.Input[str]
     compute_role_name: pulumi.Input[str]
+    ssh_ingress_cidrs: tuple[str, ...] = ()
 
 
 class SlurmController(SlurmControllerShape):
@@ -139,11 +142,12 @@ class SlurmController(SlurmControllerShape):
     dns_domain: str
 
     def __init__(self, name: str, args: SlurmControllerArgs, opts: pulumi.ResourceOptions | None = None):
-        design = args.design
+        cluster, slurm = args.context, args.slurm
         # The munge key and the accounting password, in Secrets Manager under the cluster's prefix.
-        super().__init__("aicluster:aws:SlurmController", name, design, lambda *a: _stored_secret(design, *a), opts)
-        slurm, child, munge = design.slurm, self.child, self.munge
-        head_tags = design.labels("head")
+        super().__init__("aicluster:aws:SlurmController", name, cluster, slurm,
+                         lambda *a: _stored_secret(cluster, *a), opts)
+        child, munge = self.child, self.munge
+        head_tags = cluster.labels("head")
         self.munge_secret_arn = munge.arn
         self.accounting_secret_arn = self.accounting.arn if self.accounting else None
 
@@ -171,14 +175,14 @@ class SlurmController(SlurmControllerShape):
                                               "Action": "secretsmanager:GetSecretValue", "Resource": arn}]})),
                            opts=child)
 
-        role = aws.iam.Role(f"{name}-head-role", description=f"aicluster {design.name}: Slurm head node",
-                            assume_role_policy=ec2_assume_role_policy(design.region), tags=head_tags, opts=child)
+        role = aws.iam.Role(f"{name}-head-role", description=f"aicluster {cluster.name}: Slurm head node",
+                            assume_role_policy=ec2_assume_role_policy(cluster.region), tags=head_tags, opts=child)
         aws.iam.RolePolicyAttachment(
             f"{name}-head-ssm", role=role.name,
-            policy_arn=f"arn:{partition(design.region)}:iam::aws:policy/AmazonSSMManagedInstanceCore", opts=child)
+            policy_arn=f"arn:{partition(cluster.region)}:iam::aws:policy/AmazonSSMManagedInstanceCore", opts=child)
         head_read = aws.iam.RolePolicy(f"{name}-head-read", role=role.name,
                                        policy=pulumi.Output.all(role.arn, bucket.arn).apply(
-                                           lambda a: json.dumps(head_read_policy(design, account_of(a[0]), a[1]))),
+                                           lambda a: json.dumps(head_read_policy(cluster, account_of(a[0]), a[1]))),
                                        opts=child)
         profile = aws.iam.InstanceProfile(f"{name}-head-profile", role=role.name, tags=head_tags, opts=child)
         self.role_name, self.role_arn = role.name, role.arn
@@ -189,21 +193,21 @@ class SlurmController(SlurmControllerShape):
         # domain. It depends on the cluster name and the VPC only. Control plane, not data: the
         # records are rewritten at every resume, and force_destroy lets `pulumi destroy` delete the
         # zone while records the power programs wrote are still in it.
-        self.dns_domain = node_domain(design.name)
+        self.dns_domain = node_domain(cluster.name)
         zone = aws.route53.Zone(
             f"{name}-dns", name=self.dns_domain,
-            comment=f"aicluster {design.name}: Slurm node names, written by the resume program",
-            vpcs=[aws.route53.ZoneVpcArgs(vpc_id=args.vpc_id, vpc_region=design.region)],
-            force_destroy=True, tags=design.labels("control-plane"), opts=child)
+            comment=f"aicluster {cluster.name}: Slurm node names, written by the resume program",
+            vpcs=[aws.route53.ZoneVpcArgs(vpc_id=args.vpc_id, vpc_region=cluster.region)],
+            force_destroy=True, tags=cluster.labels("control-plane"), opts=child)
         self.dns_zone_id = zone.zone_id
         aws.iam.RolePolicy(f"{name}-head-dns", role=role.name,
-                           policy=zone.zone_id.apply(lambda z: json.dumps(head_dns_policy(design, z))), opts=child)
+                           policy=zone.zone_id.apply(lambda z: json.dumps(head_dns_policy(cluster, z))), opts=child)
 
         ssh_rules = [aws.ec2.SecurityGroupIngressArgs(protocol="tcp", from_port=22, to_port=22, cidr_blocks=[cidr],
                                                       description="SSH (network.ssh_ingress_cidrs)")
-                     for cidr in design.network.ssh_ingress_cidrs]
+                     for cidr in args.ssh_ingress_cidrs]
         head_sg = aws.ec2.SecurityGroup(
-            f"{name}-head", description=f"aicluster {design.name}: head node (SSH only from the CIDRs the spec names)",
+            f"{name}-head", description=f"aicluster {cluster.name}: head node (SSH only from the CIDRs the spec names)",
             vpc_id=args.vpc_id, ingress=ssh_rules, tags=head_tags, opts=child)
 
         image = load_catalog().images["head"]
@@ -216,7 +220,7 @@ class SlurmController(SlurmControllerShape):
         # filesystem leaves it untouched. It mounts them when SlurmConfiguration publishes their
         # mount script.
         user_data = pulumi.Output.all(bucket.bucket, munge.arn, *[o.key for o in boot]).apply(
-            lambda a: within_user_data_limit(f"{name}-head", head_user_data(design, bucket=a[0], munge_secret=a[1])))
+            lambda a: within_user_data_limit(f"{name}-head", head_user_data(cluster, bucket=a[0], munge_secret=a[1])))
         public = slurm.head_public_ip and args.public_subnet_id is not None
         # Image, root volume and metadata options in a launch template, the instance launched from
         # it. An instance given an "resolve:ssm:" image together with a root_block_device fails at
@@ -226,7 +230,7 @@ class SlurmController(SlurmControllerShape):
         # id, in the template, so a new Ubuntu release changes nothing here.
         template = aws.ec2.LaunchTemplate(
             f"{name}-head-template",
-            description=f"aicluster {design.name}: Slurm head node (image, root volume, metadata options)",
+            description=f"aicluster {cluster.name}: Slurm head node (image, root volume, metadata options)",
             image_id=f"resolve:ssm:{image['ssm_parameter']}",
             metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
                 http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1),
@@ -254,7 +258,7 @@ class SlurmController(SlurmControllerShape):
                 http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1),
             user_data=user_data,
             disable_api_termination=True,
-            tags={**head_tags, "Name": head_hostname(design)},
+            tags={**head_tags, "Name": head_hostname(cluster.name)},
             volume_tags=head_tags,
             # The instance reports the AMI it was launched with: "ami" is ignored so the provider never
             # plans a replacement for it. The launch template is read at launch only: a later
@@ -269,12 +273,12 @@ class SlurmController(SlurmControllerShape):
                                "munge_secret_arn": munge.arn, "dns_zone_id": zone.zone_id})
 
 
-def _stored_secret(design: ClusterDesign, name: str, key: str, what: str, value: pulumi.Input[str],
+def _stored_secret(cluster: ClusterContext, name: str, key: str, what: str, value: pulumi.Input[str],
                    opts: pulumi.ResourceOptions) -> aws.secretsmanager.Secret:
     """A Secrets Manager secret under the cluster's prefix, holding `value` (secret in Pulumi)."""
-    secret = aws.secretsmanager.Secret(name, name=f"{secret_prefix(design)}{key}",
-                                       description=f"aicluster {design.name}: {what}",
-                                       recovery_window_in_days=7, tags=design.labels("head"), opts=opts)
+    secret = aws.secretsmanager.Secret(name, name=f"{secret_prefix(cluster)}{key}",
+                                       description=f"aicluster {cluster.name}: {what}",
+                                       recovery_window_in_days=7, tags=cluster.labels("head"), opts=opts)
     aws.secretsmanager.SecretVersion(f"{name}-value", secret_id=secret.id, secret_string=value, opts=opts)
     return secret
 
@@ -283,23 +287,23 @@ def account_of(arn: str) -> str:
     return arn.split(":")[4]
 
 
-def head_read_policy(design: ClusterDesign, account: str, bucket_arn: str) -> dict:
+def head_read_policy(cluster: Cluster, account: str, bucket_arn: str) -> dict:
     """What the head reads: its published files and the cluster's own secrets, nothing else."""
-    part = partition(design.region)
+    part = partition(cluster.region)
     return {"Version": "2012-10-17", "Statement": [
         {"Sid": "ReadPublishedConfiguration", "Effect": "Allow", "Action": "s3:GetObject",
          "Resource": f"{bucket_arn}/{CONFIG_PREFIX}*"},
         {"Sid": "ListPublishedConfiguration", "Effect": "Allow", "Action": "s3:ListBucket",
          "Resource": bucket_arn, "Condition": {"StringLike": {"s3:prefix": [f"{CONFIG_PREFIX}*"]}}},
         {"Sid": "ReadClusterSecrets", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
-         "Resource": f"arn:{part}:secretsmanager:{design.region}:{account}:secret:{secret_prefix(design)}*"},
+         "Resource": f"arn:{part}:secretsmanager:{cluster.region}:{account}:secret:{secret_prefix(cluster)}*"},
     ]}
 
 
-def head_dns_policy(design: ClusterDesign, zone_id: str) -> dict:
+def head_dns_policy(cluster: Cluster, zone_id: str) -> dict:
     """Write and delete A records in the cluster's own zone of node names, nothing else: not its
     SOA or NS records, not another zone (the resume and suspend programs)."""
-    zone = f"arn:{partition(design.region)}:route53:::hostedzone/{zone_id}"
+    zone = f"arn:{partition(cluster.region)}:route53:::hostedzone/{zone_id}"
     return {"Version": "2012-10-17", "Statement": [
         {"Sid": "WriteNodeRecords", "Effect": "Allow", "Action": "route53:ChangeResourceRecordSets",
          "Resource": zone, "Condition": {"ForAllValues:StringEquals": {
@@ -310,14 +314,14 @@ def head_dns_policy(design: ClusterDesign, zone_id: str) -> dict:
     ]}
 
 
-def head_fleet_policy(design: ClusterDesign, account: str, launch_template_ids: list[str],
+def head_fleet_policy(cluster: Cluster, account: str, launch_template_ids: list[str],
                       compute_role_arn: str) -> dict:
     """Launch from this cluster's launch templates only, tag what it launches, terminate only
     instances tagged for this cluster (the resume and suspend programs)."""
-    part, region = partition(design.region), design.region
+    part, region = partition(cluster.region), cluster.region
     ec2 = f"arn:{part}:ec2:{region}:{account}"
-    tagged_request = {"StringEquals": {f"aws:RequestTag/{CLUSTER_TAG}": design.name}}
-    tagged_resource = {"StringEquals": {f"aws:ResourceTag/{CLUSTER_TAG}": design.name}}
+    tagged_request = {"StringEquals": {f"aws:RequestTag/{CLUSTER_TAG}": cluster.name}}
+    tagged_resource = {"StringEquals": {f"aws:ResourceTag/{CLUSTER_TAG}": cluster.name}}
     return {"Version": "2012-10-17", "Statement": [
         {"Sid": "LaunchFromClusterTemplates", "Effect": "Allow",
          "Action": ["ec2:CreateFleet", "ec2:RunInstances"],
@@ -349,13 +353,13 @@ def head_fleet_policy(design: ClusterDesign, account: str, launch_template_ids: 
     ]}
 
 
-def head_user_data(design: ClusterDesign, *, bucket: str, munge_secret: str) -> str:
+def head_user_data(context: ClusterContext, *, bucket: str, munge_secret: str) -> str:
     """The head fetches its programs (EC2 takes at most 16 KB of user data): cloud-init writes only
     aicluster-fetch and the list of what it fetches, each program named by its SHA-256."""
-    fetch = [BootFile("/etc/aicluster/head-files.json", fetch_list(design, bucket, [e for e, _ in head_boot_files()]),
+    fetch = [BootFile("/etc/aicluster/head-files.json", fetch_list(context, bucket, [e for e, _ in head_boot_files()]),
                       "0644"),
              BootFile(f"{BIN}/aicluster-fetch", static("scripts/aicluster-fetch.py"))]
-    return _head_user_data(design, cloud="aws", bucket=bucket, munge_secret=munge_secret, sync={}, boot_files=fetch)
+    return _head_user_data(context, cloud="aws", bucket=bucket, munge_secret=munge_secret, sync={}, boot_files=fetch)
 
 
 def compute_read_policy(bucket_arn: str) -> dict:

@@ -98,8 +98,8 @@ def build_gcp_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
     controller = None
     if design.slurm:
         controller = SlurmController(f"{design.name}-slurm", SlurmControllerArgs(
-            design=design, subnetwork=network.subnetwork_self_link, compute_identity=nodes,
-            network=network.network_id))
+            context=design.context, slurm=design.slurm, subnetwork=network.subnetwork_self_link,
+            compute_identity=nodes, network=network.network_id, own_network=design.network.create_vpc))
         node_inputs = pulumi.Output.all(mounts, controller.controller_addr, controller.munge_secret)
     else:
         node_inputs = pulumi.Output.all(mounts, None, None)

@@ -7,11 +7,8 @@ import re
 
 import pulumi
 
-from ..design import ClusterContext, ClusterDesign, PoolDesign
+from ..design import Cluster, PoolDesign
 from ..errors import Problem, SpecError
-
-# What the helpers below read of a cluster: a whole design, or the context a component takes.
-Cluster = ClusterContext | ClusterDesign
 
 # Labels: keys start with a lowercase letter; keys and values hold lowercase letters, digits, `_`
 # and `-`, at most 63 characters (cloud.google.com/compute/docs/labeling-resources).

@@ -24,7 +24,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from ..catalog import load_catalog
-from ..design import ClusterDesign
+from ..design import Cluster, ClusterContext, ClusterDesign, SlurmDesign
 from ..mounts import Mount
 from ..render import static
 from ..slurm_config import node_domain
@@ -55,19 +55,19 @@ DNS_PERMISSIONS = ("dns.changes.create", "dns.resourceRecordSets.create", "dns.r
                    "dns.resourceRecordSets.update")
 
 
-def instance_prefix(design: ClusterDesign) -> str:
+def instance_prefix(cluster: Cluster) -> str:
     """Compute instances are named <cluster>-<node>: unique in the project's zone, and what the
     node reads its Slurm name from."""
-    return f"{design.name}-"
+    return f"{cluster.name}-"
 
 
-def dns_zone_name(design: ClusterDesign) -> str:
+def dns_zone_name(cluster: Cluster) -> str:
     """The Cloud DNS managed zone of the cluster's node names (1-63 characters, a letter first)."""
-    return short_name(f"{design.name}-nodes", 63)
+    return short_name(f"{cluster.name}-nodes", 63)
 
 
-def secret_id(design: ClusterDesign, key: str) -> str:
-    return f"aicluster-{design.name}-{key}"
+def secret_id(cluster: Cluster, key: str) -> str:
+    return f"aicluster-{cluster.name}-{key}"
 
 
 @dataclass(frozen=True)
@@ -75,22 +75,24 @@ class SlurmControllerArgs:
     """The Slurm head node and what it holds: the munge key (and slurmdbd password) in Secret
     Manager, the configuration bucket, the node-name DNS zone and the head's service account.
 
-    design: the cluster's design (`ClusterDesign`). The controller reads of it only its context
-        (name, region, zone, labels), `slurm` (the head's machine type, boot disk, public IP and
-        whether accounting is on) and `network.create_vpc` (a public IP only on a VPC aicluster
-        creates); never pools, node counts or filesystems, so routine edits never replace the head.
-        It takes the whole design because the Slurm controller shape both clouds share
-        (aicluster.slurm_controller.SlurmControllerShape) and the head's cloud-config
-        (aicluster.slurm_files.head_user_data) take a ClusterDesign; narrowing it is their change.
+    context: the cluster's name, region, zone and labels: `ClusterDesign.context`, or a
+        `ClusterContext` of your own.
+    slurm: the Slurm design (`ClusterDesign.slurm`): the head's machine type, boot disk and
+        public IP, and whether accounting is on. Nothing of pools, node counts or filesystems
+        reaches the controller, so routine edits never replace the head.
     subnetwork: the system subnetwork the head's NIC is on (Network.subnetwork_self_link).
     compute_identity: the compute nodes' service account (NodeIdentity): granted the munge key.
     network: the system network, projects/<p>/global/networks/<name> (Network.network_id): the
         node-name zone is visible to it.
+    own_network: whether aicluster created that network (`network.create_vpc`); the head gets the
+        public IP `slurm.head_public_ip` asks for only then, never on a network someone else runs.
     """
-    design: ClusterDesign
+    context: ClusterContext
+    slurm: SlurmDesign
     subnetwork: pulumi.Input[str]
     compute_identity: NodeIdentity
     network: pulumi.Input[str]
+    own_network: bool = False
 
 
 class SlurmController(SlurmControllerShape):
@@ -102,14 +104,15 @@ class SlurmController(SlurmControllerShape):
     dns_zone: pulumi.Output[str]                  # the managed zone's name
 
     def __init__(self, name: str, args: SlurmControllerArgs, opts: pulumi.ResourceOptions | None = None):
-        design = args.design
+        cluster, slurm = args.context, args.slurm
         # The munge key and the accounting password, in Secret Manager.
-        super().__init__("aicluster:gcp:SlurmController", name, design, lambda *a: _stored_secret(design, *a), opts)
-        slurm, child, munge = design.slurm, self.child, self.munge
-        head_labels = labels(design, "head")
+        super().__init__("aicluster:gcp:SlurmController", name, cluster, slurm,
+                         lambda *a: _stored_secret(cluster, *a), opts)
+        child, munge = self.child, self.munge
+        head_labels = labels(cluster, "head")
         self.munge_secret = munge.id
 
-        self.identity = NodeIdentity(f"{name}-head", NodeIdentityArgs(design.context, "head"), opts=child)
+        self.identity = NodeIdentity(f"{name}-head", NodeIdentityArgs(cluster, "head"), opts=child)
         # Compute nodes read the munge key and nothing else; the head reads the cluster's secrets.
         for who, member in (("compute", args.compute_identity.member), ("head", self.identity.member)):
             gcp.secretmanager.SecretIamMember(f"{name}-munge-{who}", secret_id=munge.id, role=SECRET_ACCESSOR,
@@ -122,7 +125,7 @@ class SlurmController(SlurmControllerShape):
             self.accounting_secret = self.accounting.id
 
         bucket = gcp.storage.Bucket(
-            f"{name}-config", location=design.region, uniform_bucket_level_access=True,
+            f"{name}-config", location=cluster.region, uniform_bucket_level_access=True,
             public_access_prevention="enforced", force_destroy=True,
             versioning=gcp.storage.BucketVersioningArgs(enabled=True), labels=head_labels, opts=child)
         gcp.storage.BucketIAMMember(f"{name}-config-head", bucket=bucket.name, role="roles/storage.objectViewer",
@@ -138,16 +141,16 @@ class SlurmController(SlurmControllerShape):
         # not data: force_destroy lets `pulumi destroy` delete it with records still in it.
         project_id = project()
         zone = gcp.dns.ManagedZone(
-            f"{name}-dns", name=dns_zone_name(design), dns_name=f"{node_domain(design.name)}.",
-            description=f"aicluster {design.name}: Slurm node names, written by the resume program",
+            f"{name}-dns", name=dns_zone_name(cluster), dns_name=f"{node_domain(cluster.name)}.",
+            description=f"aicluster {cluster.name}: Slurm node names, written by the resume program",
             visibility="private",
             private_visibility_config=gcp.dns.ManagedZonePrivateVisibilityConfigArgs(
                 networks=[gcp.dns.ManagedZonePrivateVisibilityConfigNetworkArgs(network_url=args.network)]),
-            force_destroy=True, labels=labels(design, "control-plane"), project=project_id, opts=child)
+            force_destroy=True, labels=labels(cluster, "control-plane"), project=project_id, opts=child)
         self.dns_zone = zone.name
         dns_role = gcp.projects.IAMCustomRole(
-            f"{name}-dns-role", role_id=short_name(f"aicluster_{design.name}_slurm_dns".replace("-", "_"), 64),
-            title=f"aicluster {design.name}: Slurm node-name records",
+            f"{name}-dns-role", role_id=short_name(f"aicluster_{cluster.name}_slurm_dns".replace("-", "_"), 64),
+            title=f"aicluster {cluster.name}: Slurm node-name records",
             description="Write and delete the node-name records of this cluster's zone",
             permissions=list(DNS_PERMISSIONS), project=project_id, opts=child)
         gcp.dns.DnsManagedZoneIamMember(f"{name}-dns-head", project=project_id, managed_zone=zone.name,
@@ -155,12 +158,12 @@ class SlurmController(SlurmControllerShape):
 
         image = load_catalog().gcp_images["head"].image
         user_data = pulumi.Output.all(bucket.name, munge.id).apply(
-            lambda a: head_user_data(design, bucket=a[0], munge_secret=a[1]))
-        public = slurm.head_public_ip and design.network.create_vpc
+            lambda a: head_user_data(cluster, bucket=a[0], munge_secret=a[1]))
+        public = slurm.head_public_ip and args.own_network
         head = gcp.compute.Instance(
             f"{name}-head",
-            name=head_hostname(design),
-            zone=design.zone,
+            name=head_hostname(cluster.name),
+            zone=cluster.zone,
             machine_type=slurm.head_instance_type,
             boot_disk=gcp.compute.InstanceBootDiskArgs(
                 auto_delete=False,     # slurmctld state survives an accidental deletion
@@ -174,7 +177,7 @@ class SlurmController(SlurmControllerShape):
                 enable_secure_boot=True, enable_vtpm=True, enable_integrity_monitoring=True),
             metadata={"user-data": user_data, "enable-oslogin": "TRUE", "block-project-ssh-keys": "TRUE"},
             deletion_protection=True,
-            tags=[node_tag(design), head_tag(design)],
+            tags=[node_tag(cluster), head_tag(cluster)],
             labels=head_labels,
             # The image family resolves to a dated image at creation: a newer Ubuntu release must
             # not replace the head node on the next `pulumi up`.
@@ -186,12 +189,12 @@ class SlurmController(SlurmControllerShape):
                                "munge_secret": munge.id, "dns_zone": zone.name})
 
 
-def _stored_secret(design: ClusterDesign, name: str, key: str, what: str, value: pulumi.Input[str],
+def _stored_secret(cluster: ClusterContext, name: str, key: str, what: str, value: pulumi.Input[str],
                    opts: pulumi.ResourceOptions) -> gcp.secretmanager.Secret:
     """A Secret Manager secret holding `value` (secret in Pulumi), protected and retained. (`what`:
     Secret Manager secrets carry no description.)"""
     secret = gcp.secretmanager.Secret(
-        name, secret_id=secret_id(design, key), labels=labels(design, "head"), deletion_protection=True,
+        name, secret_id=secret_id(cluster, key), labels=labels(cluster, "head"), deletion_protection=True,
         replication=gcp.secretmanager.SecretReplicationArgs(auto=gcp.secretmanager.SecretReplicationAutoArgs()),
         opts=opts)
     gcp.secretmanager.SecretVersion(f"{name}-value", secret=secret.id, secret_data=pulumi.Output.secret(value),
@@ -199,13 +202,13 @@ def _stored_secret(design: ClusterDesign, name: str, key: str, what: str, value:
     return secret
 
 
-def head_user_data(design: ClusterDesign, *, bucket: str, munge_secret: str) -> str:
+def head_user_data(context: ClusterContext, *, bucket: str, munge_secret: str) -> str:
     """Metadata holds 256 KB: cloud-init writes the head's programs itself (the Google REST module
     they import, the secret helper, the sync)."""
     programs = [BootFile(f"{BIN}/aicluster_gcp.py", static("scripts/aicluster_gcp.py"), LIBRARY_MODE),
                 BootFile(f"{BIN}/aicluster-secret", static("scripts/aicluster-secret.py")),
                 BootFile(f"{BIN}/aicluster-sync", static("scripts/aicluster-sync.py"))]
-    return _head_user_data(design, cloud="gcp", bucket=bucket, munge_secret=munge_secret, sync={"storage": "gcs"},
+    return _head_user_data(context, cloud="gcp", bucket=bucket, munge_secret=munge_secret, sync={"storage": "gcs"},
                            boot_files=programs)
 
 
