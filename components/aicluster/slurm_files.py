@@ -125,6 +125,8 @@ def published_files(design: ClusterDesign, *, controller_addr: str, cluster: dic
         "dns_domain": node_domain(design.name),
         "static_nodes": [p.static_hostlist for p in slurm_pools(design) if p.static_hostlist],
         "log_file": POWER_LOG,
+        # A resume must finish well inside it, or slurmctld calls resume-fail on nodes it launched.
+        "resume_timeout_s": design.slurm.resume_timeout_s,
         **cluster,
     }
     scripts = {**programs, **HEAD_PROGRAMS}

@@ -151,7 +151,7 @@ class Gce(core.Cloud):
     def chunk(self) -> int:
         return BULK_INSERT_LIMIT
 
-    def launch(self, pool: str, nodes: list[str]) -> dict[str, str]:
+    def launch(self, pool: str, nodes: list[str], request_id: str = "") -> dict[str, str]:
         names = {node: instance_name(self.config, node) for node in nodes}
         try:
             operation = self.compute.wait(self.compute.bulk_insert(bulk_insert_request(self.config, pool, nodes)))

@@ -256,7 +256,7 @@ class Ec2(core.Cloud):
     def __init__(self, ec2, config: dict):
         self.ec2, self.config = ec2, config
 
-    def launch(self, pool: str, nodes: list[str]) -> dict[str, str]:
+    def launch(self, pool: str, nodes: list[str], request_id: str = "") -> dict[str, str]:
         return dict(zip(nodes, launch(self.ec2, self.config, pool, len(nodes))))
 
     def locate(self, launched: dict[str, str]):

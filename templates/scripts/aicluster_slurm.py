@@ -3,22 +3,40 @@ scontrol, setting nodes DOWN with a reason, logging, reading the action from the
 cluster's config.
 
 A cloud's program (aicluster-power.py on AWS, aicluster-gcp-power.py on GCP) keeps only its cloud
-calls, in a `Cloud` (launch, locate, delete and find instances) and a `NodeRecords` (write and
-delete node-name records), and hands them to `main`. Installed next to them in /opt/aicluster/bin;
-they import it from their own directory. Standard library only.
+calls, in a `Cloud` (launch, locate, delete, find and list instances) and a `NodeRecords` (write
+and delete node-name records), and hands them to `main`. Installed next to them in
+/opt/aicluster/bin; they import it from their own directory. Standard library only.
+
+The same programs run the reconcile loop (`aicluster-reconcile`, a fourth link, run by a systemd
+timer on the head: aicluster_reconcile.py), which keeps Slurm's view of the fleet and the cloud's
+equal. What the programs and the loop hand each other lives under STATE_DIR (pending suspends).
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
 import re
 import subprocess
 import sys
+import tempfile
+import uuid
+from dataclasses import dataclass
 
 DEFAULT_CONFIG = "/etc/aicluster/cluster.json"
 DEFAULT_LOG = "/var/log/aicluster/power.log"
 ACTIONS = ("resume", "suspend", "resume-fail")
+RECONCILE = "reconcile"                 # the fourth action: no hostlist (aicluster_reconcile.py)
+DEFAULT_STATE_DIR = "/var/lib/aicluster"
+# Drain and DOWN reasons aicluster sets start with these, so the reconcile loop knows what it may
+# replace: a node an administrator drained by hand (any other reason) is never touched.
+HEALTH_REASON = "aicluster-health"      # the health check failed (aicluster-gpu-healthcheck)
+EVENT_REASON = "aicluster-event"        # a scheduled event, spot interruption, maintenance, preemption
+BOOTSTRAP_REASON = "aicluster-bootstrap"  # the node's set-up failed before slurmd started
+# Where a node that failed its set-up says why: an EC2 tag on its own instance, a GCE guest attribute.
+BOOTSTRAP_ERROR_TAG = "aicluster-bootstrap-error"
+BOOTSTRAP_ERROR_ATTRIBUTE = ("aicluster", "bootstrap-error")    # (namespace, key)
 MAX_REASON = 200            # characters of a cloud error kept in a Slurm node reason
 MAX_HOSTS = 100_000         # a hostlist that expands further is a typo, not a cluster
 # TTL of the node-name A records the resume programs write: well under SuspendTimeout (300 s), so
@@ -189,6 +207,10 @@ def parse_args(argv: list[str]) -> tuple[str, str] | None:
     """(action, hostlist) from the link name (aicluster-resume HOSTLIST) or from the first
     argument (aicluster-power.py resume HOSTLIST); None when neither fits."""
     name = os.path.basename(argv[0])
+    if name == f"aicluster-{RECONCILE}" and len(argv) == 1:
+        return RECONCILE, ""
+    if len(argv) == 2 and argv[1] == RECONCILE:
+        return RECONCILE, ""
     if name.startswith("aicluster-") and name[len("aicluster-"):] in ACTIONS and len(argv) >= 2:
         return name[len("aicluster-"):], ",".join(argv[1:])
     if len(argv) >= 3 and argv[1] in ACTIONS:
@@ -205,8 +227,9 @@ def start(argv: list[str], program: str, load_config, default_config: str,
     resume DOWN with the reason, so Slurm never waits on nodes nobody launches."""
     parsed = parse_args(argv)
     if parsed is None:
-        print(f"usage: {program} {'|'.join(ACTIONS)} HOSTLIST, or through the links "
-              "aicluster-resume, aicluster-suspend, aicluster-resume-fail HOSTLIST", file=sys.stderr)
+        print(f"usage: {program} {'|'.join(ACTIONS)} HOSTLIST | {RECONCILE}, or through the links "
+              f"aicluster-resume, aicluster-suspend, aicluster-resume-fail HOSTLIST and aicluster-{RECONCILE}",
+              file=sys.stderr)
         return 2
     action, expr = parsed
     config_path = os.environ.get("AICLUSTER_CONFIG", default_config)
@@ -216,6 +239,11 @@ def start(argv: list[str], program: str, load_config, default_config: str,
     except (OSError, ValueError) as err:
         problem = f"cannot read {config_path}: {err}"
     setup_logging(os.environ.get("AICLUSTER_LOG") or (config or {}).get("log_file") or default_log)
+    if action == RECONCILE:
+        if config is None:
+            log.error("%s: %s", action, problem)
+            return 1
+        return action, [], config
 
     try:
         nodes = expand_hostlist(expr)
@@ -243,6 +271,46 @@ def read_config(path: str, required) -> dict:
     return config
 
 
+# --- state shared by the power programs and the reconcile loop --------------------------------
+
+
+def state_path(name: str) -> str:
+    """A file under STATE_DIR (AICLUSTER_STATE_DIR overrides /var/lib/aicluster)."""
+    return os.path.join(os.environ.get("AICLUSTER_STATE_DIR", DEFAULT_STATE_DIR), name)
+
+
+def update_state(name: str, change) -> dict:
+    """Read the JSON object in state file `name`, apply `change(data)` (which edits it in place)
+    and write it back atomically, under an exclusive lock: slurmctld runs several power programs at
+    once, and the reconcile loop beside them. A missing or unreadable file reads as {} (logged)."""
+    path = state_path(name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".lock", "a", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        data = read_state(name)
+        change(data)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=f".{name}.")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=1, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    return data
+
+
+def read_state(name: str) -> dict:
+    path = state_path(name)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+        return data if isinstance(data, dict) else {}
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as err:
+        log.error("state file %s is unreadable (%s): starting it afresh", path, err)
+        return {}
+
+
 # --- resume and suspend ----------------------------------------------------------------------
 
 
@@ -254,18 +322,33 @@ class CloudError(Exception):
         self.code, self.message = code, message
 
 
+@dataclass(frozen=True)
+class Instance:
+    """One live instance of the cluster as the cloud lists it (Cloud.list_cluster)."""
+    id: str                              # EC2 instance id, Compute Engine instance name
+    node: str | None                     # its Slurm node name (tag or label); None: never named
+    pool: str | None
+    state: str                           # "pending", "running" or "stopping" (the cloud's word, lower case)
+    launched_at: float                   # epoch seconds
+    resume_id: str | None = None         # the resume request that launched it (tagged at launch)
+    events: tuple[str, ...] = ()         # scheduled events, interruption or maintenance notices (text)
+    bootstrap_error: str | None = None   # why its set-up failed (BOOTSTRAP_ERROR_TAG / _ATTRIBUTE)
+
+
 class Cloud:
-    """What a cloud's power program plugs into resume and suspend. An instance is named by a string
-    (an EC2 instance id, a Compute Engine instance name)."""
+    """What a cloud's power program plugs into resume, suspend and the reconcile loop. An instance
+    is named by a string (an EC2 instance id, a Compute Engine instance name)."""
 
     launching = "launching"             # words of the log lines
     deleting = "deleting"
     type_key = "instance_type"          # the pool's machine type in cluster.json
     chunk = 0                           # the most nodes one launch takes; 0: no limit
 
-    def launch(self, pool: str, nodes: list[str]) -> dict[str, str]:
-        """All of `nodes` or none: node -> its instance. CloudError after deleting what a failed
-        launch left behind."""
+    def launch(self, pool: str, nodes: list[str], request_id: str) -> dict[str, str]:
+        """All of `nodes` or none: node -> its instance. CloudError after deleting what this launch
+        left behind (never another launch's instances). `request_id` is a UUID, new for every
+        launch and the same for every retry of it: the cloud's idempotency key (EC2 ClientToken,
+        GCE requestId), and tagged or labelled on what it launches."""
         raise NotImplementedError
 
     def locate(self, launched: dict[str, str]) -> tuple[dict[str, tuple[str, str]], dict[str, tuple[str, str]]]:
@@ -279,6 +362,11 @@ class Cloud:
 
     def find(self, nodes: list[str]) -> dict[str, list[str]]:
         """node -> this cluster's live instances of it; CloudError when they cannot be listed."""
+        raise NotImplementedError
+
+    def list_cluster(self) -> list[Instance]:
+        """Every live instance of this cluster (by its cluster tag or label), named for a node or
+        not; CloudError when they cannot be listed."""
         raise NotImplementedError
 
 
@@ -325,7 +413,7 @@ def resume_nodes(cloud: Cloud, pool_name: str, nodes: list[str], dns: NodeRecord
     """Launch nodes of one pool; returns the nodes that failed, already set DOWN (as soon as their
     failure is known, so their jobs requeue) and their instances deleted."""
     try:
-        launched = cloud.launch(pool_name, nodes)
+        launched = cloud.launch(pool_name, nodes, str(uuid.uuid4()))
     except CloudError as err:
         mark_down(nodes, err.code, err.message)
         return list(nodes)
@@ -390,6 +478,9 @@ def main(argv: list[str], program: str, required, connect) -> int:
         return started
     action, nodes, config = started
     cloud, dns = connect(config)
+    if action == RECONCILE:
+        import aicluster_reconcile      # beside this file; only the loop needs it
+        return aicluster_reconcile.main(cloud, config, dns)
     return run_action(action, nodes, lambda: resume(cloud, config, nodes, dns),
                       lambda: suspend(cloud, nodes, action, dns))
 
