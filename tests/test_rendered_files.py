@@ -132,7 +132,7 @@ def test_heads_of_both_clouds_share_their_cloud_config(rendered):
     def shared(head):
         return {f["path"]: f for f in head["write_files"] if f["path"].startswith("/etc/systemd/system/")}
 
-    assert shared(aws) == shared(gcp) and len(shared(aws)) == 2
+    assert shared(aws) == shared(gcp) and len(shared(aws)) == 4   # sync and reconcile: service + timer each
     for head in heads.values():
         assert any(f["path"] == "/etc/systemd/resolved.conf.d/aicluster.conf" for f in head["write_files"])
     sync = {cloud: json.loads(next(f["content"] for f in h["write_files"] if f["path"] == "/etc/aicluster/sync.json"))

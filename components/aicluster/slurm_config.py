@@ -8,9 +8,11 @@ slurmctld (configless). The same texts are fed to a real slurmctld by tests/slur
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from aicluster import balance
 from aicluster.design import ClusterDesign, SlurmNodeSet
 from aicluster.render import render
 
@@ -29,6 +31,26 @@ def node_domain(cluster: str) -> str:
 # Seconds slurmctld waits after SuspendProgram before the node may be resumed again: long enough
 # for EC2 to finish terminating a large GPU instance.
 SUSPEND_TIMEOUT_S = 300
+
+# HealthCheckInterval: the GPU health check runs every 5 minutes on every node (slurm.conf.j2 says
+# why ANY and not CYCLE). ParallelCluster and slurm-gcp leave it off; 5 minutes finds a GPU that
+# fell off the bus before most jobs' next checkpoint.
+HEALTH_CHECK_INTERVAL_S = 300
+
+# The prolog's opt-in DCGM diagnostic runs at most this long (DCGM_MAX_TIMEOUT in
+# templates/scripts/aicluster-gpu-healthcheck, which the tests check against this number); the
+# other checks each run under their own timeout, well under a minute all together.
+DCGM_MAX_TIMEOUT_S = 300
+PROLOG_FAST_CHECKS_S = 60
+BATCH_START_TIMEOUT_S = DCGM_MAX_TIMEOUT_S + PROLOG_FAST_CHECKS_S
+
+# KillWait: Slurm's default and its upper limit (slurm.conf(5), KillWait).
+KILL_WAIT_DEFAULT_S = 30
+KILL_WAIT_MAX_S = 65533
+# The balance model's write time assumes the filesystem's nominal aggregate throughput and every
+# node writing at once; a real checkpoint (metadata, stragglers, a busy filesystem) is slower, so
+# the job gets twice that time between SIGTERM and SIGKILL.
+CHECKPOINT_MARGIN = 2
 
 # slurm.conf SlurmctldPort: Slurm's default, and where configless slurmd's fetch their configuration.
 SLURMCTLD_PORT = 6817
@@ -84,8 +106,24 @@ def render_slurm_configs(design: ClusterDesign, runtime: SlurmRuntime) -> dict[s
         "suspend_timeout_s": SUSPEND_TIMEOUT_S,
         "gpu_nodesets": [n for n in slurm.nodesets if n.gres],
         "switches": _switches(slurm.nodesets),
+        "health_check_interval_s": HEALTH_CHECK_INTERVAL_S,
+        "dcgm_max_timeout_s": DCGM_MAX_TIMEOUT_S,
+        "batch_start_timeout_s": BATCH_START_TIMEOUT_S,
+        "kill_wait_s": kill_wait_s(design),
+        "checkpoint_margin": CHECKPOINT_MARGIN,
     }
     return {name: render(f"slurm/{name}.j2", **context) for name in SLURM_CONFIG_FILES}
+
+
+def kill_wait_s(design: ClusterDesign) -> int:
+    """KillWait: room for a job to write its checkpoint after SIGTERM, from the plan's checkpoint
+    write time (balance.from_design: the workload's checkpoint over the fastest filesystem at the
+    pools' max_nodes) times CHECKPOINT_MARGIN; Slurm's default when the spec gives no workload or
+    no filesystem, Slurm's limit at most."""
+    write_s = balance.from_design(design).checkpoint_write_s
+    if write_s is None:
+        return KILL_WAIT_DEFAULT_S
+    return min(KILL_WAIT_MAX_S, max(KILL_WAIT_DEFAULT_S, math.ceil(CHECKPOINT_MARGIN * write_s)))
 
 
 def _node_lines(nodesets: tuple[SlurmNodeSet, ...], design: ClusterDesign,

@@ -14,6 +14,7 @@ these texts into their bucket and their head node.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from typing import Iterable, Mapping
@@ -28,9 +29,18 @@ BIN = "/opt/aicluster/bin"              # where aicluster's programs are install
 # The filesystems' mount script, at one path on every node (head, compute, TPU host) and cloud.
 MOUNT_SCRIPT = "/usr/local/sbin/aicluster-mount-storage"
 POWER_LOG = "/var/log/aicluster/power.log"
-POWER_LINKS = ("aicluster-resume", "aicluster-suspend", "aicluster-resume-fail")
+RECONCILE_LOG = "/var/log/aicluster/reconcile.log"
+# The power program's links: slurmctld runs the first three, aicluster-reconcile.timer the last
+# (templates/scripts/aicluster_reconcile.py, docs/reconcile.md).
+POWER_LINKS = ("aicluster-resume", "aicluster-suspend", "aicluster-resume-fail", "aicluster-reconcile")
+# The reconcile loop's replacement cap: at most this fraction of all nodes (at least one) powered down
+# for replacement a pass, none in a pool while this fraction of it (at least one node) is on its way
+# down or back up; one bad event or health-check bug cannot take the fleet down at once.
+RECONCILE_REPLACE_FRACTION = 0.10
+RECONCILE_POOL_REPLACING_FRACTION = 0.25
 # Programs every head runs, beside its cloud's power program (published name -> template).
 HEAD_PROGRAMS = {"aicluster_slurm.py": "scripts/aicluster_slurm.py",
+                 "aicluster_reconcile.py": "scripts/aicluster_reconcile.py",
                  "aicluster-secret": "scripts/aicluster-secret.py",
                  "aicluster-accounting": "scripts/aicluster-accounting"}
 LIBRARY_MODE, PROGRAM_MODE, DATA_MODE = "0644", "0755", "0644"
@@ -87,7 +97,10 @@ class Published:
     reconfigure: bool = False
 
     def entry(self) -> dict:
-        out: dict = {"key": self.key, "path": self.path, "mode": self.mode}
+        # The content's hash: aicluster-sync installs nothing of a set whose object does not match
+        # (an object replaced while the set is read, a truncated download).
+        out: dict = {"key": self.key, "path": self.path, "mode": self.mode,
+                     "sha256": hashlib.sha256(self.content.encode()).hexdigest()}
         if self.reconfigure:
             out["reconfigure"] = True
         if self.run:
@@ -101,6 +114,13 @@ def published_keys(programs: Iterable[str], extra: Iterable[str] = ()) -> tuple[
     return (*[f"slurm/{f}" for f in SLURM_CONFIG_FILES], "aicluster/cluster.json", "aicluster/accounting.json",
             *extra, *[f"bin/{p}" for p in {**dict.fromkeys(programs), **HEAD_PROGRAMS}],
             "bin/aicluster-mount-storage", "manifest.json")
+
+
+def reconcile_facts(design: ClusterDesign) -> dict:
+    """The reconcile loop's settings in cluster.json. grace_s: an instance no powered-up node owns is
+    terminated only once older than this; a resume may take all of ResumeTimeout, so it is that."""
+    return {"grace_s": design.slurm.resume_timeout_s, "replace_fraction": RECONCILE_REPLACE_FRACTION,
+            "pool_replacing_fraction": RECONCILE_POOL_REPLACING_FRACTION, "log_file": RECONCILE_LOG}
 
 
 def _json(value) -> str:
@@ -127,6 +147,7 @@ def published_files(design: ClusterDesign, *, controller_addr: str, cluster: dic
         "log_file": POWER_LOG,
         # A resume must finish well inside it, or slurmctld calls resume-fail on nodes it launched.
         "resume_timeout_s": design.slurm.resume_timeout_s,
+        "reconcile": reconcile_facts(design),
         **cluster,
     }
     scripts = {**programs, **HEAD_PROGRAMS}

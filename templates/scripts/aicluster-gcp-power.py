@@ -5,20 +5,26 @@ slurmctld runs this file through three links, each with one argument, a Slurm ho
 
     aicluster-resume      gpu-[3-5,9]   create one instance per node (Compute Engine bulkInsert)
                                         and write its name into the cluster's DNS zone
-    aicluster-suspend     gpu-[3-5]     delete the nodes' instances, found by their node-name label,
-                                        and their names
+    aicluster-suspend     gpu-[3-5]     delete the nodes' instances, found by the cluster label and
+                                        their names, and the nodes' DNS records
     aicluster-resume-fail gpu-4         the same deletion; Slurm has set them down
+    aicluster-reconcile                 the reconcile loop (aicluster_reconcile.py), with this
+                                        file's Gce.list_cluster
 
 or directly: aicluster-gcp-power.py resume|suspend|resume-fail HOSTLIST.
 
-Resume sends one zonal instances.bulkInsert per pool: all or nothing (minCount = count), from the
-pool's instance template, into the pool's compact placement policy or its reservation, one instance
-per node named <cluster>-<node>. It then labels each instance with its node name, writes the A
-record <node>.<dns_domain> -> its address into the cluster's Cloud DNS private zone (node names
-resolve through DNS: SlurmctldParameters=cloud_dns; every node searches dns_domain), and sets the
-node's address in Slurm. Suspend and resume-fail delete the records (a missing one is fine). Any error (a stockout such as ZONE_RESOURCE_POOL_EXHAUSTED, a quota, a
-bad reservation) sets the nodes DOWN with the error as the reason, so their jobs requeue, never
-silently (slurm-gcp #3337 is the counter-example).
+Resume sends one zonal instances.bulkInsert per launch: all or nothing (minCount = count), from
+the pool's instance template, into the pool's compact placement policy or its reservation, one
+instance per node named <cluster>-<node>, labelled at creation with the cluster, the pool and the
+launch's request id (aicluster-resume-id), which is also the bulkInsert's requestId: a retry after
+a lost answer creates nothing twice, and a failed launch deletes only the instances with its own
+id. A node that already has a live instance keeps it (a duplicate resume is a no-op). Resume then
+writes the A record <node>.<dns_domain> -> its address into the cluster's Cloud DNS private zone
+(node names resolve through DNS: SlurmctldParameters=cloud_dns; every node searches dns_domain),
+and sets the node's address in Slurm. Suspend and resume-fail delete the records (a missing one is
+fine). Any error (a stockout such as ZONE_RESOURCE_POOL_EXHAUSTED, a quota, a bad reservation) sets
+the nodes DOWN with the error as the reason, so their jobs requeue, never silently (slurm-gcp
+#3337 is the counter-example).
 
 It runs with the head node's system python3 only: resume, suspend and hostlists come from
 aicluster_slurm.py (the core both clouds share), the Google APIs from aicluster_gcp.py, both beside
@@ -28,7 +34,12 @@ this file; this file holds only the Compute Engine and Cloud DNS calls. The clus
 from __future__ import annotations
 
 import os
+import random
+import re
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 
 # Resume and suspend, hostlists, scontrol, DOWN reasons, logging: the core every cloud shares
 # (aicluster_slurm.py). This file holds the Compute Engine and Cloud DNS calls.
@@ -37,10 +48,34 @@ import aicluster_slurm as core  # noqa: E402
 from aicluster_gcp import ApiError, Compute, Dns, operation_error  # noqa: E402
 from aicluster_slurm import NODE_RECORD_TTL_S, CloudError, compress_hostlist, log  # noqa: E402
 
-# Instances per bulkInsert (slurm-gcp's BULK_INSERT_LIMIT).
+# Instances per bulkInsert: "You can create up to 5,000 VMs with each call"
+# (https://cloud.google.com/compute/docs/instances/multiple/about-bulk-creation).
 BULK_INSERT_LIMIT = 5000
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 CONFIG_KEYS = ("cluster", "project", "zone", "cluster_label", "node_label", "instance_prefix", "pools")
+# The label every instance carries from its bulkInsert on: the resume request that created it
+# (a UUID: lower-case letters, digits and '-', as label values allow). A failed launch deletes
+# only the instances with its own id.
+RESUME_ID_LABEL = "aicluster-resume-id"
+DEFAULT_POOL_LABEL = "aicluster-pool"
+# Instance statuses (https://cloud.google.com/compute/docs/instances/instance-life-cycle) in the
+# three words of core.Instance.state. Anything else (STOPPING, SUSPENDING, SUSPENDED, TERMINATED)
+# runs no node but still holds the node's instance name and disks: "stopping".
+STATES = {"PROVISIONING": "pending", "STAGING": "pending", "REPAIRING": "pending", "RUNNING": "running"}
+# Spot and preemptible VMs that Compute Engine takes back go STOPPING, then TERMINATED or deleted
+# (https://cloud.google.com/compute/docs/instances/spot#preemption-process).
+PREEMPTED_STATUSES = ("STOPPING", "TERMINATED", "SUSPENDING", "SUSPENDED")
+# Guest attributes are read one instance per call: at most this many a listing (the youngest
+# running instances, in random order, so every one is read within a few passes at any size).
+GUEST_ATTRIBUTE_READS = 100
+DEFAULT_RESUME_TIMEOUT_S = 1800
+# Instances deleted at once: each is its own instances.delete (Compute Engine has no bulk delete).
+DELETE_PARALLELISM = 8
+# A launch of at most this many nodes looks its names up by a name filter; a larger one lists the
+# cluster (a filter of 2,000 names would not fit in a URL).
+NAME_FILTER_MAX = 100
+# https://cloud.google.com/compute/docs/naming-resources#resource-name-format
+INSTANCE_NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 def instance_name(config: dict, node: str) -> str:
@@ -90,121 +125,282 @@ def node_records(config: dict, dns=None) -> NodeRecords | None:
     return NodeRecords(dns or Dns(config["project"], config["dns_zone"]), config)
 
 
-def bulk_insert_request(config: dict, pool_name: str, nodes: list[str]) -> dict:
+def launch_labels(config: dict, pool_name: str, request_id: str) -> dict[str, str]:
+    """What every instance of one launch is labelled with at creation: the cluster, the pool and
+    the launch's request id. The node needs no label: it is in the instance name, which is set
+    at creation too (bulkInsert's per-instance properties take a name and a host name only:
+    https://cloud.google.com/compute/docs/reference/rest/v1/instances/bulkInsert)."""
+    return {config["cluster_label"]: config["cluster"], config.get("pool_label", DEFAULT_POOL_LABEL): pool_name,
+            RESUME_ID_LABEL: request_id}
+
+
+def bulk_insert_request(config: dict, pool_name: str, nodes: list[str], request_id: str) -> dict:
     """The bulkInsert body for `nodes` of one pool. The instance template holds everything about a
     node; the placement policy and the reservation are repeated as instance properties, as
-    slurm-gcp does, so the request itself says where the nodes go."""
+    slurm-gcp does, so the request itself says where the nodes go. instanceProperties are merged
+    over the template (JSON Merge Patch, as bulkInsert documents), so its labels add to the
+    template's."""
     pool = config["pools"][pool_name]
-    properties: dict = {}
+    properties: dict = {"labels": launch_labels(config, pool_name, request_id)}
     if pool.get("placement_policy"):
         properties["resourcePolicies"] = [pool["placement_policy"]]
     if pool.get("reservation"):
         properties["reservationAffinity"] = {"consumeReservationType": "SPECIFIC_RESERVATION",
                                              "key": RESERVATION_KEY, "values": [pool["reservation"]]}
-    body = {
+    return {
         "count": len(nodes),
         "minCount": len(nodes),                      # all or nothing
         "sourceInstanceTemplate": pool["instance_template"],
         "perInstanceProperties": {instance_name(config, n): {"name": instance_name(config, n)} for n in nodes},
+        "instanceProperties": properties,
     }
-    if properties:
-        body["instanceProperties"] = properties
-    return body
 
 
-def delete_instances(compute, names: list[str]) -> bool:
-    ok = True
-    for name in names:
+def delete_instances(compute, names: list[str], wait: bool = False) -> list[str]:
+    """Delete instances, DELETE_PARALLELISM at a time (a missing one is fine); with `wait`, until
+    their names are free again. The names Compute Engine refused."""
+    def delete_one(name: str) -> str | None:
         try:
-            compute.delete(name)
+            operation = compute.delete(name)
+            problem = operation_error(compute.wait(operation)) if wait else None
+            if problem:
+                raise ApiError(0, *problem)
         except ApiError as err:
             if err.status == 404:
-                continue
+                return None
             log.error("delete %s failed: %s: %s", name, err.code, err.message)
-            ok = False
-    return ok
+            return name
+        return None
+
+    if len(names) <= 1:
+        refused = [delete_one(name) for name in names]
+    else:
+        with ThreadPoolExecutor(max_workers=min(DELETE_PARALLELISM, len(names))) as pool:
+            refused = list(pool.map(delete_one, names))
+    return [name for name in refused if name]
 
 
-def existing(compute, names: list[str]) -> list[str]:
-    """Those of `names` that exist (a failed bulkInsert should leave none; this makes sure)."""
-    found = []
-    for name in names:
-        try:
-            compute.get(name)
-            found.append(name)
-        except ApiError as err:
-            if err.status != 404:
-                log.warning("resume: looking up %s: %s: %s", name, err.code, err.message)
-    return found
+def name_filter(names: list[str]) -> str:
+    """An instances.list filter for exactly these instance names (`name eq "<RE2 regex>"`).
+    Instance names hold only a-z, 0-9 and '-', none of them special in a regex."""
+    bad = [n for n in names if not INSTANCE_NAME.fullmatch(n)]
+    if bad:
+        raise CloudError("BadInstanceName", f"not a Compute Engine instance name: {' '.join(bad)}")
+    return f'name eq "({"|".join(names)})"'
+
+
+def label_filter(**labels: str) -> str:
+    """An instances.list filter selecting every label given (`labels.<key> = "<value>"`, one
+    expression per parenthesis: https://cloud.google.com/compute/docs/reference/rest/v1/instances/list)."""
+    return " ".join(f'(labels.{key} = "{value}")' for key, value in labels.items())
+
+
+def timestamp(text: str) -> float:
+    """Epoch seconds of an RFC 3339 creationTimestamp (2026-11-23T14:02:11.123-08:00); 0 when unreadable."""
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except (AttributeError, ValueError):
+        return 0.0
+
+
+def instance_events(instance: dict) -> tuple[str, ...]:
+    """What Compute Engine says is about to happen to the instance, or has: upcoming host
+    maintenance (the instance's resourceStatus.upcomingMaintenance:
+    https://cloud.google.com/compute/docs/reference/rest/v1/instances), and the preemption of a
+    Spot or preemptible instance."""
+    events = []
+    upcoming = (instance.get("resourceStatus") or {}).get("upcomingMaintenance")
+    if upcoming:
+        events.append(f"maintenance {upcoming.get('type', 'SCHEDULED')} {upcoming.get('maintenanceStatus', 'PENDING')}"
+                      f" from {upcoming.get('windowStartTime', '?')} to {upcoming.get('windowEndTime', '?')}")
+    scheduling = instance.get("scheduling") or {}
+    spot = scheduling.get("provisioningModel") == "SPOT" or scheduling.get("preemptible")
+    if spot and instance.get("status") in PREEMPTED_STATUSES:
+        events.append(f"preempted: {scheduling.get('provisioningModel') or 'preemptible'} instance "
+                      f"{instance['status']}")
+    return tuple(events)
 
 
 class Gce(core.Cloud):
-    """Nodes as Compute Engine instances named <cluster>-<node>: created by one bulkInsert per pool
-    (chunk), labelled with their node name, deleted."""
+    """Nodes as Compute Engine instances named <cluster>-<node>, created by one bulkInsert per
+    launch (chunk) and labelled at creation with the cluster, pool and launch; deleted."""
 
     launching, deleting, type_key = "creating", "deleting", "machine_type"
 
-    def __init__(self, compute, config: dict):
+    def __init__(self, compute, config: dict, read_bootstrap_errors: bool = True):
         self.compute, self.config = compute, config
+        self.prefix = config["instance_prefix"]
+        # Guest attributes cost a call per instance: only the reconcile loop needs them.
+        self.read_bootstrap_errors = read_bootstrap_errors
+
+    @property
+    def deadline(self) -> float | None:
+        """When retried calls give up (time.monotonic()): core sets it from the resume budget."""
+        return getattr(self.compute, "deadline", None)
+
+    @deadline.setter
+    def deadline(self, value: float | None) -> None:
+        self.compute.deadline = value
 
     @property
     def chunk(self) -> int:
         return BULK_INSERT_LIMIT
 
-    def launch(self, pool: str, nodes: list[str], request_id: str = "") -> dict[str, str]:
-        names = {node: instance_name(self.config, node) for node in nodes}
+    # --- what the cluster has --------------------------------------------------------------
+
+    def cluster_instances(self) -> list[dict]:
+        """Every instance labelled for this cluster (template and launch both label it), all pages."""
         try:
-            operation = self.compute.wait(self.compute.bulk_insert(bulk_insert_request(self.config, pool, nodes)))
-            failure = operation_error(operation)
+            return self.compute.list(label_filter(**{self.config["cluster_label"]: self.config["cluster"]}))
+        except ApiError as err:
+            raise CloudError(err.code, err.message) from err
+
+    def node_of(self, instance: dict) -> str | None:
+        """Its node: the node label when it has one, else its name less the cluster's prefix."""
+        node = (instance.get("labels") or {}).get(self.config["node_label"])
+        name = instance.get("name", "")
+        if node is None and name.startswith(self.prefix):
+            node = name[len(self.prefix):]
+        return node or None
+
+    # --- launch ----------------------------------------------------------------------------
+
+    def launch(self, pool: str, nodes: list[str], request_id: str) -> dict[str, str]:
+        """Create the nodes that have no live instance, all or none, with one bulkInsert carrying
+        `request_id`. A node that already has a live instance keeps it (a duplicate resume is a
+        no-op: its address is asserted again); an instance of the node that no longer runs
+        (TERMINATED, STOPPING) is deleted first, as its name is needed."""
+        names = {node: instance_name(self.config, node) for node in nodes}
+        present = self.present(list(names.values()))
+        live = [node for node, name in names.items() if STATES.get(present.get(name, {}).get("status"))]
+        if live:
+            log.info("resume: %s already have live instances: keeping them", compress_hostlist(live))
+        stale = [name for node, name in names.items() if name in present and node not in live]
+        if stale:
+            log.info("resume: deleting %s, instances that no longer run, to free their names", " ".join(stale))
+            if delete_instances(self.compute, stale, wait=True):
+                raise CloudError("NameInUse", f"could not delete {' '.join(stale)}, which hold the nodes' names")
+        wanted = [node for node in nodes if node not in live]
+        if wanted:
+            self.create(pool, wanted, request_id)
+        return names
+
+    def present(self, names: list[str]) -> dict[str, dict]:
+        """name -> instance, of those of `names` that exist: their names are taken."""
+        try:
+            if len(names) <= NAME_FILTER_MAX:
+                listed = self.compute.list(name_filter(names))
+            else:
+                listed = self.cluster_instances()
+        except ApiError as err:
+            raise CloudError(err.code, err.message) from err
+        wanted = set(names)
+        return {i["name"]: i for i in listed if i.get("name") in wanted}
+
+    def create(self, pool: str, nodes: list[str], request_id: str) -> None:
+        """One bulkInsert; CloudError after deleting whatever this request left (found by its
+        request id, never by name: an instance of the same name may be another launch's)."""
+        try:
+            request = bulk_insert_request(self.config, pool, nodes, request_id)
+            failure = operation_error(self.compute.wait(self.compute.bulk_insert(request, request_id)))
         except ApiError as err:
             failure = (err.code, err.message)
         if not failure:
-            return names
-        leftovers = existing(self.compute, list(names.values()))
-        if leftovers:
-            log.error("resume: deleting %s, left by the failed bulkInsert", " ".join(leftovers))
-            delete_instances(self.compute, leftovers)
+            return
+        if failure[0] in ("Timeout", "ConnectionError"):
+            log.error("resume: bulkInsert %s may still be creating instances (%s); any it creates later carry "
+                      "%s=%s and no node: the reconcile loop deletes them", request_id, failure[0], RESUME_ID_LABEL,
+                      request_id)
+        self.clean_up(request_id)
         raise CloudError(*failure)
 
+    def clean_up(self, request_id: str) -> None:
+        """Delete the instances of a failed launch. If they cannot be listed they stay labelled
+        with its request id and no node owns them: the reconcile loop deletes them."""
+        try:
+            leftovers = [i["name"] for i in self.compute.list(label_filter(**{
+                self.config["cluster_label"]: self.config["cluster"], RESUME_ID_LABEL: request_id}))]
+        except ApiError as err:
+            log.error("resume: cannot list the instances of failed launch %s (%s: %s); the reconcile loop "
+                      "deletes any it left", request_id, err.code, err.message)
+            return
+        if leftovers:
+            log.error("resume: deleting %s, left by the failed bulkInsert %s", " ".join(leftovers), request_id)
+            delete_instances(self.compute, leftovers)
+
     def locate(self, launched: dict[str, str]):
+        """Each node's address, from one listing of the cluster (not a call per node); a GET only
+        for an instance the listing does not show yet."""
+        listed = {i["name"]: i for i in self.cluster_instances()}
         found, problems = {}, {}
         for node, name in launched.items():
             try:
-                instance = self.compute.get(name)
-                address = instance["networkInterfaces"][0]["networkIP"]
-                labels = {**instance.get("labels", {}), self.config["node_label"]: node}
-                self.compute.set_labels(name, labels, instance.get("labelFingerprint", ""))
-                found[node] = (address, name)
+                instance = listed.get(name) or self.compute.get(name)
+                found[node] = (instance["networkInterfaces"][0]["networkIP"], name)
             except (ApiError, KeyError, IndexError) as err:
                 code, message = (err.code, err.message) if isinstance(err, ApiError) else ("BadInstance", repr(err))
                 log.error("resume: %s (%s): %s: %s", node, name, code, message)
                 problems[node] = (code, message)
         return found, problems
 
+    # --- delete, find, list ------------------------------------------------------------------
+
     def delete(self, instances: list[str]) -> bool:
+        return not delete_instances(self.compute, instances)
+
+    def delete_refused(self, instances: list[str]) -> list[str]:
         return delete_instances(self.compute, instances)
 
     def find(self, nodes: list[str]) -> dict[str, list[str]]:
-        """node name -> this cluster's instances labelled with it. The listing is narrowed to the
-        cluster's instance names; a node whose instance has no label yet (resume still running) is
-        found by its instance name."""
+        """node name -> this cluster's instances of it (by node label, else by instance name)."""
         wanted = set(nodes)
-        prefix = self.config["instance_prefix"]
         found: dict[str, list[str]] = {}
-        try:
-            instances = self.compute.list(f'name eq "{prefix}.*"')
-        except ApiError as err:
-            raise CloudError(err.code, err.message) from err
-        for instance in instances:
-            labels = instance.get("labels", {})
-            if labels.get(self.config["cluster_label"]) != self.config["cluster"]:
-                continue
-            node = labels.get(self.config["node_label"])
-            if node is None and instance["name"].startswith(prefix):
-                node = instance["name"][len(prefix):]
+        for instance in self.cluster_instances():
+            node = self.node_of(instance)
             if node in wanted:
                 found.setdefault(node, []).append(instance["name"])
         return found
+
+    def list_cluster(self) -> list[core.Instance]:
+        """Every instance of the cluster, named for a node or not, with its maintenance and
+        preemption events and, for young running instances, the reason its set-up failed."""
+        instances = self.cluster_instances()
+        errors = self.bootstrap_errors(instances) if self.read_bootstrap_errors else {}
+        return [self.describe(instance, errors.get(instance["name"])) for instance in instances]
+
+    def describe(self, instance: dict, bootstrap_error: str | None) -> core.Instance:
+        labels = instance.get("labels") or {}
+        node = self.node_of(instance)
+        pool = labels.get(self.config.get("pool_label", DEFAULT_POOL_LABEL)) or (core.pool_of(node) if node else None)
+        return core.Instance(
+            id=instance["name"], node=node, pool=pool,
+            state=STATES.get(instance.get("status"), "stopping"),
+            launched_at=timestamp(instance.get("creationTimestamp", "")),
+            resume_id=labels.get(RESUME_ID_LABEL), events=instance_events(instance), bootstrap_error=bootstrap_error)
+
+    def bootstrap_errors(self, instances: list[dict]) -> dict[str, str]:
+        """name -> the bootstrap error a running instance wrote (guest attribute
+        aicluster/bootstrap-error), read only for instances younger than ResumeTimeout: an older
+        one has registered with slurmctld or been given up by it. At most GUEST_ATTRIBUTE_READS
+        calls, in random order so that every young instance is read within a few passes."""
+        horizon = time.time() - float(self.config.get("resume_timeout_s") or DEFAULT_RESUME_TIMEOUT_S)
+        young = [i["name"] for i in instances
+                 if i.get("status") == "RUNNING" and timestamp(i.get("creationTimestamp", "")) >= horizon]
+        if len(young) > GUEST_ATTRIBUTE_READS:
+            log.info("list: reading the bootstrap errors of %d of %d young instances", GUEST_ATTRIBUTE_READS,
+                     len(young))
+            young = random.sample(young, GUEST_ATTRIBUTE_READS)
+        errors = {}
+        namespace, key = core.BOOTSTRAP_ERROR_ATTRIBUTE
+        for name in young:
+            try:
+                value = self.compute.guest_attribute(name, namespace, key)
+            except ApiError as err:
+                log.warning("list: reading the bootstrap error of %s failed: %s: %s", name, err.code, err.message)
+                continue
+            if value:
+                errors[name] = value
+        return errors
 
 
 # --- entry point ----------------------------------------------------------------------------
@@ -213,21 +409,27 @@ class Gce(core.Cloud):
 def resume(compute, config: dict, nodes: list[str], dns=None) -> int:
     """Create every pool's nodes; the number of nodes that failed and were set down. `dns`: an
     aicluster_gcp.Dns of the cluster's zone, or None."""
-    return core.resume(Gce(compute, config), config, nodes, node_records(config, dns) if dns else None)
+    return core.resume(Gce(compute, config, read_bootstrap_errors=False), config, nodes,
+                       node_records(config, dns) if dns else None)
 
 
 def suspend(compute, config: dict, nodes: list[str], action: str = "suspend", dns=None) -> int:
     """Delete the instances of `nodes` and their DNS records; 0, or 1 when Compute Engine or
     Cloud DNS refused."""
-    return core.suspend(Gce(compute, config), nodes, action, node_records(config, dns) if dns else None)
+    return core.suspend(Gce(compute, config, read_bootstrap_errors=False), nodes, action,
+                        node_records(config, dns) if dns else None)
 
 
-def connect(config: dict):
-    return Gce(Compute(config["project"], config["zone"]), config), node_records(config)
+def connect(config: dict, read_bootstrap_errors: bool = True):
+    return Gce(Compute(config["project"], config["zone"]), config, read_bootstrap_errors), node_records(config)
 
 
 def main(argv: list[str] | None = None) -> int:
-    return core.main(list(sys.argv if argv is None else argv), "aicluster-gcp-power.py", CONFIG_KEYS, connect)
+    argv = list(sys.argv if argv is None else argv)
+    parsed = core.parse_args(argv)
+    reconcile = bool(parsed) and parsed[0] == core.RECONCILE
+    return core.main(argv, "aicluster-gcp-power.py", CONFIG_KEYS,
+                     lambda config: connect(config, read_bootstrap_errors=reconcile))
 
 
 if __name__ == "__main__":

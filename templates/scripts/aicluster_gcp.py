@@ -12,8 +12,10 @@ AICLUSTER_GCP_STORAGE, AICLUSTER_GCP_LUSTRE; AICLUSTER_GCP_TOKEN skips the metad
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import os
+import random
 import time
 import urllib.error
 import urllib.parse
@@ -26,7 +28,15 @@ SECRETMANAGER = "https://secretmanager.googleapis.com/v1"
 STORAGE = "https://storage.googleapis.com/storage/v1"
 LUSTRE = "https://lustre.googleapis.com/v1"
 RETRY_STATUS = (429, 500, 502, 503, 504)
-ATTEMPTS = 6
+# Compute Engine answers a spent rate quota with 403 and the reason rateLimitExceeded, and refills
+# the quota at the start of the next minute (https://cloud.google.com/compute/api-quota); other
+# Google APIs answer 429 (https://cloud.google.com/docs/quotas/troubleshoot). A 403 for any other
+# reason (QUOTA_EXCEEDED, forbidden) is final.
+RATE_LIMIT_REASONS = ("rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED")
+# Truncated exponential backoff with full jitter: 1, 2, 4 ... 32 s caps, about 95 s in all at
+# worst, long enough to reach the next minute's quota and well inside ResumeTimeout (5 min or more).
+ATTEMPTS = 8
+BACKOFF_CAP_S = 32.0
 TIMEOUT_S = 60
 
 
@@ -77,13 +87,29 @@ def access_token() -> str:
     return _token[0]
 
 
-def call(method: str, url: str, body: dict | None = None, params: dict | None = None, raw: bool = False):
-    """One API call with the VM's token; retries rate limits and server errors with backoff.
+def retryable(problem: ApiError) -> bool:
+    """Throttling and server errors are worth another try; anything else is the answer."""
+    return problem.status in RETRY_STATUS or (problem.status == 403 and problem.code in RATE_LIMIT_REASONS)
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait before try `attempt + 1`: full jitter over an exponential cap, so many
+    callers throttled at once (every resume slurmctld started) do not come back in step.
+    AICLUSTER_GCP_BACKOFF_S scales the base (1 s); tests make it small."""
+    base = float(os.environ.get("AICLUSTER_GCP_BACKOFF_S", "1"))
+    return random.uniform(0, min(BACKOFF_CAP_S, base * 2 ** attempt))
+
+
+def call(method: str, url: str, body: dict | None = None, params: dict | None = None, raw: bool = False,
+         deadline: float | None = None):
+    """One API call with the VM's token; retries rate limits, server errors and lost connections
+    with jittered backoff. A call that creates something must carry an idempotency key (Compute
+    Engine's requestId) to be retried safely: a lost answer may hide a request that was done.
+    No retry starts after `deadline` (time.monotonic()), so a resume ends inside its budget.
     Returns the decoded JSON (or the raw bytes); raises ApiError."""
     if params:
         url = f"{url}?{urllib.parse.urlencode(params)}"
     data = json.dumps(body).encode() if body is not None else None
-    delay = 1.0
     for attempt in range(ATTEMPTS):
         request = urllib.request.Request(url, data=data, method=method, headers={
             "Authorization": f"Bearer {access_token()}", "Content-Type": "application/json"})
@@ -93,13 +119,14 @@ def call(method: str, url: str, body: dict | None = None, params: dict | None = 
             return payload if raw else json.loads(payload or b"{}")
         except urllib.error.HTTPError as err:
             problem = _error_of(err.code, err.read())
-            if err.code not in RETRY_STATUS or attempt == ATTEMPTS - 1:
+            if not retryable(problem):
                 raise problem from None
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as err:
-            if attempt == ATTEMPTS - 1:
-                raise ApiError(0, "ConnectionError", str(err)) from None
-        time.sleep(delay)
-        delay = min(delay * 2, 30)
+        except (urllib.error.URLError, http.client.HTTPException, TimeoutError, ConnectionError) as err:
+            problem = ApiError(0, "ConnectionError", str(err) or type(err).__name__)
+        pause = backoff(attempt)
+        if attempt == ATTEMPTS - 1 or (deadline is not None and time.monotonic() + pause > deadline):
+            raise problem
+        time.sleep(pause)
     raise AssertionError("unreachable")
 
 
@@ -121,38 +148,61 @@ class Compute:
     def __init__(self, project: str, zone: str):
         self.project, self.zone = project, zone
         self.base = f"{endpoint('COMPUTE', COMPUTE)}/projects/{project}/zones/{zone}"
+        self.deadline: float | None = None      # time.monotonic() after which no call is retried
 
-    def bulk_insert(self, body: dict) -> dict:
-        return call("POST", f"{self.base}/instances/bulkInsert", body)
+    def call(self, method: str, path: str, body: dict | None = None, params: dict | None = None) -> dict:
+        return call(method, f"{self.base}/{path}", body, params, deadline=self.deadline)
+
+    def bulk_insert(self, body: dict, request_id: str) -> dict:
+        """instances.bulkInsert with `request_id` as its requestId: Compute Engine ignores a
+        repeat of a request it already has (for at least 60 minutes) and answers with the same
+        operation, so a retry after a lost answer creates nothing twice
+        (https://cloud.google.com/compute/docs/reference/rest/v1/instances/bulkInsert)."""
+        return self.call("POST", "instances/bulkInsert", body, params={"requestId": request_id})
 
     def wait(self, operation: dict, timeout_s: float = 900) -> dict:
-        """Wait for a zonal operation to be DONE (zoneOperations.wait returns after at most 2 minutes)."""
-        deadline = time.monotonic() + timeout_s
+        """Wait for a zonal operation to be DONE (zoneOperations.wait returns after at most 2 minutes),
+        at most `timeout_s` and never past the calls' deadline."""
+        deadline = min(time.monotonic() + timeout_s, self.deadline or float("inf"))
         while operation.get("status") != "DONE":
             if time.monotonic() > deadline:
                 raise ApiError(0, "Timeout", f"operation {operation.get('name')} not done after {timeout_s:.0f} s")
-            operation = call("POST", f"{self.base}/operations/{operation['name']}/wait")
+            operation = self.call("POST", f"operations/{operation['name']}/wait")
         return operation
 
     def get(self, name: str) -> dict:
-        return call("GET", f"{self.base}/instances/{name}")
-
-    def set_labels(self, name: str, labels: dict, fingerprint: str) -> dict:
-        return call("POST", f"{self.base}/instances/{name}/setLabels",
-                    {"labels": labels, "labelFingerprint": fingerprint})
+        return self.call("GET", f"instances/{name}")
 
     def list(self, filter_: str) -> list[dict]:
+        """Every instance of the zone `filter_` selects, all pages (500 a page, the most
+        instances.list returns: https://cloud.google.com/compute/docs/reference/rest/v1/instances/list)."""
         items, token = [], None
         while True:
             params = {"filter": filter_, "maxResults": 500, **({"pageToken": token} if token else {})}
-            page = call("GET", f"{self.base}/instances", params=params)
+            page = self.call("GET", "instances", params=params)
             items += page.get("items", [])
             token = page.get("nextPageToken")
             if not token:
                 return items
 
     def delete(self, name: str) -> dict:
-        return call("DELETE", f"{self.base}/instances/{name}")
+        return self.call("DELETE", f"instances/{name}")
+
+    def guest_attribute(self, name: str, namespace: str, key: str) -> str | None:
+        """The guest attribute <namespace>/<key> the instance wrote about itself, or None when it
+        wrote none (404). Needs enable-guest-attributes on the instance
+        (https://cloud.google.com/compute/docs/reference/rest/v1/instances/getGuestAttributes)."""
+        try:
+            doc = self.call("GET", f"instances/{name}/getGuestAttributes",
+                            params={"queryPath": f"{namespace}/{key}"})
+        except ApiError as err:
+            if err.status == 404:
+                return None
+            raise
+        for item in (doc.get("queryValue") or {}).get("items") or []:
+            if item.get("namespace") == namespace and item.get("key") == key:
+                return str(item.get("value", ""))
+        return doc.get("variableValue")
 
 
 class Dns:

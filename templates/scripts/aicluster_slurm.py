@@ -17,11 +17,14 @@ import fcntl
 import json
 import logging
 import os
+import random
 import re
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 DEFAULT_CONFIG = "/etc/aicluster/cluster.json"
@@ -43,6 +46,19 @@ MAX_HOSTS = 100_000         # a hostlist that expands further is a typo, not a c
 # a node relaunched with a new address is never looked up at its old one.
 NODE_RECORD_TTL_S = 60
 NODE_RE = re.compile(r"^([a-z0-9](?:[a-z0-9-]*[a-z0-9])?)-([0-9]+)$")
+# Resume at scale (resume, suspend): slurmctld passes a per-job breakdown of a resume in this file.
+RESUME_FILE_ENV = "SLURM_RESUME_FILE"
+PENDING_SUSPEND = "pending-suspend.json"     # suspends that did not finish (reconcile retries them)
+DEFAULT_RESUME_TIMEOUT_S = 1800             # cluster.json without resume_timeout_s: Slurm's 30 min
+RESUME_BUDGET_FRACTION = 1 / 3              # of ResumeTimeout for cloud calls; the rest is boot time
+SUSPEND_BUDGET_S = 120                      # retries of a suspend; what is left goes to the loop
+CALL_BUDGET_S = 60                          # retries of one call when no deadline was set
+BACKOFF_BASE_S = 0.5                        # full-jitter exponential backoff under throttling
+BACKOFF_CAP_S = 20.0
+LAUNCH_PARALLELISM = 8                      # jobs launched at once (one launch call each)
+SCONTROL_BATCH = 100                        # nodes per `scontrol update nodename=... nodeaddr=...`
+# An instance in one of these states is going away: a resume gives its node a new one.
+LEAVING_STATES = ("stopping", "stopped", "shutting-down", "terminated", "suspending", "suspended")
 
 log = logging.getLogger("aicluster-power")
 
@@ -257,6 +273,8 @@ def start(argv: list[str], program: str, load_config, default_config: str,
         log.error("%s %s: %s", action, compress_hostlist(nodes), problem)
         if action == "resume":
             mark_down(nodes, "ConfigError", problem or "")
+        else:       # the instances may still run: the reconcile loop retries once it can read it
+            record_pending_suspend({n: [] for n in nodes}, action, f"ConfigError: {problem}")
         return 1
     return action, nodes, config
 
@@ -343,6 +361,7 @@ class Cloud:
     deleting = "deleting"
     type_key = "instance_type"          # the pool's machine type in cluster.json
     chunk = 0                           # the most nodes one launch takes; 0: no limit
+    deadline: float | None = None       # time.monotonic() by which retried calls give up (set by resume/suspend)
 
     def launch(self, pool: str, nodes: list[str], request_id: str) -> dict[str, str]:
         """All of `nodes` or none: node -> its instance. CloudError after deleting what this launch
@@ -359,6 +378,10 @@ class Cloud:
     def delete(self, instances: list[str]) -> bool:
         """Delete instances (a missing one is fine); False when the cloud refused one."""
         raise NotImplementedError
+
+    def delete_refused(self, instances: list[str]) -> list[str]:
+        """Delete instances; those the cloud refused (a cloud that knows which overrides this)."""
+        return [] if self.delete(instances) else list(instances)
 
     def find(self, nodes: list[str]) -> dict[str, list[str]]:
         """node -> this cluster's live instances of it; CloudError when they cannot be listed."""
@@ -382,41 +405,203 @@ class NodeRecords:
         raise NotImplementedError
 
 
-def resume(cloud: Cloud, config: dict, nodes: list[str], dns: NodeRecords | None = None) -> int:
-    """Launch every pool's nodes; the number of nodes that failed and were set down."""
+def resume_budget_s(config: dict) -> float:
+    """How long a resume program may spend on cloud calls: a third of ResumeTimeout (cluster.json
+    resume_timeout_s). The rest is the node's own: booting, set-up, slurmd registering; slurmctld
+    counts both against ResumeTimeout and runs resume-fail when it is over."""
+    return float(config.get("resume_timeout_s") or DEFAULT_RESUME_TIMEOUT_S) * RESUME_BUDGET_FRACTION
+
+
+def with_backoff(call, transient, deadline: float | None, what: str, base_s: float | None = None,
+                 cap_s: float | None = None):
+    """`call()`, retried while `transient(err)` says the error may pass (throttling, a lost
+    connection, a 5xx), with "full jitter" exponential backoff: sleep uniform(0, min(cap, base *
+    2**attempt)) (https://aws.amazon.com/blogs/architecture/exponential-backoff-and-jitter/), until
+    `deadline` (time.monotonic()); then the last error is raised. Returns (result, attempts)."""
+    base_s = BACKOFF_BASE_S if base_s is None else base_s
+    cap_s = BACKOFF_CAP_S if cap_s is None else cap_s
+    if deadline is None:            # a caller that set none (the reconcile loop): a minute per call
+        deadline = time.monotonic() + CALL_BUDGET_S
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return call(), attempt
+        except Exception as err:            # classified by `transient`; anything else is raised
+            if not transient(err):
+                raise
+            pause = random.uniform(0, min(cap_s, base_s * 2 ** min(attempt, 30)))
+            if time.monotonic() + pause > deadline:
+                log.error("%s: giving up after %d attempts: %s", what, attempt, err)
+                raise
+            if attempt in (1, 4) or attempt % 10 == 0:
+                log.warning("%s: %s; retrying (attempt %d)", what, err, attempt + 1)
+            time.sleep(pause)
+
+
+def bounded_map(function, items: list, parallelism: int) -> list:
+    """function(item) for every item, at most `parallelism` at a time; results in order."""
+    if len(items) <= 1 or parallelism <= 1:
+        return [function(item) for item in items]
+    with ThreadPoolExecutor(max_workers=min(parallelism, len(items))) as pool:
+        return list(pool.map(function, items))
+
+
+# --- resume: per job, all or nothing ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ResumeGroup:
+    """Nodes launched all or nothing: one job's nodes (SLURM_RESUME_FILE), or one pool's nodes
+    that no job of the file names."""
+    what: str                       # "job 140814", "pool gpu": for the log and the DOWN reason
+    nodes: tuple[str, ...]
+
+
+def resume_file_jobs(path: str | None = None) -> list[tuple[str, list[str]]] | None:
+    """(job id, nodes to resume) of each job in SLURM_RESUME_FILE: the JSON slurmctld (22.05+)
+    writes for its ResumeProgram: {"all_nodes_resume": hostlist, "jobs": [{"job_id": n,
+    "nodes_resume": hostlist, "nodes_alloc": ..., "partition": ..., ...}]}
+    (https://slurm.schedmd.com/power_save.html). None when there is no file or it is unreadable
+    (logged): every node then belongs to its pool's group."""
+    path = path if path is not None else os.environ.get(RESUME_FILE_ENV)
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+        entries = data.get("jobs") or []
+    except (OSError, ValueError, AttributeError) as err:
+        log.warning("resume: %s %s is unreadable (%s): launching per pool", RESUME_FILE_ENV, path, err)
+        return None
+    jobs = []
+    for entry in entries:
+        try:
+            jobs.append((str(entry["job_id"]), expand_hostlist(entry.get("nodes_resume") or "")))
+        except (KeyError, TypeError, ValueError) as err:
+            log.warning("resume: skipping a job of %s: %r (%s)", path, entry, err)
+    return jobs
+
+
+def resume_groups(nodes: list[str], jobs: list[tuple[str, list[str]]] | None) -> list[ResumeGroup]:
+    """Each job's nodes (of `nodes`) in a group of its own, so one job's shortfall never fails
+    another's; a node that two jobs name goes with the first. Nodes no job names: a group per pool,
+    as without a resume file."""
+    wanted, taken, groups = dict.fromkeys(nodes), set(), []
+    for job_id, job_nodes in jobs or []:
+        mine = [n for n in dict.fromkeys(job_nodes) if n in wanted and n not in taken]
+        if mine:
+            groups.append(ResumeGroup(f"job {job_id}", tuple(mine)))
+            taken.update(mine)
     by_pool: dict[str, list[str]] = {}
-    for node in dict.fromkeys(nodes):
+    for node in wanted:
+        if node not in taken:
+            by_pool.setdefault(pool_of(node) or "", []).append(node)
+    groups.extend(ResumeGroup(f"pool {pool}", tuple(pool_nodes)) for pool, pool_nodes in by_pool.items())
+    return groups
+
+
+def resume(cloud: Cloud, config: dict, nodes: list[str], dns: NodeRecords | None = None, *,
+           jobs: list[tuple[str, list[str]]] | None = None) -> int:
+    """Launch the nodes, all or nothing per job (`jobs`, or SLURM_RESUME_FILE), several jobs at
+    once; a node that already has a live instance is not launched again, its address is set again.
+    Every cloud call ends by the resume budget (resume_budget_s). Returns the number of nodes that
+    failed and were set DOWN."""
+    cloud.deadline = time.monotonic() + resume_budget_s(config)
+    wanted = list(dict.fromkeys(nodes))
+    known = [n for n in wanted if (pool_of(n) or "") in config["pools"]]
+    failed = mark_unknown_pools([n for n in wanted if n not in known], config)
+    if not known:
+        return failed
+    try:
+        live = live_instances(cloud, known)
+    except Exception as err:  # noqa: BLE001 - a bug too must set them down, never leave them waiting
+        code, message = (err.code, err.message) if isinstance(err, CloudError) else (type(err).__name__, str(err))
+        # Launching without knowing could give a node a second instance: set them down instead.
+        mark_down(known, code, f"listing the cluster's instances before launching failed: {message}")
+        return failed + len(known)
+    if live:
+        log.info("resume: %s already running (%s): not launched again, their addresses set again",
+                 compress_hostlist(live), " ".join(live.values()))
+        forget_pending_suspend({node: [instance] for node, instance in live.items()})
+    groups = resume_groups([n for n in known if n not in live], jobs if jobs is not None else resume_file_jobs())
+    launched: dict[str, str] = {}
+    for group, got in zip(groups, bounded_map(lambda g: launch_group(cloud, config, g), groups, LAUNCH_PARALLELISM)):
+        if got is None:
+            failed += len(group.nodes)
+        else:
+            launched.update(got)
+    return failed + len(name_nodes(cloud, {**live, **launched}, dns, fresh=set(launched)))
+
+
+def mark_unknown_pools(nodes: list[str], config: dict) -> int:
+    by_pool: dict[str, list[str]] = {}
+    for node in nodes:
         by_pool.setdefault(pool_of(node) or "", []).append(node)
-    failed = 0
     for pool_name, pool_nodes in by_pool.items():
-        if pool_name not in config["pools"]:
-            known = ", ".join(sorted(config["pools"])) or "none"
-            what = f"no pool {pool_name!r} in cluster {config['cluster']}" if pool_name else "not a <pool>-<n> name"
-            mark_down(pool_nodes, "UnknownPool", f"{what} (pools: {known})")
-            failed += len(pool_nodes)
-            continue
-        log.info("resume: %s %s (%d x %s, pool %s)", cloud.launching, compress_hostlist(pool_nodes), len(pool_nodes),
-                 config["pools"][pool_name].get(cloud.type_key), pool_name)
+        known = ", ".join(sorted(config["pools"])) or "none"
+        what = f"no pool {pool_name!r} in cluster {config['cluster']}" if pool_name else "not a <pool>-<n> name"
+        mark_down(pool_nodes, "UnknownPool", f"{what} (pools: {known})")
+    return len(nodes)
+
+
+def live_instances(cloud: Cloud, nodes: list[str]) -> dict[str, str]:
+    """node -> the live instance it already has, of `nodes` (CloudError when they cannot be listed).
+    An instance on its way out (stopping, shutting down) does not count: the node gets a new one."""
+    wanted = set(nodes)
+    live: dict[str, str] = {}
+    try:
+        instances = cloud.list_cluster()
+    except NotImplementedError:         # a cloud without list_cluster: its node-name lookup
+        return {node: ids[0] for node, ids in cloud.find(nodes).items() if ids}
+    for instance in sorted(instances, key=lambda i: i.launched_at):
+        if instance.node in wanted and instance.state not in LEAVING_STATES:
+            if instance.node in live:
+                log.warning("resume: %s has more than one live instance (%s, %s); keeping the first",
+                            instance.node, live[instance.node], instance.id)
+                continue
+            live[instance.node] = instance.id
+    return live
+
+
+def launch_group(cloud: Cloud, config: dict, group: ResumeGroup) -> dict[str, str] | None:
+    """Launch one group, pool by pool in launches of at most `cloud.chunk` nodes, all or nothing:
+    node -> instance, or None after setting every node of the group DOWN and deleting what it
+    launched (a deletion the cloud refuses is left in pending-suspend.json for the reconcile loop)."""
+    by_pool: dict[str, list[str]] = {}
+    for node in group.nodes:
+        by_pool.setdefault(pool_of(node) or "", []).append(node)
+    got: dict[str, str] = {}
+    for pool_name, pool_nodes in by_pool.items():
         size = cloud.chunk or len(pool_nodes)
         for i in range(0, len(pool_nodes), size):
             chunk = pool_nodes[i:i + size]
+            log.info("resume: %s %s (%d x %s, pool %s, %s)", cloud.launching, compress_hostlist(chunk), len(chunk),
+                     config["pools"][pool_name].get(cloud.type_key), pool_name, group.what)
             try:
-                failed += len(resume_nodes(cloud, pool_name, chunk, dns))
+                got.update(cloud.launch(pool_name, chunk, str(uuid.uuid4())))
+                continue
+            except CloudError as err:
+                problem = (err.code, err.message)
             except Exception as err:  # never silent: a bug or a bad config entry still sets them down
-                log.exception("resume: pool %s failed", pool_name)
-                mark_down(chunk, type(err).__name__, str(err))
-                failed += len(chunk)
-    return failed
+                log.exception("resume: %s (pool %s) failed", group.what, pool_name)
+                problem = (type(err).__name__, str(err))
+            if got:
+                log.error("resume: %s %s, launched for %s, which cannot start whole", cloud.deleting,
+                          " ".join(got.values()), group.what)
+                delete_or_record(cloud, got, "resume-fail", f"{problem[0]}: {problem[1]}")
+            mark_down(list(group.nodes), *problem)
+            return None
+    return got
 
 
-def resume_nodes(cloud: Cloud, pool_name: str, nodes: list[str], dns: NodeRecords | None = None) -> list[str]:
-    """Launch nodes of one pool; returns the nodes that failed, already set DOWN (as soon as their
-    failure is known, so their jobs requeue) and their instances deleted."""
-    try:
-        launched = cloud.launch(pool_name, nodes, str(uuid.uuid4()))
-    except CloudError as err:
-        mark_down(nodes, err.code, err.message)
-        return list(nodes)
+def name_nodes(cloud: Cloud, launched: dict[str, str], dns: NodeRecords | None = None,
+               fresh: set[str] | None = None) -> list[str]:
+    """Hand each node's address to its name record and to Slurm; the nodes that failed, set DOWN
+    (as soon as their failure is known, so their jobs requeue). The instances of failed nodes in
+    `fresh` (None: all of them) are deleted; an instance a node already had is never deleted here."""
+    if not launched:
+        return []
     found, problems = cloud.locate(launched)
     for node, instance in launched.items():
         if node not in found and node not in problems:
@@ -425,48 +610,148 @@ def resume_nodes(cloud: Cloud, pool_name: str, nodes: list[str], dns: NodeRecord
     named = {node: found[node][0] for node in launched if node not in problems}
     refused = dns.upsert(named) if dns and named else {}
     problems.update(refused)
-    failed = [node for node in launched if node in problems]
-    for node in failed:
-        mark_down([node], *problems[node])
-    for node, instance in launched.items():
+    for node in launched:
         if node in problems:
-            continue
-        address, host = found[node]
-        if scontrol("update", f"nodename={node}", f"nodeaddr={address}", f"nodehostname={host}"):
-            log.info("resume: %s -> %s %s%s", node, address, host, f" ({instance})" if instance != host else "")
-        else:
-            failed.append(node)
-            mark_down([node], "ScontrolFailed", f"could not set the address of {node} to {address}")
+            mark_down([node], *problems[node])
+    failed = [node for node in launched if node in problems]
+    failed += set_addresses({node: found[node] for node in launched if node not in problems}, launched)
     if failed:
-        bad = [launched[node] for node in failed]
-        log.error("resume: %s %s, the instances of failed nodes", cloud.deleting, " ".join(bad))
-        cloud.delete(bad)
-        written = [node for node in failed if node in named and node not in refused]
+        own = [n for n in failed if fresh is None or n in fresh]
+        kept = [n for n in failed if n not in own]
+        if kept:
+            log.error("resume: %s keep their running instances (%s); the reconcile loop looks after them",
+                      compress_hostlist(kept), " ".join(launched[n] for n in kept))
+        stuck = delete_or_record(cloud, {n: launched[n] for n in own}, "resume-fail", "set DOWN by resume")
+        written = [n for n in own if n in named and n not in refused and n not in stuck]
         if dns and written:
             dns.delete(written, "resume")
     return failed
 
 
+def set_addresses(found: dict[str, tuple[str, str]], launched: dict[str, str]) -> list[str]:
+    """`scontrol update nodename=a,b nodeaddr=x,y nodehostname=p,q`, SCONTROL_BATCH nodes a call
+    (the lists in the same order); a refused batch is retried node by node, so one bad node fails
+    alone. The nodes that failed, set DOWN."""
+    failed: list[str] = []
+    items = list(found.items())
+    for i in range(0, len(items), SCONTROL_BATCH):
+        batch = items[i:i + SCONTROL_BATCH]
+        done = batch if set_address_batch(batch) else [
+            item for item in batch if len(batch) > 1 and set_address_batch([item])]
+        failed += [node for node, _ in batch if node not in dict(done)]
+        for node, (address, host) in done:
+            instance = launched[node]
+            log.info("resume: %s -> %s %s%s", node, address, host, f" ({instance})" if instance != host else "")
+    for node in failed:
+        mark_down([node], "ScontrolFailed", f"could not set the address of {node} to {found[node][0]}")
+    return failed
+
+
+def set_address_batch(batch: list[tuple[str, tuple[str, str]]]) -> bool:
+    return scontrol("update", "nodename=" + ",".join(n for n, _ in batch),
+                    "nodeaddr=" + ",".join(a for _, (a, _) in batch),
+                    "nodehostname=" + ",".join(h for _, (_, h) in batch))
+
+
+def resume_nodes(cloud: Cloud, pool_name: str, nodes: list[str], dns: NodeRecords | None = None) -> list[str]:
+    """Launch nodes of one pool, all or nothing, and name them; returns the nodes that failed,
+    already set DOWN and their instances deleted."""
+    launched = launch_group(cloud, {"pools": {pool_name: {}}}, ResumeGroup(f"pool {pool_name}", tuple(nodes)))
+    if launched is None:
+        return list(nodes)
+    return name_nodes(cloud, launched, dns)
+
+
+# --- suspend: never a paid instance left unseen ----------------------------------------------
+
+
+def delete_or_record(cloud: Cloud, instances: dict[str, str | list[str]], action: str, why: str) -> set[str]:
+    """Delete the instances (node -> instance or instances); the nodes whose deletion the cloud
+    refused, recorded in pending-suspend.json for the reconcile loop to retry."""
+    by_node = {node: [ids] if isinstance(ids, str) else list(ids) for node, ids in instances.items()}
+    every = [i for ids in by_node.values() for i in ids]
+    refused = set(cloud.delete_refused(every)) if every else set()
+    stuck = {node: [i for i in ids if i in refused] for node, ids in by_node.items() if refused.intersection(ids)}
+    if stuck:
+        record_pending_suspend(stuck, action, f"the cloud refused to delete them ({why})")
+    return set(stuck)
+
+
+def record_pending_suspend(stuck: dict[str, list[str]], action: str, error: str) -> None:
+    """Add node -> {since, instances, action, error} to pending-suspend.json (logged). The
+    reconcile loop retries them; an entry is never dropped here, only merged."""
+    now = time.time()
+    log.error("%s: %s left for the reconcile loop in %s: %s", action, compress_hostlist(stuck),
+              state_path(PENDING_SUSPEND), error)
+
+    def add(data: dict) -> None:
+        for node, ids in stuck.items():
+            old = data.get(node) if isinstance(data.get(node), dict) else {}
+            data[node] = {"since": old.get("since", now), "action": action, "error": error[:MAX_REASON * 2],
+                          "instances": sorted(set(old.get("instances") or []) | set(ids))}
+
+    try:
+        update_state(PENDING_SUSPEND, add)
+    except OSError as err:
+        log.error("%s: cannot write %s: %s; the reconcile loop finds the instances by the cluster tag",
+                  action, state_path(PENDING_SUSPEND), err)
+
+
+def forget_pending_suspend(settled: dict[str, list[str]]) -> None:
+    """Take from pending-suspend.json the instances that no longer wait for deletion: deleted just
+    now, or in use again (node -> ids). An entry left with no instance goes: its suspend is done, or
+    its node is up again."""
+    pending = read_state(PENDING_SUSPEND)
+    if not any(node in pending for node in settled):
+        return
+
+    def remove(data: dict) -> None:
+        for node, ids in settled.items():
+            entry = data.get(node)
+            if not isinstance(entry, dict):
+                continue
+            left = [i for i in entry.get("instances") or [] if i not in set(ids)]
+            if left:
+                entry["instances"] = left
+            else:
+                data.pop(node)
+                log.info("%s: taken out of %s", node, PENDING_SUSPEND)
+
+    try:
+        update_state(PENDING_SUSPEND, remove)
+    except OSError as err:
+        log.error("cannot update %s: %s", state_path(PENDING_SUSPEND), err)
+
+
 def suspend(cloud: Cloud, nodes: list[str], action: str = "suspend", dns: NodeRecords | None = None) -> int:
-    """Delete the instances of `nodes` and their node-name records (suspend and resume-fail); 0, or 1
-    when the cloud refused."""
-    ok = True
+    """Delete the instances of `nodes` (suspend and resume-fail), retried within SUSPEND_BUDGET_S;
+    their name records go only once their instances are gone or going. What could not be deleted,
+    or looked up, is recorded in pending-suspend.json for the reconcile loop. 0, or 1 when anything
+    is left over."""
+    cloud.deadline = time.monotonic() + SUSPEND_BUDGET_S
     unique = list(dict.fromkeys(nodes))
     try:
         found = cloud.find(unique)
     except CloudError as err:
         log.error("%s: finding the instances of %s failed: %s: %s", action, compress_hostlist(unique), err.code,
                   err.message)
-        found, ok = None, False
-    if found is not None:
-        missing = [n for n in unique if n not in found]
-        if missing:
-            log.info("%s: no instance for %s", action, compress_hostlist(missing))
-        for node, instances in found.items():
-            log.info("%s: %s %s (%s)", action, cloud.deleting, node, " ".join(instances))
-        ok = cloud.delete([i for instances in found.values() for i in instances])
-    if dns:
-        ok = dns.delete(unique, action) and ok
+        # Whether they still run is unknown: their records stay, the loop looks again.
+        record_pending_suspend({n: [] for n in unique}, action, f"finding their instances failed: {err.code}: "
+                               f"{err.message}")
+        return 1
+    missing = [n for n in unique if n not in found]
+    if missing:
+        log.info("%s: no instance for %s", action, compress_hostlist(missing))
+    for node, instances in found.items():
+        log.info("%s: %s %s (%s)", action, cloud.deleting, node, " ".join(instances))
+    stuck = delete_or_record(cloud, found, action, f"{action} {compress_hostlist(unique)}")
+    forget_pending_suspend({**{n: [] for n in missing}, **{n: ids for n, ids in found.items() if n not in stuck}})
+    gone = [n for n in unique if n not in stuck]
+    if stuck:
+        log.error("%s: keeping the DNS records of %s: their instances still run", action, compress_hostlist(stuck))
+    ok = not stuck
+    if dns and gone:
+        ok = dns.delete(gone, action) and ok
     return 0 if ok else 1
 
 

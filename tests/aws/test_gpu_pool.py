@@ -118,13 +118,13 @@ def test_user_data_mounts_the_filesystem_from_its_outputs(plan_spec, base_spec):
     assert hashlib.sha256(script.encode()).hexdigest() == entry["sha256"]
     assert f"mount_one '{fs.outputs['dnsName']}@tcp:/{fs.outputs['mountName']}' '/fsx' 'lustre'" in script
     assert "AICLUSTER_FABRIC_DEVICES=32" in text
-    # Fetch, then storage, then Slurm, each only if the one before succeeded (sh -e): a job must
-    # never start on a node without its filesystem. Before all, the node starts searching the
-    # cluster's node-name domain (cloud_dns).
+    # Fetch, then storage, then Slurm, each only if the one before succeeded (sh -e; the bootstrap
+    # runs the mount, so a failed mount's reason is reported): a job must never start on a node
+    # without its filesystem. Before all, the node starts searching the cluster's node-name domain.
     assert doc["runcmd"] == [
         ["systemctl", "try-restart", "systemd-resolved"],
         ["sh", "-ec", "/opt/aicluster/bin/aicluster-fetch /etc/aicluster/node-files.json; "
-                      "/usr/local/sbin/aicluster-mount-storage; exec /opt/aicluster/bin/aicluster-node-bootstrap"]]
+                      "exec /opt/aicluster/bin/aicluster-node-bootstrap --mount /usr/local/sbin/aicluster-mount-storage"]]
 
 
 def test_user_data_over_the_ec2_limit_is_refused_at_plan_time():

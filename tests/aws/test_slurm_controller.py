@@ -154,7 +154,7 @@ def test_published_slurm_conf_has_the_pool(plan_spec, base_spec):
         k for k in files if not k.startswith(("head/boot/", "compute/"))}
     assert {l["path"] for l in manifest["links"]} == {
         "/opt/aicluster/bin/aicluster-resume", "/opt/aicluster/bin/aicluster-suspend",
-        "/opt/aicluster/bin/aicluster-resume-fail"}
+        "/opt/aicluster/bin/aicluster-resume-fail", "/opt/aicluster/bin/aicluster-reconcile"}
 
 
 def test_head_fleet_permissions_are_scoped_to_the_cluster(plan_spec, base_spec):
@@ -252,8 +252,10 @@ def test_compute_user_data_joins_the_controller(plan_spec, base_spec):
     listing = fetch_list(text, "/etc/aicluster/node-files.json")
     assert {f["path"] for f in listing["files"]} == {
         "/opt/aicluster/bin/aicluster-secret", "/opt/aicluster/bin/aicluster-node-bootstrap",
-        "/opt/aicluster/bin/aicluster-gpu-healthcheck", "/usr/local/sbin/aicluster-mount-storage"}
-    assert doc["runcmd"][-1][-1].endswith("exec /opt/aicluster/bin/aicluster-node-bootstrap")
+        "/opt/aicluster/bin/aicluster-gpu-healthcheck", "/usr/local/sbin/aicluster-mount-storage",
+        "/opt/aicluster/bin/aicluster-resume-job"}
+    assert doc["runcmd"][-1][-1].endswith(
+        "exec /opt/aicluster/bin/aicluster-node-bootstrap --mount /usr/local/sbin/aicluster-mount-storage")
 
 
 def test_programs_are_fetched_from_the_bucket_at_content_addressed_keys(plan_spec, base_spec):

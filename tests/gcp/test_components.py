@@ -420,9 +420,12 @@ def test_compute_nodes_join_configless_with_the_family_nccl_stack(plan_spec):
     files = {f["path"]: f["content"] for f in user_data["write_files"]}
     resolved = files["/etc/systemd/resolved.conf.d/aicluster.conf"]
     assert "[Resolve]\nDomains=test.aicluster.internal\nCache=no-negative\n" in resolved
+    # Fabric, storage, then Slurm inside the bootstrap: a failed step is reported and slurmd never starts.
     assert user_data["runcmd"] == [["systemctl", "try-restart", "systemd-resolved"],
-                                   ["/opt/aicluster/bin/aicluster-gcp-fabric"], ["/usr/local/sbin/aicluster-mount-storage"],
-                                   ["/opt/aicluster/bin/aicluster-gcp-node-bootstrap"]]
+                                   ["/opt/aicluster/bin/aicluster-gcp-node-bootstrap",
+                                    "--fabric", "/opt/aicluster/bin/aicluster-gcp-fabric",
+                                    "--mount", "/usr/local/sbin/aicluster-mount-storage"]]
+    assert "/opt/aicluster/bin/aicluster-resume-job" in files
 
 
 @pytest.mark.parametrize("stack, nics", [("gcp-a3mega-slurm", 9), ("gcp-a3ultra-slurm", 10)])

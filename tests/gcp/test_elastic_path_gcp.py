@@ -1,7 +1,7 @@
 """The whole elastic path on GCP, with real programs end to end: a job submitted to a real slurmctld
 (reading the configuration rendered for gcp-a3mega-slurm) makes it call the real ResumeProgram
 (aicluster-gcp-power.py), which creates the nodes with one bulkInsert against a fake Compute
-Engine, labels them with their node names, writes their names into the cluster's Cloud DNS zone
+Engine, labelled at creation with the cluster and the launch's request id, writes their names into the cluster's Cloud DNS zone
 (cloud_dns: node names must resolve) and hands their addresses back to slurmctld."""
 from __future__ import annotations
 
@@ -72,13 +72,15 @@ def test_job_creates_labelled_nodes_through_bulk_insert_and_slurm_learns_their_a
 
     def labelled():
         with fake.lock:
-            return {i["labels"].get("aicluster-node"): i for i in fake.instances.values()}
+            return {n: i for n, i in fake.instances.items() if i["labels"].get("aicluster-resume-id")}
 
-    wait_for("two instances labelled gpu-1 and gpu-2", lambda: {"gpu-1", "gpu-2"} <= set(labelled()), 60,
-             ctl.diagnostics)
+    wait_for("two labelled instances for gpu-1 and gpu-2",
+             lambda: {"a3mega-train-gpu-1", "a3mega-train-gpu-2"} <= set(labelled()), 60, ctl.diagnostics)
     (bulk,) = fake.requests("/instances/bulkInsert")
     assert bulk.body["sourceInstanceTemplate"] == TEMPLATE
-    assert bulk.body["instanceProperties"] == {"resourcePolicies": [PLACEMENT]}
+    assert bulk.body["instanceProperties"] == {"resourcePolicies": [PLACEMENT], "labels": {
+        "aicluster-cluster": "a3mega-train", "aicluster-pool": "gpu", "aicluster-resume-id": bulk.query["requestId"]}}
+    assert {i["labels"]["aicluster-resume-id"] for i in labelled().values()} == {bulk.query["requestId"]}
     assert sorted(bulk.body["perInstanceProperties"]) == ["a3mega-train-gpu-1", "a3mega-train-gpu-2"]
     assert bulk.body["count"] == bulk.body["minCount"] == 2
 

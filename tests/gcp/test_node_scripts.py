@@ -194,8 +194,13 @@ def test_sync_installs_the_published_files_from_cloud_storage(tmp_path, fake):
     for name in ("scontrol", "systemctl"):
         (stubs / name).write_text("#!/bin/sh\nexit 0\n")
         (stubs / name).chmod(0o755)
+    # The published slurm.conf names the head as SlurmctldHost: a real slurmctld would refuse to
+    # test it on this machine, so sync tests it with a stand-in (tests/slurm/test_sync_slurmctld.py
+    # tests a real one).
+    from tests.support import fake_slurmctld
+
     env = {**os.environ, **fake.env(), "AICLUSTER_ROOT": str(root), "AICLUSTER_SCONTROL": str(stubs / "scontrol"),
-           "AICLUSTER_SYSTEMCTL": str(stubs / "systemctl")}
+           "AICLUSTER_SYSTEMCTL": str(stubs / "systemctl"), "AICLUSTER_SLURMCTLD": str(fake_slurmctld.install(stubs))}
     run = subprocess.run([sys.executable, str(program_dir(tmp_path) / "aicluster-sync"), "--bootstrap"],
                          env=env, capture_output=True, text=True, timeout=120)
     # The bootstrap run also runs what the files ask for; those programs need root paths, so only

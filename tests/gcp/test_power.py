@@ -13,10 +13,11 @@ import copy
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
+import uuid
 
 import pytest
 
@@ -60,26 +61,27 @@ def config_for(stack: str = "gcp-a3mega-slurm", **pool_edits) -> dict:
 class StubCompute:
     """What aicluster_gcp.Compute offers, in memory; every call recorded as (method, args)."""
 
-    def __init__(self, template_labels=None, stockout=None, refuse=None, label_failures=()):
+    def __init__(self, template_labels=None, stockout=None, refuse=None, no_address=()):
         self.calls: list[tuple] = []
         self.instances: dict[str, dict] = {}
         self.template_labels = template_labels or {}
-        self.stockout, self.refuse, self.label_failures = stockout, refuse, set(label_failures)
+        self.stockout, self.refuse, self.no_address = stockout, refuse, set(no_address)
 
-    def bulk_insert(self, body):
-        self.calls.append(("bulk_insert", copy.deepcopy(body)))
+    def bulk_insert(self, body, request_id):
+        self.calls.append(("bulk_insert", copy.deepcopy(body), request_id))
         if self.refuse:
             raise ApiError(403, *self.refuse)
         if not self.stockout:
             for i, name in enumerate(body["perInstanceProperties"]):
-                self.instances[name] = {"name": name, "labels": dict(self.template_labels), "labelFingerprint": "fp",
-                                        "networkInterfaces": [{"networkIP": f"10.0.7.{i + 10}"}]}
-        return {"name": "op-1", "status": "RUNNING"}
+                nics = [] if name in self.no_address else [{"networkIP": f"10.0.7.{i + 10}"}]
+                self.instances[name] = {"name": name, "status": "RUNNING", "networkInterfaces": nics,
+                                        "labels": {**self.template_labels, **body["instanceProperties"]["labels"]}}
+        return {"name": "op-bulk", "status": "RUNNING"}
 
     def wait(self, operation):
         self.calls.append(("wait", operation["name"]))
         done = {"name": operation["name"], "status": "DONE"}
-        if self.stockout:
+        if self.stockout and operation["name"] == "op-bulk":
             done["error"] = {"errors": [{"code": self.stockout[0], "message": self.stockout[1]}]}
         return done
 
@@ -89,23 +91,22 @@ class StubCompute:
             raise ApiError(404, "notFound", f"instance {name} not found")
         return copy.deepcopy(self.instances[name])
 
-    def set_labels(self, name, labels, fingerprint):
-        self.calls.append(("set_labels", name, dict(labels), fingerprint))
-        if name in self.label_failures:
-            raise ApiError(412, "conditionNotMet", "Labels fingerprint either invalid or resource labels have changed")
-        self.instances[name]["labels"] = dict(labels)
-        return {"status": "DONE"}
-
     def list(self, filter_):
         self.calls.append(("list", filter_))
-        return copy.deepcopy(list(self.instances.values()))
+        wanted = re.findall(r'labels\.([a-z0-9_-]+) = "([^"]*)"', filter_)
+        return [copy.deepcopy(i) for i in self.instances.values()
+                if all(i.get("labels", {}).get(k) == v for k, v in wanted)]
 
     def delete(self, name):
         self.calls.append(("delete", name))
         if name not in self.instances:
             raise ApiError(404, "notFound", name)
         del self.instances[name]
-        return {"status": "RUNNING"}
+        return {"name": f"op-delete-{name}", "status": "RUNNING"}
+
+    def guest_attribute(self, name, namespace, key):
+        self.calls.append(("guest_attribute", name, namespace, key))
+        return self.instances[name].get("guest", {}).get(f"{namespace}/{key}")
 
     def made(self, kind):
         return [c for c in self.calls if c[0] == kind]
@@ -152,6 +153,18 @@ def scontrol(tmp_path, monkeypatch):
     return calls
 
 
+def addressed(calls) -> dict[str, tuple[str, str]]:
+    """node -> (address, host name) that `scontrol update ... nodeaddr=` calls gave, one node a call
+    or several (the lists in the same order)."""
+    given = {}
+    for call in calls:
+        fields = dict(arg.split("=", 1) for arg in call[1:] if "=" in arg)
+        if "nodeaddr" in fields:
+            given.update(zip(core.expand_hostlist(fields["nodename"]), zip(fields["nodeaddr"].split(","),
+                                                                            fields["nodehostname"].split(","))))
+    return given
+
+
 # --- the file itself --------------------------------------------------------------------------
 
 
@@ -190,18 +203,17 @@ def test_resume_bulk_inserts_the_pool_from_its_template_into_its_placement(scont
     assert power.resume(compute, config, core.expand_hostlist("gpu-[3-5]")) == 0
 
     (bulk,) = compute.made("bulk_insert")
-    body = bulk[1]
+    body, request_id = bulk[1], bulk[2]
+    assert str(uuid.UUID(request_id)) == request_id                         # GCE's requestId: a UUID
     assert body["count"] == body["minCount"] == 3                           # all or nothing
     assert body["sourceInstanceTemplate"] == TEMPLATE
     assert list(body["perInstanceProperties"]) == ["a3mega-train-gpu-3", "a3mega-train-gpu-4", "a3mega-train-gpu-5"]
     assert body["perInstanceProperties"]["a3mega-train-gpu-4"] == {"name": "a3mega-train-gpu-4"}
-    assert body["instanceProperties"] == {"resourcePolicies": [PLACEMENT]}   # the compact placement policy
-    labelled = {c[1]: c[2] for c in compute.made("set_labels")}
-    assert labelled["a3mega-train-gpu-5"] == {"aicluster-cluster": "a3mega-train", "aicluster-pool": "gpu",
-                                              "aicluster-node": "gpu-5"}
-    assert [c[3] for c in compute.made("set_labels")] == ["fp"] * 3       # with the current fingerprint
-    assert scontrol() == [["update", f"nodename=gpu-{n}", f"nodeaddr=10.0.7.{n + 7}",
-                           f"nodehostname=a3mega-train-gpu-{n}"] for n in (3, 4, 5)]
+    # The compact placement policy, and the labels every instance is born with: no setLabels.
+    assert body["instanceProperties"] == {"resourcePolicies": [PLACEMENT], "labels": {
+        "aicluster-cluster": "a3mega-train", "aicluster-pool": "gpu", "aicluster-resume-id": request_id}}
+    assert not compute.made("set_labels") and not compute.made("get")
+    assert addressed(scontrol()) == {f"gpu-{n}": (f"10.0.7.{n + 7}", f"a3mega-train-gpu-{n}") for n in (3, 4, 5)}
 
 
 def test_reservation_pool_goes_into_its_reservation_without_a_placement_policy(scontrol):
@@ -209,9 +221,10 @@ def test_reservation_pool_goes_into_its_reservation_without_a_placement_policy(s
     compute = StubCompute()
     assert power.resume(compute, config, ["h200-1", "h200-2"]) == 0
     body = compute.made("bulk_insert")[0][1]
-    assert body["instanceProperties"] == {"reservationAffinity": {
+    assert body["instanceProperties"]["reservationAffinity"] == {
         "consumeReservationType": "SPECIFIC_RESERVATION", "key": "compute.googleapis.com/reservation-name",
-        "values": ["a3u-dense-reservation"]}}
+        "values": ["a3u-dense-reservation"]}
+    assert "resourcePolicies" not in body["instanceProperties"]
     assert list(body["perInstanceProperties"]) == ["a3ultra-train-h200-1", "a3ultra-train-h200-2"]
 
 
@@ -234,15 +247,15 @@ def test_quota_refusal_sets_the_nodes_down(scontrol):
                            "reason=\"QUOTA_EXCEEDED: Quota 'GPUS_ALL_REGIONS' exceeded. Limit: 8.0 globally.\""]]
 
 
-def test_a_node_that_cannot_be_labelled_goes_down_and_its_instance_is_deleted(scontrol):
-    compute = StubCompute(label_failures={"a3mega-train-gpu-2"})
+def test_a_node_whose_instance_has_no_address_goes_down_and_its_instance_is_deleted(scontrol):
+    compute = StubCompute(no_address={"a3mega-train-gpu-2"})
     assert power.resume(compute, config_for(), ["gpu-1", "gpu-2"]) == 1
     assert ("delete", "a3mega-train-gpu-2") in compute.calls
     assert set(compute.instances) == {"a3mega-train-gpu-1"}
     # DOWN as soon as its failure is known, before the others get their addresses (as on AWS).
     assert [c[:3] for c in scontrol()] == [["update", "nodename=gpu-2", "state=down"],
                                            ["update", "nodename=gpu-1", "nodeaddr=10.0.7.10"]]
-    assert "conditionNotMet" in scontrol()[0][3]
+    assert "BadInstance" in scontrol()[0][3]
 
 
 def test_unknown_pool_and_bad_names_go_down_without_a_call(scontrol):
@@ -273,7 +286,8 @@ def test_resume_writes_each_nodes_record_before_slurm_gets_its_address(scontrol)
     assert {c[3] for c in dns.calls} == {60}                                   # well under SuspendTimeout
     # Each node's record is written before slurmctld learns its address.
     assert not any("nodename=gpu-3" in call for call in dns.before_write["gpu-3.a3mega-train.aicluster.internal."])
-    assert [c[2] for c in scontrol()] == ["nodeaddr=10.0.7.10", "nodeaddr=10.0.7.11"]
+    assert addressed(scontrol()) == {"gpu-3": ("10.0.7.10", "a3mega-train-gpu-3"),
+                                     "gpu-4": ("10.0.7.11", "a3mega-train-gpu-4")}
 
 
 def test_a_node_whose_record_is_refused_goes_down_and_its_instance_is_deleted(scontrol):
@@ -326,14 +340,13 @@ def test_suspend_deletes_the_instances_labelled_with_the_nodes(scontrol):
         "a3mega-train-gpu-2": {"name": "a3mega-train-gpu-2", "labels": {**ours, "aicluster-node": "gpu-2"}},
         "a3mega-train-gpu-3": {"name": "a3mega-train-gpu-3", "labels": {**ours}},          # resume not done yet
         "a3mega-train-gpu-9": {"name": "a3mega-train-gpu-9", "labels": {**ours, "aicluster-node": "gpu-9"}},
-        "a3mega-train-gpu-4": {"name": "a3mega-train-gpu-4", "labels": {"aicluster-cluster": "other",
-                                                                         "aicluster-node": "gpu-4"}},
+        "other-gpu-4": {"name": "other-gpu-4", "labels": {"aicluster-cluster": "other", "aicluster-node": "gpu-4"}},
     }
     assert power.suspend(compute, config, ["gpu-1", "gpu-2", "gpu-3", "gpu-4"]) == 0
-    assert compute.made("list") == [("list", 'name eq "a3mega-train-.*"')]
+    assert compute.made("list") == [("list", '(labels.aicluster-cluster = "a3mega-train")')]
     assert sorted(c[1] for c in compute.made("delete")) == ["a3mega-train-gpu-1", "a3mega-train-gpu-2",
                                                              "a3mega-train-gpu-3"]
-    assert set(compute.instances) == {"a3mega-train-gpu-9", "a3mega-train-gpu-4"}   # not asked for / not ours
+    assert set(compute.instances) == {"a3mega-train-gpu-9", "other-gpu-4"}   # not asked for / not ours
     assert scontrol() == []
 
 
@@ -378,10 +391,12 @@ def test_resume_and_suspend_links_over_rest(tmp_path, fake, scontrol):
     assert bulk.path == f"/compute/v1/projects/{GCP_PROJECT}/zones/us-east4-a/instances/bulkInsert"
     assert bulk.body["minCount"] == 2 and bulk.body["instanceProperties"]["resourcePolicies"] == [PLACEMENT]
     assert fake.requests("/operations/op-bulk-1/wait")
-    assert {n: i["labels"]["aicluster-node"] for n, i in fake.instances.items()} == {
-        "a3mega-train-gpu-1": "gpu-1", "a3mega-train-gpu-2": "gpu-2"}
-    assert scontrol() == [["update", f"nodename=gpu-{n}", f"nodeaddr={fake.address(f'a3mega-train-gpu-{n}')}",
-                           f"nodehostname=a3mega-train-gpu-{n}"] for n in (1, 2)]
+    assert bulk.query["requestId"] == bulk.body["instanceProperties"]["labels"]["aicluster-resume-id"]
+    assert {n: i["labels"]["aicluster-resume-id"] for n, i in fake.instances.items()} == {
+        "a3mega-train-gpu-1": bulk.query["requestId"], "a3mega-train-gpu-2": bulk.query["requestId"]}
+    assert not fake.requests("/setLabels")
+    assert addressed(scontrol()) == {f"gpu-{n}": (fake.address(f"a3mega-train-gpu-{n}"), f"a3mega-train-gpu-{n}")
+                                     for n in (1, 2)}
     records = fake.requests("/managedZones/a3mega-train-nodes/rrsets")
     assert [r.path for r in records] == [f"/dns/v1/projects/{GCP_PROJECT}/managedZones/a3mega-train-nodes/rrsets"] * 2
     assert records[0].body == {"name": "gpu-1.a3mega-train.aicluster.internal.", "type": "A", "ttl": 60,

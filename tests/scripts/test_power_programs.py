@@ -20,7 +20,7 @@ from types import SimpleNamespace
 
 import boto3
 import pytest
-from botocore.stub import Stubber
+from botocore.stub import ANY, Stubber
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "templates" / "scripts" / "aicluster-power.py"
@@ -184,10 +184,37 @@ def calls(record: Path) -> list[list[str]]:
     return [line.rstrip("\t").split("\t") for line in record.read_text().splitlines()]
 
 
+LIVE = {"Name": "instance-state-name", "Values": ["pending", "running", "stopping", "stopped"]}
+
+
+def fleet_params(config: dict, pool: str, count: int) -> dict:
+    """The CreateFleet request the program sends: its ClientToken and resume-id tag are a fresh
+    UUID per launch."""
+    request = power.fleet_request(config, pool, count, "request-id")
+    request["ClientToken"] = ANY
+    for spec in request["TagSpecifications"]:
+        spec["Tags"] = [{**tag, "Value": ANY} if tag["Key"] == power.RESUME_ID_TAG else tag for tag in spec["Tags"]]
+    return request
+
+
+def expect_no_live_instances(stubber) -> None:
+    """The duplicate check every resume starts with: the cluster's live instances (none)."""
+    stubber.add_response("describe_instances", {"Reservations": []}, {
+        "Filters": [{"Name": "tag:aicluster-cluster", "Values": [CLUSTER]}, LIVE], "MaxResults": 1000})
+
+
+def by_id(*ids: str) -> dict:
+    return {"Filters": [{"Name": "instance-id", "Values": list(ids)}], "MaxResults": 1000}
+
+
 @pytest.fixture
 def stubbed(tmp_path, monkeypatch):
     stub, record = recorder(tmp_path)
     monkeypatch.setenv("AICLUSTER_SCONTROL", str(stub))
+    monkeypatch.setenv("AICLUSTER_STATE_DIR", str(tmp_path / "state"))
+    # Stubber answers in order: one launch and one tag at a time.
+    monkeypatch.setattr(power.core, "LAUNCH_PARALLELISM", 1)
+    monkeypatch.setattr(power, "TAG_PARALLELISM", 1)
     client = boto3.client("ec2", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
     with Stubber(client) as stubber:
         yield client, stubber, record
@@ -201,17 +228,18 @@ def test_insufficient_capacity_marks_exactly_those_nodes_down(stubbed):
     client, stubber, record = stubbed
     config = config_for()
     config["pools"]["infer"] = {**config["pools"]["gpu"], "launch_template_id": "lt-0def", "instance_type": "g6.xlarge"}
+    expect_no_live_instances(stubber)
     stubber.add_client_error("create_fleet", service_error_code="InsufficientInstanceCapacity",
                              service_message=ICE, http_status_code=500,
-                             expected_params=power.fleet_request(config, "gpu", 3))
+                             expected_params=fleet_params(config, "gpu", 3))
     stubber.add_response("create_fleet", {"FleetId": "fleet-2", "Instances": [
         {"InstanceIds": ["i-0aaa"], "InstanceType": "g6.xlarge", "Lifecycle": "on-demand"}]},
-        power.fleet_request(config, "infer", 1))
+        fleet_params(config, "infer", 1))
     stubber.add_response("create_tags", {}, {"Resources": ["i-0aaa"],
                                              "Tags": [{"Key": "aicluster-node", "Value": "infer-1"}]})
     stubber.add_response("describe_instances", {"Reservations": [{"Instances": [
         {"InstanceId": "i-0aaa", "PrivateIpAddress": "10.0.0.7", "PrivateDnsName": "ip-10-0-0-7.ec2.internal"}]}]},
-        {"InstanceIds": ["i-0aaa"]})
+        by_id("i-0aaa"))
 
     failed = power.resume(client, config, power.expand_hostlist("gpu-[1-3],infer-1"))
 
@@ -225,6 +253,7 @@ def test_insufficient_capacity_marks_exactly_those_nodes_down(stubbed):
 def test_partial_fleet_is_terminated_and_its_nodes_set_down(stubbed):
     client, stubber, record = stubbed
     config = config_for()
+    expect_no_live_instances(stubber)
     stubber.add_response("create_fleet", {
         "FleetId": "fleet-3",
         "Instances": [{"InstanceIds": ["i-0bbb"], "InstanceType": "p5.48xlarge", "Lifecycle": "on-demand"}],
@@ -232,8 +261,10 @@ def test_partial_fleet_is_terminated_and_its_nodes_set_down(stubbed):
             {"ErrorCode": "UnfulfillableCapacity",
              "ErrorMessage": "Failed to fulfill capacity. Please review errors in the response."},
             {"ErrorCode": "InsufficientInstanceCapacity", "ErrorMessage": "only \"1\" left\nsorry"},
-        ]}, power.fleet_request(config, "gpu", 2))
+        ]}, fleet_params(config, "gpu", 2))
     stubber.add_response("terminate_instances", {}, {"InstanceIds": ["i-0bbb"]})
+    # Anything else the request launched (by its resume-id tag): nothing.
+    stubber.add_response("describe_instances", {"Reservations": []}, None)
 
     assert power.resume(client, config, ["gpu-4", "gpu-5"]) == 2
     assert calls(record) == [["update", "nodename=gpu-[4-5]", "state=down",
@@ -242,6 +273,7 @@ def test_partial_fleet_is_terminated_and_its_nodes_set_down(stubbed):
 
 def test_quota_error_reason_is_truncated(stubbed):
     client, stubber, record = stubbed
+    expect_no_live_instances(stubber)
     stubber.add_client_error("create_fleet", service_error_code="VcpuLimitExceeded",
                              service_message="You have requested more vCPU capacity " + "x" * 500,
                              expected_params=None)
@@ -254,7 +286,9 @@ def test_quota_error_reason_is_truncated(stubbed):
 def test_fleet_short_without_errors_is_not_silent(stubbed):
     """moto does this for capacity-block: no instances and no Errors."""
     client, stubber, record = stubbed
+    expect_no_live_instances(stubber)
     stubber.add_response("create_fleet", {"FleetId": "fleet-4", "Instances": []}, None)
+    stubber.add_response("describe_instances", {"Reservations": []}, None)
     assert power.resume(client, config_for("capacity-block"), ["gpu-1", "gpu-2"]) == 2
     assert calls(record) == [["update", "nodename=gpu-[1-2]", "state=down",
                               'reason="UnfulfillableCapacity: CreateFleet launched 0 of 2 instances"']]
@@ -262,13 +296,14 @@ def test_fleet_short_without_errors_is_not_silent(stubbed):
 
 def test_untaggable_instance_is_terminated_and_its_node_set_down(stubbed):
     client, stubber, record = stubbed
+    expect_no_live_instances(stubber)
     stubber.add_response("create_fleet", {"FleetId": "fleet-5", "Instances": [
         {"InstanceIds": ["i-01", "i-02"], "InstanceType": "p5.48xlarge", "Lifecycle": "on-demand"}]}, None)
     stubber.add_response("create_tags", {}, {"Resources": ["i-01"], "Tags": [{"Key": "aicluster-node", "Value": "gpu-1"}]})
     stubber.add_client_error("create_tags", service_error_code="UnauthorizedOperation", service_message="denied")
     stubber.add_response("describe_instances", {"Reservations": [{"Instances": [
         {"InstanceId": "i-01", "PrivateIpAddress": "10.0.0.1", "PrivateDnsName": "ip-10-0-0-1.ec2.internal"}]}]},
-        {"InstanceIds": ["i-01"]})
+        by_id("i-01"))
     stubber.add_response("terminate_instances", {}, {"InstanceIds": ["i-02"]})
     assert power.resume(client, config_for(), ["gpu-1", "gpu-2"]) == 1
     assert calls(record) == [
@@ -298,12 +333,13 @@ def upsert(*pairs):
 def test_refused_record_sets_the_node_down_and_terminates_its_instance(stubbed, route53):
     client, stubber, record = stubbed
     dns, dns_stub = route53
+    expect_no_live_instances(stubber)
     stubber.add_response("create_fleet", {"FleetId": "fleet-6", "Instances": [
         {"InstanceIds": ["i-01"], "InstanceType": "p5.48xlarge", "Lifecycle": "on-demand"}]}, None)
     stubber.add_response("create_tags", {}, {"Resources": ["i-01"], "Tags": [{"Key": "aicluster-node", "Value": "gpu-1"}]})
     stubber.add_response("describe_instances", {"Reservations": [{"Instances": [
         {"InstanceId": "i-01", "PrivateIpAddress": "10.0.0.1", "PrivateDnsName": "ip-10-0-0-1.ec2.internal"}]}]},
-        {"InstanceIds": ["i-01"]})
+        by_id("i-01"))
     dns_stub.add_client_error("change_resource_record_sets", service_error_code="AccessDenied",
                               service_message="not authorized to perform: route53:ChangeResourceRecordSets",
                               http_status_code=403, expected_params=upsert(("gpu-1", "10.0.0.1")))
@@ -318,12 +354,13 @@ def test_record_is_written_before_slurm_gets_the_address(stubbed, route53):
     """One UPSERT for the batch, before any `scontrol update nodeaddr=`."""
     client, stubber, record = stubbed
     dns, dns_stub = route53
+    expect_no_live_instances(stubber)
     stubber.add_response("create_fleet", {"FleetId": "fleet-7", "Instances": [
         {"InstanceIds": ["i-01", "i-02"], "InstanceType": "p5.48xlarge", "Lifecycle": "on-demand"}]}, None)
     for iid, node in (("i-01", "gpu-1"), ("i-02", "gpu-2")):
         stubber.add_response("create_tags", {}, {"Resources": [iid], "Tags": [{"Key": "aicluster-node", "Value": node}]})
     stubber.add_response("describe_instances", {"Reservations": [{"Instances": [
-        {"InstanceId": f"i-0{n}", "PrivateIpAddress": f"10.0.0.{n}"} for n in (1, 2)]}]}, {"InstanceIds": ["i-01", "i-02"]})
+        {"InstanceId": f"i-0{n}", "PrivateIpAddress": f"10.0.0.{n}"} for n in (1, 2)]}]}, by_id("i-01", "i-02"))
 
     expected = upsert(("gpu-1", "10.0.0.1"), ("gpu-2", "10.0.0.2"))
     expected["ChangeBatch"]["Comment"] = "aicluster-power: resume gpu-[1-2]"
@@ -338,7 +375,9 @@ def test_record_is_written_before_slurm_gets_the_address(stubbed, route53):
     dns._change = change_and_note_scontrol
     assert power.resume(client, config_for(), ["gpu-1", "gpu-2"], dns) == 0
     assert scontrol_seen == [[]]                                    # no address handed to Slurm yet
-    assert [c[2] for c in calls(record)] == ["nodeaddr=10.0.0.1", "nodeaddr=10.0.0.2"]
+    # One scontrol call for the batch, the lists in the same order.
+    assert calls(record) == [["update", "nodename=gpu-1,gpu-2", "nodeaddr=10.0.0.1,10.0.0.2",
+                              "nodehostname=10.0.0.1,10.0.0.2"]]
 
 
 def test_unreadable_config_sets_the_nodes_down(tmp_path, monkeypatch):
@@ -346,12 +385,16 @@ def test_unreadable_config_sets_the_nodes_down(tmp_path, monkeypatch):
     monkeypatch.setenv("AICLUSTER_SCONTROL", str(stub))
     monkeypatch.setenv("AICLUSTER_CONFIG", str(tmp_path / "missing.json"))
     monkeypatch.setenv("AICLUSTER_LOG", str(tmp_path / "log" / "power.log"))
+    monkeypatch.setenv("AICLUSTER_STATE_DIR", str(tmp_path / "state"))
     assert power.main(["/opt/aicluster/bin/aicluster-resume", "gpu-[1-2]"]) == 1
     ((*head, reason),) = calls(record)
     assert head == ["update", "nodename=gpu-[1-2]", "state=down"]
     assert reason.startswith('reason="ConfigError: cannot read') and "missing.json" in reason
     assert "ConfigError" in (tmp_path / "log" / "power.log").read_text()
     assert power.main(["/opt/aicluster/bin/aicluster-suspend", "gpu-1"]) == 1
+    # The instance may still run: the suspend waits in pending-suspend.json for the reconcile loop.
+    pending = json.loads((tmp_path / "state" / "pending-suspend.json").read_text())
+    assert pending["gpu-1"]["action"] == "suspend" and pending["gpu-1"]["error"].startswith("ConfigError")
     assert power.main(["aicluster-power.py", "stop", "gpu-1"]) == 2
 
 
@@ -407,6 +450,7 @@ def aws(moto_endpoint, tmp_path):
         "AWS_ENDPOINT_URL": moto_endpoint,
         "AICLUSTER_CONFIG": str(tmp_path / "cluster.json"),
         "AICLUSTER_SCONTROL": str(stub),
+        "AICLUSTER_STATE_DIR": str(tmp_path / "state"),
     }
 
     aws = SimpleNamespace(ec2=ec2, route53=route53, zone_id=zone_id, template=template, image=image, record=record,
@@ -454,10 +498,10 @@ def test_resume_launches_tagged_instances_from_the_template(aws):
     assert fleet["TargetCapacitySpecification"]["TotalTargetCapacity"] == 3
     assert {"Key": "aicluster-cluster", "Value": CLUSTER} in fleet["Tags"]
 
-    assert sorted(calls(aws.record)) == sorted(
-        ["update", f"nodename={node}", f"nodeaddr={i['PrivateIpAddress']}",
-         f"nodehostname={i['PrivateDnsName'].split('.')[0]}"]
-        for node, i in by_node.items())
+    ((_, names, addrs, hosts),) = calls(aws.record)             # one batched scontrol update
+    handed = dict(zip(names.removeprefix("nodename=").split(","),
+                      zip(addrs.removeprefix("nodeaddr=").split(","), hosts.removeprefix("nodehostname=").split(","))))
+    assert handed == {node: (i["PrivateIpAddress"], i["PrivateDnsName"].split(".")[0]) for node, i in by_node.items()}
     log = aws.log.read_text()
     assert all(node in log for node in by_node), log
     # Every node name resolves (cloud_dns): <node>.<cluster domain> -> the address slurmctld has.
@@ -522,3 +566,71 @@ def test_cli_forms(aws, tmp_path):
     assert done.returncode == 0, done.stderr
     assert "resume: gpu-2 is i-" in direct_log.read_text()
     assert not aws.log.exists()                               # AICLUSTER_LOG overrides log_file
+
+
+# --- the cluster's instances as the reconcile loop sees them ---------------------------------
+
+
+def test_list_cluster_reports_nodes_requests_events_and_bootstrap_errors(stubbed):
+    """Every live instance with the cluster tag, named or not, with its scheduled events (Describe-
+    InstanceStatus), spot interruption notices (DescribeSpotInstanceRequests) and the reason a node
+    gave for a failed set-up (its aicluster-bootstrap-error tag)."""
+    import datetime
+
+    client, stubber, _ = stubbed
+    launched = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+
+    def instance(iid, tags, **extra):
+        return {"InstanceId": iid, "State": {"Name": "running"}, "LaunchTime": launched,
+                "Tags": [{"Key": k, "Value": v} for k, v in tags.items()], **extra}
+
+    base = {"aicluster-cluster": CLUSTER, "aicluster-pool": "gpu", power.RESUME_ID_TAG: "r-1"}
+    stubber.add_response("describe_instances", {"Reservations": [{"Instances": [
+        instance("i-01", {**base, "aicluster-node": "gpu-1"}),
+        instance("i-02", base),                                           # never named: tagging failed
+        instance("i-03", {**base, "aicluster-node": "gpu-3", "aicluster-bootstrap-error": "mount /fsx failed"},
+                 InstanceLifecycle="spot", SpotInstanceRequestId="sir-3"),
+    ]}]}, {"Filters": [{"Name": "tag:aicluster-cluster", "Values": [CLUSTER]}, LIVE], "MaxResults": 1000})
+    stubber.add_response("describe_instance_status", {"InstanceStatuses": [
+        {"InstanceId": "i-01", "Events": [{"Code": "system-maintenance", "Description": "degraded host",
+                                           "NotBefore": launched}]},
+        {"InstanceId": "i-02", "Events": [{"Code": "system-reboot", "Description": "[Completed] done"}]}]},
+        {"InstanceIds": ["i-01", "i-02", "i-03"], "IncludeAllInstances": True})
+    stubber.add_response("describe_spot_instance_requests", {"SpotInstanceRequests": [
+        {"SpotInstanceRequestId": "sir-3", "InstanceId": "i-03", "Status": {"Code": "marked-for-termination"}}]},
+        {"Filters": [{"Name": "spot-instance-request-id", "Values": ["sir-3"]},
+                     {"Name": "status-code", "Values": ["marked-for-termination"]}]})
+
+    listed = {i.id: i for i in power.Ec2(client, config_for()).list_cluster()}
+
+    assert [listed[i].node for i in ("i-01", "i-02", "i-03")] == ["gpu-1", None, "gpu-3"]
+    assert all(i.resume_id == "r-1" and i.pool == "gpu" and i.state == "running" for i in listed.values())
+    assert listed["i-01"].launched_at == launched.timestamp()
+    assert listed["i-01"].events == ("system-maintenance: degraded host (not before 2026-01-01 00:00:00+00:00)",)
+    assert listed["i-02"].events == ()                                     # a completed event is no notice
+    assert listed["i-03"].events == ("spot-interruption: marked-for-termination",)
+    assert listed["i-03"].bootstrap_error == "mount /fsx failed"
+
+
+def test_fleet_request_carries_its_client_token_and_request_tag():
+    request = power.fleet_request(config_for(), "gpu", 2, "0b7e6d7e-3c1a-4c3e-9d55-5b0b7a9f3c11")
+    assert request["ClientToken"] == "0b7e6d7e-3c1a-4c3e-9d55-5b0b7a9f3c11"
+    for spec in request["TagSpecifications"]:
+        assert {"Key": "aicluster-resume-id", "Value": request["ClientToken"]} in spec["Tags"]
+    with pytest.raises(ValueError):
+        power.fleet_request(config_for(), "gpu", 2, "x" * 65)              # EC2 takes at most 64
+
+
+def test_resume_file_groups_nodes_per_job(tmp_path):
+    resume_file = tmp_path / "resume.json"
+    resume_file.write_text(json.dumps({"all_nodes_resume": "gpu-[1-5],infer-1", "jobs": [
+        {"job_id": 7, "nodes_alloc": "gpu-[1-3]", "nodes_resume": "gpu-[2-3]"},
+        {"job_id": 8, "nodes_alloc": "gpu-[3-4]", "nodes_resume": "gpu-[3-4]"}]}))
+    jobs = power.core.resume_file_jobs(str(resume_file))
+    assert jobs == [("7", ["gpu-2", "gpu-3"]), ("8", ["gpu-3", "gpu-4"])]
+    groups = power.core.resume_groups(power.expand_hostlist("gpu-[1-5],infer-1"), jobs)
+    assert [(g.what, g.nodes) for g in groups] == [
+        ("job 7", ("gpu-2", "gpu-3")), ("job 8", ("gpu-4",)),      # gpu-3 goes with the first job
+        ("pool gpu", ("gpu-1", "gpu-5")), ("pool infer", ("infer-1",))]
+    (tmp_path / "bad.json").write_text("{")
+    assert power.core.resume_file_jobs(str(tmp_path / "bad.json")) is None

@@ -42,7 +42,8 @@ class ElasticController(Controller):
                 "#!/bin/sh\n"
                 f'echo "$(basename "$0") $*" >> {self.calls}\n'
                 f"export AICLUSTER_CONFIG={self.cluster_json} AICLUSTER_SCONTROL={scontrol} "
-                f"AICLUSTER_LOG={self.root / 'power.log'} AWS_ENDPOINT_URL={self.endpoint} "
+                f"AICLUSTER_LOG={self.root / 'power.log'} AICLUSTER_STATE_DIR={self.root / 'state'} "
+                f"AWS_ENDPOINT_URL={self.endpoint} "
                 f"AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_DEFAULT_REGION={REGION}\n"
                 f'exec {sys.executable} {POWER} {action} "$@"\n')
             path.chmod(0o755)

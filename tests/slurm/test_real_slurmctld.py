@@ -17,6 +17,7 @@ import re
 import pytest
 
 from aicluster.design import design_cluster
+from aicluster.slurm_config import kill_wait_s
 from aicluster.spec import parse_spec
 from tests.support import STACK_NAMES, stack_spec
 from tests.support.slurmctld import (PROLOG_TIMEOUT_S, RESUME_TIMEOUT_S, START_TIMEOUT_S, Controller,
@@ -105,6 +106,13 @@ def test_slurmctld_accepts_the_config(ctl):
     # A failed prolog (GPU health check) requeues the job without holding it.
     assert "nohold_on_prolog_fail" in values["SchedulerParameters"].split(","), values["SchedulerParameters"]
     assert values["ReturnToService"] == "2"
+    # The periodic health check and the room the prolog and a checkpoint get (issue 13).
+    assert values["HealthCheckProgram"].endswith("/bin/aicluster-gpu-healthcheck")
+    assert values["HealthCheckInterval"] == "300 sec"
+    assert values["HealthCheckNodeState"] == "ANY"
+    assert values["BatchStartTimeout"] == "360 sec"
+    assert values["KillWait"] == f"{kill_wait_s(ctl.design)} sec"
+    assert values["JobRequeue"] == "1"
     assert values["TreeWidth"] == "65533"
     assert values["SuspendTime"] == f"{slurm.suspend_time_s} sec"
     assert values["ResumeTimeout"] == f"{slurm.resume_timeout_s} sec"

@@ -6,11 +6,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
+from pathlib import Path
 
 import pytest
 
 from aicluster.design import design_cluster
-from aicluster.slurm_config import SLURM_CONFIG_FILES, SUSPEND_TIMEOUT_S, SlurmRuntime, render_slurm_configs
+from aicluster.slurm_config import (DCGM_MAX_TIMEOUT_S, KILL_WAIT_DEFAULT_S, KILL_WAIT_MAX_S, SLURM_CONFIG_FILES,
+                                    SUSPEND_TIMEOUT_S, SlurmRuntime, render_slurm_configs)
 from aicluster.spec import parse_spec
 from tests.support import AWS_MIN, stack_spec
 
@@ -75,6 +77,13 @@ def test_p5_stack_slurm_conf():
     assert s["JobRequeue"] == "1"
     assert s["PrologFlags"] == "Alloc,Contain"
     assert s["Prolog"] == "/opt/aicluster/bin/aicluster-gpu-healthcheck"
+    # The same check, periodically on every node (issue 13, finding 10): before, only a prolog.
+    assert s["HealthCheckProgram"] == "/opt/aicluster/bin/aicluster-gpu-healthcheck"
+    assert (s["HealthCheckInterval"], s["HealthCheckNodeState"]) == ("300", "ANY")
+    # Room for the prolog's opt-in DCGM diagnostic (300 s) and its fast checks; Slurm's default is 10.
+    assert s["BatchStartTimeout"] == "360"
+    # 70B x 14 B/param = 980 GB at the balance model's 11.7 GB/s: 84 s, twice that from SIGTERM to SIGKILL.
+    assert s["KillWait"] == "168"
     assert s["PropagateResourceLimitsExcept"] == "MEMLOCK"
     assert s["SelectType"] == "select/cons_tres"
     assert s["SelectTypeParameters"] == "CR_Core_Memory"
@@ -276,7 +285,8 @@ def test_runtime_paths_and_ports_reach_the_config():
     assert (conf["SlurmctldPidFile"], conf["SlurmdPidFile"]) == ("/r/slurmctld.pid", "/r/slurmd.pid")
     assert (conf["SlurmctldLogFile"], conf["SlurmdLogFile"]) == ("/l/slurmctld.log", "/l/slurmd.log")
     for key, prog in [("ResumeProgram", "aicluster-resume"), ("SuspendProgram", "aicluster-suspend"),
-                      ("ResumeFailProgram", "aicluster-resume-fail"), ("Prolog", "aicluster-gpu-healthcheck")]:
+                      ("ResumeFailProgram", "aicluster-resume-fail"), ("Prolog", "aicluster-gpu-healthcheck"),
+                      ("HealthCheckProgram", "aicluster-gpu-healthcheck")]:
         assert conf[key] == f"/b/{prog}"
 
 
@@ -301,3 +311,30 @@ def test_non_slurm_cluster_is_refused():
                     kubernetes={"api_access": "vpc"}))
     with pytest.raises(ValueError, match="not slurm"):
         render_slurm_configs(d, RT)
+
+
+# --- health check and checkpoint room (issue 13, deliverables 5 and 6) -------------------------
+
+
+def test_batch_start_timeout_covers_the_health_check_scripts_longest_dcgm_run():
+    """The script caps its DCGM diagnostic at DCGM_MAX_TIMEOUT; BatchStartTimeout is sized from the
+    same number, so a prolog that runs it to the end never outlasts the launch."""
+    script = (Path(__file__).resolve().parents[2] / "templates" / "scripts" / "aicluster-gpu-healthcheck").read_text()
+    assert re.search(r"^DCGM_MAX_TIMEOUT=(\d+)$", script, re.M).group(1) == str(DCGM_MAX_TIMEOUT_S)
+    conf = settings(render(stack_spec("aws-p5-slurm"))["slurm.conf"])
+    assert int(conf["BatchStartTimeout"]) > DCGM_MAX_TIMEOUT_S
+
+
+def test_kill_wait_without_a_workload_is_slurms_default():
+    conf = settings(render(spec({"name": "gpu", "instance_type": "p5.48xlarge", "max_nodes": 2}))["slurm.conf"])
+    assert conf["KillWait"] == str(KILL_WAIT_DEFAULT_S)
+
+
+def test_kill_wait_grows_with_the_checkpoint_and_stops_at_slurms_limit():
+    p5 = copy.deepcopy(stack_spec("aws-p5-slurm"))
+    small = int(settings(render(p5)["slurm.conf"])["KillWait"])
+    p5["workload"]["model_params_b"] = 700
+    bigger = int(settings(render(p5)["slurm.conf"])["KillWait"])
+    assert bigger > 9 * small          # ten times the checkpoint, ten times the room (rounding aside)
+    p5["workload"]["model_params_b"] = 100_000
+    assert settings(render(p5)["slurm.conf"])["KillWait"] == str(KILL_WAIT_MAX_S)

@@ -7,6 +7,24 @@ It keeps state in memory, records every request, and can be told to fail a bulkI
 Compute Engine does on a stockout (an operation that ends DONE with an error) or on a quota (an
 HTTP 403 with reason QUOTA_EXCEEDED). The programs reach it through the AICLUSTER_GCP_* endpoint
 variables of templates/scripts/aicluster_gcp.py.
+
+Faults, as Compute Engine shows them:
+- `lose`: path suffix -> how many answers to drop. The request is carried out, then the
+  connection closes without an answer (a network lost after the call).
+- `throttle`: path suffix -> how many calls to refuse first with 403 rateLimitExceeded, the way
+  Compute Engine refuses a spent rate quota (https://cloud.google.com/compute/api-quota).
+- `stockout_names`: a bulkInsert naming any of these instances ends DONE with
+  ZONE_RESOURCE_POOL_EXHAUSTED; `stockout_leaves` of its instances are still there when it ends
+  (rollback of minCount not finished), labelled as the request asked.
+- requestId: a repeat of a request with the same requestId is answered with the first answer and
+  not carried out again, as Compute Engine does
+  (https://cloud.google.com/compute/docs/reference/rest/v1/instances/bulkInsert).
+- bulkInsert naming an instance that exists is refused whole with 409 alreadyExists.
+- instances.list honours `labels.<key> = "<value>"` filters (several, each in parentheses),
+  `name eq "<regex>"`, maxResults and pageToken.
+- guest attributes: `guest_attributes` instance name -> {"namespace/key": value}.
+- `before_bulk_insert(fake)` runs before a bulkInsert is answered: another program's instance
+  appearing in between.
 """
 from __future__ import annotations
 
@@ -17,6 +35,7 @@ import re
 import threading
 import urllib.parse
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 TOKEN = "fake-token"
@@ -45,6 +64,15 @@ class FakeGcp:
     calls: list = field(default_factory=list)
     fail_bulk_insert: tuple | None = None                      # ("operation"|"http", code, message)
     fail_set_labels: set = field(default_factory=set)          # instance names
+    template_scheduling: dict = field(default_factory=lambda: {"provisioningModel": "STANDARD"})
+    lose: dict = field(default_factory=dict)                   # path suffix -> answers to drop
+    throttle: dict = field(default_factory=dict)               # path suffix -> 403 rateLimitExceeded first
+    stockout_names: set = field(default_factory=set)           # a bulkInsert naming one of these fails
+    stockout_leaves: int = 0                                   # instances a failed bulkInsert leaves behind
+    guest_attributes: dict = field(default_factory=dict)       # instance -> {"namespace/key": value}
+    answered: dict = field(default_factory=dict)               # requestId -> the first answer
+    bulk_count: int = 0                                        # bulkInserts carried out
+    before_bulk_insert: object = None                          # fake -> None, run first (a race)
     lock: threading.Lock = field(default_factory=threading.Lock)
     _server: ThreadingHTTPServer | None = None
 
@@ -91,7 +119,11 @@ class FakeGcp:
                     return self._reply(401, {"error": {"code": 401, "status": "UNAUTHENTICATED", "message": "no token"}})
                 with fake.lock:
                     fake.calls.append(Call(method, path, query, body))
-                    status, payload = fake.route(method, path, query, body)
+                    status, payload = fake.answer(method, path, query, body)
+                    lost = fake.take(fake.lose, path)
+                if lost:                    # done, but the caller never hears of it
+                    self.close_connection = True
+                    return
                 self._reply(status, payload)
 
             def do_GET(self):
@@ -125,6 +157,27 @@ class FakeGcp:
         n = int(hashlib.sha256(name.encode()).hexdigest(), 16)
         return f"10.0.{n % 100 + 1}.{n // 100 % 200 + 10}"
 
+    @staticmethod
+    def take(counts: dict, path: str) -> bool:
+        """Use up one of the faults `counts` holds for a path ending in one of its keys."""
+        for suffix, left in counts.items():
+            if left and path.endswith(suffix):
+                counts[suffix] = left - 1
+                return True
+        return False
+
+    def answer(self, method: str, path: str, query: dict, body):
+        """Throttling first, then a repeated requestId gets its first answer, then the API."""
+        if self.take(self.throttle, path):
+            return self.error(403, "rateLimitExceeded", "Rate Limit Exceeded")
+        request_id = query.get("requestId")
+        if request_id and request_id in self.answered:
+            return self.answered[request_id]
+        reply = self.route(method, path, query, body)
+        if request_id and reply[0] < 300:
+            self.answered[request_id] = reply
+        return reply
+
     def route(self, method: str, path: str, query: dict, body):
         zone = f"/compute/v1/projects/{self.project}/zones/{self.zone}"
         if path == f"{zone}/instances/bulkInsert" and method == "POST":
@@ -132,10 +185,14 @@ class FakeGcp:
         if m := re.fullmatch(re.escape(zone) + r"/operations/([^/]+)/wait", path):
             return 200, {"name": m.group(1), "status": "DONE"}
         if path == f"{zone}/instances" and method == "GET":
-            items = list(self.instances.values())
-            if f := re.fullmatch(r'name eq "(.*)"', query.get("filter", "")):
-                items = [i for i in items if re.fullmatch(f.group(1), i["name"])]
-            return 200, {"items": items} if items else {}
+            return self.list_instances(query)
+        if m := re.fullmatch(re.escape(zone) + r"/instances/([^/]+)/getGuestAttributes", path):
+            value = self.guest_attributes.get(m.group(1), {}).get(query.get("queryPath", ""))
+            if value is None:
+                return self.error(404, "notFound", f"The resource 'guestAttributes/{query.get('queryPath')}' was not found")
+            namespace, key = query["queryPath"].split("/", 1)
+            return 200, {"kind": "compute#guestAttributes", "queryPath": query["queryPath"],
+                         "queryValue": {"items": [{"namespace": namespace, "key": key, "value": value}]}}
         if m := re.fullmatch(re.escape(zone) + r"/instances/([^/]+)/setLabels", path):
             name = m.group(1)
             if name not in self.instances:
@@ -207,7 +264,23 @@ class FakeGcp:
         return {name: rrset["rrdatas"][0] for (z, name, type_), rrset in self.records.items()
                 if z == zone and type_ == "A"}
 
+    def list_instances(self, query: dict):
+        items = sorted(self.instances.values(), key=lambda i: i["name"])
+        filter_ = query.get("filter", "")
+        if f := re.fullmatch(r'name eq "(.*)"', filter_):
+            items = [i for i in items if re.fullmatch(f.group(1), i["name"])]
+        else:
+            for key, value in re.findall(r'labels\.([a-z0-9_-]+) = "([^"]*)"', filter_):
+                items = [i for i in items if i.get("labels", {}).get(key) == value]
+        start, size = int(query.get("pageToken") or 0), int(query.get("maxResults") or 500)
+        page = {"items": items[start:start + size]} if items[start:start + size] else {}
+        if start + size < len(items):
+            page["nextPageToken"] = str(start + size)
+        return 200, page
+
     def bulk_insert(self, body: dict):
+        if self.before_bulk_insert:
+            self.before_bulk_insert(self)
         if self.fail_bulk_insert and self.fail_bulk_insert[0] == "http":
             _, reason, message = self.fail_bulk_insert
             return self.error(403, reason, message)
@@ -215,16 +288,36 @@ class FakeGcp:
             _, code, message = self.fail_bulk_insert
             return 200, {"name": "op-bulk-failed", "status": "DONE",
                          "error": {"errors": [{"code": code, "message": message}]}}
-        for name in body["perInstanceProperties"]:
-            self.instances[name] = {
-                "name": name, "zone": self.zone, "status": "RUNNING",
-                "labels": dict(self.template_labels),
-                "labelFingerprint": "fp0",
-                "networkInterfaces": [{"name": "nic0", "networkIP": self.address(name)}],
-                "sourceInstanceTemplate": body["sourceInstanceTemplate"],
-                "resourcePolicies": (body.get("instanceProperties") or {}).get("resourcePolicies", []),
-            }
-        return 200, {"name": "op-bulk-1", "status": "RUNNING", "operationType": "bulkInsert"}
+        names = list(body["perInstanceProperties"])
+        if taken := [n for n in names if n in self.instances]:
+            return self.error(409, "alreadyExists", f"The resource 'projects/{self.project}/zones/{self.zone}/"
+                                                    f"instances/{taken[0]}' already exists")
+        self.bulk_count += 1
+        if self.stockout_names & set(names):
+            for name in names[:self.stockout_leaves]:
+                self.create(name, body)
+            return 200, {"name": f"op-bulk-{self.bulk_count}", "status": "DONE", "operationType": "bulkInsert",
+                         "error": {"errors": [{"code": "ZONE_RESOURCE_POOL_EXHAUSTED", "message":
+                                               f"The zone 'projects/{self.project}/zones/{self.zone}' does not "
+                                               "have enough resources available to fulfill the request."}]}}
+        for name in names:
+            self.create(name, body)
+        return 200, {"name": f"op-bulk-{self.bulk_count}", "status": "RUNNING", "operationType": "bulkInsert"}
+
+    def create(self, name: str, body: dict) -> None:
+        """One instance of a bulkInsert: the template's labels and scheduling, with the request's
+        instanceProperties merged over them (JSON Merge Patch, as bulkInsert documents)."""
+        properties = body.get("instanceProperties") or {}
+        self.instances[name] = {
+            "name": name, "zone": self.zone, "status": "RUNNING",
+            "creationTimestamp": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+            "labels": {**self.template_labels, **properties.get("labels", {})},
+            "labelFingerprint": "fp0",
+            "scheduling": dict(self.template_scheduling),
+            "networkInterfaces": [{"name": "nic0", "networkIP": self.address(name)}],
+            "sourceInstanceTemplate": body["sourceInstanceTemplate"],
+            "resourcePolicies": properties.get("resourcePolicies", []),
+        }
 
     # --- what tests ask ---------------------------------------------------------------------
 

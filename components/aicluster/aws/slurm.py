@@ -42,13 +42,17 @@ from .iam import ec2_assume_role_policy, partition
 NODE_TAG = "aicluster-node"
 CLUSTER_TAG = "aicluster-cluster"
 POOL_TAG = "aicluster-pool"
+RESUME_ID_TAG = "aicluster-resume-id"         # tagged at launch by the resume program (CreateFleet)
+BOOTSTRAP_ERROR_TAG = "aicluster-bootstrap-error"   # set by a node on itself when its set-up fails
 HEAD_BOOT_PREFIX = f"{CONFIG_PREFIX}boot/"    # the head's own programs, fetched by its user data
 COMPUTE_PREFIX = "compute/"                   # the compute nodes' programs: all that they may read
 # Programs fetched at boot (name -> template), installed in BIN.
 _HEAD_PROGRAMS = {"aicluster-secret": "scripts/aicluster-secret.py", "aicluster-sync": "scripts/aicluster-sync.py"}
 _NODE_PROGRAMS = {"aicluster-secret": "scripts/aicluster-secret.py",
                   "aicluster-node-bootstrap": "scripts/aicluster-node-bootstrap",
-                  "aicluster-gpu-healthcheck": "scripts/aicluster-gpu-healthcheck"}
+                  "aicluster-gpu-healthcheck": "scripts/aicluster-gpu-healthcheck",
+                  # Runs inside a job's batch script (opt-in auto-resume; docs/jobs-and-health.md).
+                  "aicluster-resume-job": "scripts/aicluster-resume-job"}
 
 
 def secret_prefix(cluster: Cluster) -> str:
@@ -184,6 +188,12 @@ class SlurmController(SlurmControllerShape):
                                        policy=pulumi.Output.all(role.arn, bucket.arn).apply(
                                            lambda a: json.dumps(head_read_policy(cluster, account_of(a[0]), a[1]))),
                                        opts=child)
+        # A node whose set-up fails says why on its own instance, in one tag and nothing more
+        # (aicluster-node-bootstrap); the resume-fail and reconcile paths read it from the head.
+        aws.iam.RolePolicy(f"{name}-compute-bootstrap-error", role=args.compute_role_name,
+                           policy=role.arn.apply(lambda arn: json.dumps(
+                               compute_bootstrap_error_policy(cluster, account_of(arn)))),
+                           opts=child)
         profile = aws.iam.InstanceProfile(f"{name}-head-profile", role=role.name, tags=head_tags, opts=child)
         self.role_name, self.role_arn = role.name, role.arn
 
@@ -314,6 +324,22 @@ def head_dns_policy(cluster: Cluster, zone_id: str) -> dict:
     ]}
 
 
+def compute_bootstrap_error_policy(cluster: Cluster, account: str) -> dict:
+    """A compute node may set the aicluster-bootstrap-error tag, and only that tag, on instances of
+    its own cluster: no other tag (not the node name, not the cluster tag that scopes the head's
+    terminations), no other resource, no deletion. ForAllValues alone also holds for a request
+    without tags, so the Null condition demands some
+    (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-single-vs-multi-valued-context-keys.html)."""
+    ec2 = f"arn:{partition(cluster.region)}:ec2:{cluster.region}:{account}"
+    return {"Version": "2012-10-17", "Statement": [
+        {"Sid": "ReportBootstrapError", "Effect": "Allow", "Action": "ec2:CreateTags",
+         "Resource": f"{ec2}:instance/*",
+         "Condition": {"StringEquals": {f"ec2:ResourceTag/{CLUSTER_TAG}": cluster.name},
+                       "ForAllValues:StringEquals": {"aws:TagKeys": [BOOTSTRAP_ERROR_TAG]},
+                       "Null": {"aws:TagKeys": "false"}}},
+    ]}
+
+
 def head_fleet_policy(cluster: Cluster, account: str, launch_template_ids: list[str],
                       compute_role_arn: str) -> dict:
     """Launch from this cluster's launch templates only, tag what it launches, terminate only
@@ -344,9 +370,12 @@ def head_fleet_policy(cluster: Cluster, account: str, launch_template_ids: list[
          "Resource": f"{ec2}:instance/*", "Condition": tagged_resource},
         {"Sid": "TerminateClusterInstances", "Effect": "Allow", "Action": "ec2:TerminateInstances",
          "Resource": f"{ec2}:instance/*", "Condition": tagged_resource},
-        {"Sid": "Describe", "Effect": "Allow",   # EC2 Describe calls cannot be scoped to resources
-         "Action": ["ec2:DescribeInstances", "ec2:DescribeInstanceStatus", "ec2:DescribeLaunchTemplates",
-                    "ec2:DescribeLaunchTemplateVersions", "ec2:DescribeCapacityReservations"],
+        # EC2 Describe calls cannot be scoped to resources. DescribeInstanceStatus (scheduled
+        # events) and DescribeSpotInstanceRequests (interruption notices): the reconcile loop.
+        {"Sid": "Describe", "Effect": "Allow",
+         "Action": ["ec2:DescribeInstances", "ec2:DescribeInstanceStatus", "ec2:DescribeSpotInstanceRequests",
+                    "ec2:DescribeLaunchTemplates", "ec2:DescribeLaunchTemplateVersions",
+                    "ec2:DescribeCapacityReservations"],
          "Resource": "*"},
         {"Sid": "PassComputeRole", "Effect": "Allow", "Action": "iam:PassRole", "Resource": compute_role_arn,
          "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}},

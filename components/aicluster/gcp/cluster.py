@@ -63,6 +63,7 @@ def compute_user_data(design: ClusterDesign, pool_name: str, mounts: list[Mount]
             "secret_script": static("scripts/aicluster-secret.py"),
             "bootstrap_script": static("scripts/aicluster-gcp-node-bootstrap"),
             "healthcheck_script": static("scripts/aicluster-gpu-healthcheck"),
+            "resume_job_script": static("scripts/aicluster-resume-job"),
         }
     kind, devices = fabric_check(design, pool_name)
     gpus = pool.instance.accelerator_count if pool.instance.accelerator.kind == "gpu" else 0

@@ -40,9 +40,12 @@ SECRET_ACCESSOR = "roles/secretmanager.secretAccessor"
 
 # What the power programs call (aicluster-gcp-power.py, aicluster_gcp.Compute) and what creating
 # an instance from a template needs; nothing else. Instance calls are further limited by the
-# binding's condition to instances named for this cluster.
+# binding's condition to instances named for this cluster. setLabels: bulkInsert labels the
+# instances at creation (cluster, pool, resume id). getGuestAttributes: the reconcile loop reads
+# why a node's set-up failed (guest attribute aicluster/bootstrap-error, instances.getGuestAttributes).
 HEAD_PERMISSIONS = (
     "compute.instances.create", "compute.instances.delete", "compute.instances.get", "compute.instances.list",
+    "compute.instances.getGuestAttributes",
     "compute.instances.setLabels", "compute.instances.setMetadata", "compute.instances.setServiceAccount",
     "compute.instances.setTags", "compute.disks.create", "compute.disks.setLabels",
     "compute.instanceTemplates.useReadOnly", "compute.subnetworks.use", "compute.resourcePolicies.use",

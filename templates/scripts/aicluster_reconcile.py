@@ -1,0 +1,547 @@
+"""aicluster-reconcile: one pass of the loop that keeps Slurm's view of the fleet and the cloud's equal.
+
+Run every minute on the head node by aicluster-reconcile.timer through the `aicluster-reconcile`
+link of the cloud's power program (aicluster-power.py on AWS, aicluster-gcp-power.py on GCP), which
+hands `main` its Cloud and NodeRecords (aicluster_slurm.py, the core both clouds share). Standard
+library only; docs/reconcile.md describes the loop for operators.
+
+Each pass reads the cluster's instances (Cloud.list_cluster: by cluster tag or label, named for a
+node or not), then slurmctld's nodes and jobs (`scontrol -o show nodes|jobs`), and then, logging
+every action with its reason:
+
+1. an instance whose set-up failed (bootstrap_error) on a node still powering up: the node goes
+   DOWN with `aicluster-bootstrap: <error>` (its job requeues), then is powered down (slurmctld
+   runs the SuspendProgram, which terminates the instance);
+2. an instance with a scheduled event, interruption or maintenance notice: its node is drained
+   with `aicluster-event: <event>`, so no new job lands; it is replaced once idle (5);
+3. an instance no powered-up node owns (no node name, a node slurmctld does not know, a node
+   POWERED_DOWN), older than the grace period (a younger one may be mid-resume): terminated;
+4. a suspend that did not finish (pending-suspend.json) of a node still powered down: retried;
+5. a node with no job that is DOWN, or drained by aicluster (health check, event, bootstrap),
+   is powered down with `scontrol update state=power_down_force`, under the replacement cap;
+6. an always-on node (cluster.json static_nodes, SuspendExcNodes) that is powered down: DOWN or
+   aicluster's drain cleared (`state=resume`), then powered up (`state=power_up`): slurmctld runs
+   the ResumeProgram, which launches a new instance, and times it with ResumeTimeout.
+
+Never touched: an instance of a node with a job (ALLOCATED, MIXED, COMPLETING, or a node of a
+running job in `scontrol show jobs`), each such check repeated just before the action; a node
+drained by hand (any reason not starting with `aicluster-`).
+
+Why power_down_force and power_up rather than terminating and launching here: slurmctld then knows
+what happens to the node. POWER_DOWN_FORCE runs the SuspendProgram at once and, with
+SlurmctldParameters=idle_on_node_suspend (slurm.conf), leaves the node IDLE+POWERED_DOWN after
+SuspendTimeout, its DOWN and DRAIN cleared (https://slurm.schedmd.com/scontrol.html, State=;
+https://slurm.schedmd.com/slurm.conf.html#OPT_idle_on_node_suspend; seen on 22.05.8,
+tests/slurm/test_reconcile.py). A node powered up this way is POWERING_UP until its slurmd
+registers, so no job starts on a half-booted instance, and a launch that never comes up ends in
+ResumeTimeout and the ResumeFailProgram, as for any resume (https://slurm.schedmd.com/power_save.html).
+POWER_DOWN_FORCE cancels the jobs of the node, so it is only sent to a node with none.
+
+Exit status: 0 after a clean pass (also when paused, or when another pass holds the lock), 1 when
+an action failed or the cluster could not be read; the next pass tries again.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+# The core beside this file (installed together in /opt/aicluster/bin; tests load it from templates/).
+_HERE = os.path.dirname(os.path.realpath(__file__))
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+import aicluster_slurm as core  # noqa: E402
+from aicluster_slurm import compress_hostlist, log  # noqa: E402
+
+DEFAULT_LOG = "/var/log/aicluster/reconcile.log"
+PAUSE_FILE = "reconcile.paused"         # beside cluster.json: its presence pauses the loop
+LOCK_FILE = "reconcile.lock"            # under STATE_DIR: one pass at a time
+# The replacement cap (cluster.json "reconcile" overrides both): at most this fraction of all nodes
+# (at least one) powered down for replacement per pass, and none in a pool while this fraction of
+# it (at least one node) is already on its way down or back up. A health check that fails
+# everywhere, or a burst of events, then takes the fleet down a few nodes a minute, not at once.
+REPLACE_FRACTION = 0.10
+POOL_REPLACING_FRACTION = 0.25
+# ResumeTimeout when cluster.json carries none (aicluster's default: large GPU nodes boot slowly).
+FALLBACK_RESUME_TIMEOUT_S = 1800
+# Reasons aicluster sets on the nodes it may replace (aicluster_slurm.py).
+OUR_REASONS = (core.HEALTH_REASON, core.EVENT_REASON, core.BOOTSTRAP_REASON)
+# Node state flags that mean a job holds the node (`scontrol show node`: the base state, or the
+# COMPLETING flag while its epilog runs).
+JOB_STATES = frozenset({"ALLOCATED", "MIXED", "COMPLETING"})
+# Job states whose NodeList holds no node (pending) or no longer holds it (ended) (squeue(1), JOB STATE CODES). Any other state
+# (RUNNING, CONFIGURING, COMPLETING, SUSPENDED, STOPPED, SIGNALING, STAGE_OUT, ...) counts as using
+# its nodes: an unknown state errs on the side of the job.
+JOB_STATES_WITHOUT_NODES = frozenset({"PENDING", "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL",
+                              "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY", "REVOKED"})
+# `Reason=<text> [<user>@<time>]` of `scontrol -o show node`: the text has spaces, the stamp ends it.
+REASON_RE = re.compile(r"\bReason=(.*?) \[[^\[\]@]*@[^\[\]]*\](?= \w+=|$)")
+REASON_UNSTAMPED_RE = re.compile(r"\bReason=(.*?)(?= \w+=|$)")
+
+
+class SlurmError(Exception):
+    """slurmctld could not be asked (down, or scontrol failed): the pass stops, acting on nothing."""
+
+
+# --- slurmctld's view ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node as `scontrol -o show node` gives it."""
+    name: str
+    states: frozenset[str]          # the base state and its flags: IDLE+CLOUD+DRAIN+POWERED_DOWN
+    reason: str = ""
+
+    @property
+    def has_job(self) -> bool:
+        return bool(self.states & JOB_STATES)
+
+    @property
+    def powered_down(self) -> bool:
+        """Off, and not on its way up or down."""
+        return "POWERED_DOWN" in self.states and not self.states & {"POWERING_UP", "POWERING_DOWN"}
+
+    @property
+    def powering_up(self) -> bool:
+        return "POWERING_UP" in self.states
+
+    @property
+    def powering_down(self) -> bool:
+        return "POWERING_DOWN" in self.states
+
+    @property
+    def down(self) -> bool:
+        return "DOWN" in self.states
+
+    @property
+    def drained(self) -> bool:
+        return "DRAIN" in self.states
+
+    @property
+    def ours(self) -> bool:
+        """Drained or set DOWN by aicluster (health check, event, bootstrap): ours to replace."""
+        return self.reason.startswith(OUR_REASONS)
+
+    @property
+    def by_hand(self) -> bool:
+        """Drained with someone else's reason: an operator's, never touched."""
+        return self.drained and not self.ours
+
+    def describe(self) -> str:
+        state = "+".join(sorted(self.states))
+        return f"{state}, reason {self.reason!r}" if self.reason else state
+
+
+def parse_nodes(text: str) -> dict[str, Node]:
+    """name -> Node of `scontrol -o show nodes` (one node a line)."""
+    nodes = {}
+    for line in text.splitlines():
+        name, state = re.search(r"\bNodeName=(\S+)", line), re.search(r"\bState=(\S+)", line)
+        if not name or not state:
+            continue
+        reason = REASON_RE.search(line) or REASON_UNSTAMPED_RE.search(line)
+        text_reason = reason.group(1).strip() if reason else ""
+        nodes[name.group(1)] = Node(name.group(1), frozenset(state.group(1).split("+")),
+                                    "" if text_reason == "(null)" else text_reason)
+    return nodes
+
+
+def parse_busy(text: str) -> set[str]:
+    """The nodes of every job of `scontrol -o show jobs` that has not ended (or pends)."""
+    busy: set[str] = set()
+    for line in text.splitlines():
+        state, nodes = re.search(r"\bJobState=(\S+)", line), re.search(r"\bNodeList=(\S+)", line)
+        if not state or not nodes or state.group(1) in JOB_STATES_WITHOUT_NODES or nodes.group(1) == "(null)":
+            continue
+        busy.update(core.expand_hostlist(nodes.group(1)))
+    return busy
+
+
+class Slurm:
+    """slurmctld through scontrol (AICLUSTER_SCONTROL overrides the path, as for the power programs)."""
+
+    def _output(self, *args: str) -> str:
+        command = [os.environ.get("AICLUSTER_SCONTROL", "scontrol"), *args]
+        try:
+            done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  universal_newlines=True, timeout=60)
+        except (OSError, subprocess.SubprocessError) as err:
+            raise SlurmError(f"scontrol {' '.join(args)}: {err}") from err
+        if done.returncode != 0:
+            raise SlurmError(f"scontrol {' '.join(args)} exited {done.returncode}: "
+                             f"{(done.stderr or done.stdout).strip()}")
+        return done.stdout
+
+    def nodes(self) -> dict[str, Node]:
+        return parse_nodes(self._output("-a", "-o", "show", "nodes"))
+
+    def node(self, name: str) -> Node | None:
+        """The node as it is now (the check repeated just before an action); None if unknown."""
+        return parse_nodes(self._output("-a", "-o", "show", "node", name)).get(name)
+
+    def busy(self) -> set[str]:
+        return parse_busy(self._output("-a", "-o", "show", "jobs"))
+
+    def update(self, node: str, *args: str) -> bool:
+        return core.scontrol("update", f"nodename={node}", *args)
+
+
+# --- one pass --------------------------------------------------------------------------------
+
+
+class Snapshot(core.Cloud):
+    """The cloud, with `find` answering from the pass's own listing: a suspend retried here deletes
+    only instances listed before slurmctld was asked, never one a resume launched since."""
+
+    def __init__(self, cloud: core.Cloud, instances: list[core.Instance]):
+        self.cloud, self.instances = cloud, instances
+        self.deleting = cloud.deleting
+
+    @property
+    def deadline(self):
+        return self.cloud.deadline
+
+    @deadline.setter
+    def deadline(self, value) -> None:
+        self.cloud.deadline = value
+
+    def __getattr__(self, name: str):
+        return getattr(self.cloud, name)        # anything else the core asks of the cloud
+
+    def find(self, nodes: list[str]) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {}
+        for instance in self.instances:
+            if instance.node in nodes:
+                found.setdefault(instance.node, []).append(instance.id)
+        return found
+
+    def delete(self, instances: list[str]) -> bool:
+        return self.cloud.delete(instances)
+
+    def delete_refused(self, instances: list[str]) -> list[str]:
+        return self.cloud.delete_refused(instances)
+
+
+@dataclass
+class Pass:
+    """What one pass knows and has done."""
+    cloud: core.Cloud
+    config: dict
+    dns: core.NodeRecords | None
+    slurm: Slurm
+    now: float
+    instances: list[core.Instance] = field(default_factory=list)
+    nodes: dict[str, Node] = field(default_factory=dict)
+    busy: set[str] = field(default_factory=set)
+    static: set[str] = field(default_factory=set)
+    failed: bool = False
+    replaced: int = 0                   # nodes powered down for replacement in this pass
+
+    @property
+    def settings(self) -> dict:
+        return self.config.get("reconcile") or {}
+
+    @property
+    def grace_s(self) -> float:
+        """An instance younger than this may be mid-resume (a resume may take all of ResumeTimeout)."""
+        timeout = float(self.config.get("resume_timeout_s") or FALLBACK_RESUME_TIMEOUT_S)
+        return max(float(self.settings.get("grace_s") or 0), timeout)
+
+    def in_use(self, name: str) -> bool:
+        node = self.nodes.get(name)
+        return name in self.busy or bool(node and node.has_job)
+
+    def fail(self, message: str, *args) -> None:
+        log.error("reconcile: " + message, *args)
+        self.failed = True
+
+    def fresh(self, name: str) -> Node | None:
+        """The node as slurmctld has it now; None (and a failed pass) when it cannot be read."""
+        try:
+            return self.slurm.node(name)
+        except SlurmError as err:
+            self.fail("re-reading %s failed: %s", name, err)
+            return None
+
+
+def read_cluster(run: Pass) -> bool:
+    """The cloud's instances first, then slurmctld's nodes and jobs: an instance a resume launches
+    in between is then seen with its node already POWERING_UP, never as an orphan."""
+    try:
+        run.instances = [i for i in run.cloud.list_cluster() if i.state != "terminated"]
+    except core.CloudError as err:
+        run.fail("listing the cluster's instances failed: %s: %s", err.code, err.message)
+        return False
+    except NotImplementedError:
+        run.fail("this cloud's power program cannot list the cluster's instances")
+        return False
+    try:
+        run.nodes = run.slurm.nodes()
+        run.busy = run.slurm.busy()
+    except SlurmError as err:
+        run.fail("asking slurmctld failed, acting on nothing: %s", err)
+        return False
+    if not run.nodes:
+        # Never read as "no node owns any instance": that would terminate the fleet.
+        run.fail("slurmctld lists no nodes; acting on nothing")
+        return False
+    for hostlist in run.config.get("static_nodes") or []:
+        run.static.update(core.expand_hostlist(hostlist))
+    return True
+
+
+def handle_bootstrap_errors(run: Pass) -> None:
+    """A node whose set-up failed never starts slurmd: set it DOWN with the reason (its job
+    requeues), then power it down (the SuspendProgram terminates the instance)."""
+    for instance in run.instances:
+        node = run.nodes.get(instance.node or "")
+        if not instance.bootstrap_error or node is None or not node.powering_up:
+            continue
+        reason = core.reason_text(core.BOOTSTRAP_REASON, instance.bootstrap_error)
+        if not (node.down and node.reason.startswith(core.BOOTSTRAP_REASON)):
+            log.warning("reconcile: %s (%s) failed its set-up: marking it DOWN: %s", node.name, instance.id, reason)
+            if not run.slurm.update(node.name, "state=down", f'reason="{reason}"'):
+                run.fail("could not set %s DOWN", node.name)
+                continue
+        power_down(run, node.name, f"its set-up failed ({instance.bootstrap_error})", lambda now: now.down)
+
+
+def drain_for_events(run: Pass) -> None:
+    """Drain the node of an instance with a scheduled event, an interruption or maintenance notice."""
+    for instance in run.instances:
+        node = run.nodes.get(instance.node or "")
+        if not instance.events or node is None or node.powered_down or node.powering_down:
+            continue
+        if node.drained or node.down:
+            continue            # already out of service: ours is replaced, someone else's is theirs
+        more = f" (+{len(instance.events) - 1} more)" if len(instance.events) > 1 else ""
+        reason = core.reason_text(core.EVENT_REASON, instance.events[0] + more)
+        log.warning("reconcile: draining %s: %s has %s", node.name, instance.id, "; ".join(instance.events))
+        if run.slurm.update(node.name, "state=drain", f'reason="{reason}"'):
+            run.nodes[node.name] = Node(node.name, node.states | {"DRAIN"}, reason)
+        else:
+            run.fail("could not drain %s", node.name)
+
+
+def orphan_reason(run: Pass, instance: core.Instance) -> str | None:
+    """Why no powered-up node owns this instance, or None when one does (or may yet)."""
+    if instance.node is None:
+        return "it has no node name"
+    node = run.nodes.get(instance.node)
+    if node is None:
+        return f"slurmctld has no node {instance.node}"
+    if node.powered_down and not run.in_use(node.name):
+        return f"its node {node.name} is powered down"
+    return None
+
+
+def terminate_orphans(run: Pass) -> None:
+    """Terminate instances no powered-up node owns, once older than the grace period."""
+    by_node: dict[str | None, list[core.Instance]] = {}
+    for instance in run.instances:
+        why = orphan_reason(run, instance)
+        if why is None:
+            continue
+        age = run.now - instance.launched_at
+        if age < run.grace_s:
+            log.info("reconcile: keeping %s for now: %s, but it is %.0f s old, inside the %.0f s grace "
+                     "(it may be mid-resume)", instance.id, why, age, run.grace_s)
+            continue
+        log.warning("reconcile: terminating %s: %s (launched %.0f s ago)", instance.id, why, age)
+        by_node.setdefault(instance.node, []).append(instance)
+    for node, instances in by_node.items():
+        if node is None or node not in run.nodes:
+            if not run.cloud.delete([i.id for i in instances]):
+                run.fail("the cloud refused to delete %s", " ".join(i.id for i in instances))
+            continue
+        now = run.fresh(node)
+        if now is None or not now.powered_down or now.has_job:
+            log.info("reconcile: %s changed since the pass began (%s); its instances stay", node,
+                     now.describe() if now else "unknown")
+            continue
+        # The core's suspend, for its name record and its pending-suspend bookkeeping too.
+        if core.suspend(Snapshot(run.cloud, instances), [node], "reconcile", run.dns) != 0:
+            run.fail("terminating the instances of %s failed", node)
+
+
+def retry_pending_suspends(run: Pass) -> None:
+    """Suspends that did not finish (pending-suspend.json), of nodes still powered down."""
+    pending = core.read_state(core.PENDING_SUSPEND)
+    for name, entry in sorted(pending.items()):
+        node = run.nodes.get(name)
+        if node is not None and (not node.powered_down or run.in_use(name)):
+            if not node.powering_down:
+                log.warning("reconcile: %s is up again (%s): its unfinished %s (%s) waits for its next "
+                            "power-down, which deletes every instance of it", name, node.describe(),
+                            (entry or {}).get("action", "suspend"), " ".join((entry or {}).get("instances") or []))
+            continue
+        retry_suspend(run, name, entry or {})
+
+
+def retry_suspend(run: Pass, name: str, entry: dict) -> None:
+    if name in run.nodes:
+        now = run.fresh(name)
+        if now is None or not now.powered_down or now.has_job:
+            return
+    mine = [i for i in run.instances if i.node == name]
+    log.info("reconcile: retrying the %s of %s (since %s: %s): %s", entry.get("action", "suspend"), name,
+             time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(entry.get("since") or 0)), entry.get("error", ""),
+             " ".join(i.id for i in mine) or "no instance left")
+    if core.suspend(Snapshot(run.cloud, mine), [name], entry.get("action") or "suspend", run.dns) != 0:
+        run.fail("the %s of %s failed again; kept in %s", entry.get("action", "suspend"), name, core.PENDING_SUSPEND)
+        return
+
+    def drop(data: dict) -> None:
+        if data.get(name) == entry:     # unchanged: a newer failure of the same node stays
+            data.pop(name, None)
+
+    core.update_state(core.PENDING_SUSPEND, drop)
+
+
+def replacement_reason(run: Pass, node: Node) -> str | None:
+    """Why `node` should be powered down and replaced, or None."""
+    if run.in_use(node.name) or node.powering_down or "POWERED_DOWN" in node.states:
+        return None
+    if node.powering_up:
+        return None             # a DOWN launch ends in ResumeTimeout and resume-fail (slurmctld's)
+    if node.by_hand:
+        return None
+    if node.drained and node.ours:
+        return f"drained: {node.reason}"
+    if node.down:
+        return f"DOWN: {node.reason or 'no reason given'}"
+    return None
+
+
+def replacing(run: Pass, node: Node) -> bool:
+    """On its way down, or (always-on) not back up yet: counts against its pool's cap. An always-on
+    node that cannot come back (no capacity) holds the cap: no more of its pool goes down meanwhile.
+    One drained by hand is the operator's, not a replacement: it never holds the cap."""
+    if node.powering_down:
+        return True
+    return node.name in run.static and not node.by_hand and ("POWERED_DOWN" in node.states or node.powering_up)
+
+
+def replace_nodes(run: Pass) -> None:
+    """Power down idle nodes that are DOWN or drained by aicluster, under the replacement cap."""
+    per_pass = max(1, int(len(run.nodes) * float(run.settings.get("replace_fraction", REPLACE_FRACTION))))
+    fraction = float(run.settings.get("pool_replacing_fraction", POOL_REPLACING_FRACTION))
+    pools: dict[str, list[Node]] = {}
+    for node in run.nodes.values():
+        pools.setdefault(core.pool_of(node.name) or "", []).append(node)
+    in_flight = {pool: sum(replacing(run, n) for n in members) for pool, members in pools.items()}
+    deferred = []
+    for node in round_robin(pools):
+        why = replacement_reason(run, node)
+        if why is None:
+            continue
+        pool = core.pool_of(node.name) or ""
+        allowed = max(1, int(len(pools[pool]) * fraction))
+        if run.replaced >= per_pass or in_flight[pool] >= allowed:
+            deferred.append(node.name)
+            continue
+        if power_down(run, node.name, why, lambda now: replacement_reason(run, now) is not None):
+            in_flight[pool] += 1
+    if deferred:
+        log.warning("reconcile: replacement cap reached (%d a pass, %.0f%% of a pool at once): %s wait for "
+                    "a later pass", per_pass, fraction * 100, compress_hostlist(deferred))
+
+
+def node_order(node: Node) -> tuple:
+    """gpu-2 before gpu-10."""
+    match = core.NODE_RE.match(node.name)
+    return (match.group(1), int(match.group(2)), "") if match else (node.name, 0, node.name)
+
+
+def round_robin(pools: dict[str, list[Node]]) -> list[Node]:
+    """The nodes a pool at a time, in turn: one pool's flood of drains never starves another's."""
+    queues = [sorted(members, key=node_order) for _, members in sorted(pools.items())]
+    ordered = []
+    for i in range(max((len(q) for q in queues), default=0)):
+        ordered.extend(q[i] for q in queues if i < len(q))
+    return ordered
+
+
+def power_down(run: Pass, name: str, why: str, still) -> bool:
+    """`scontrol update state=power_down_force` of an idle node, checked again just before (no job,
+    not powered down, and `still(node)`): POWER_DOWN_FORCE cancels a node's jobs. slurmctld runs the
+    SuspendProgram (it terminates the instance) and the node comes back IDLE+POWERED_DOWN."""
+    now = run.fresh(name)
+    if now is None:
+        return False
+    if now.has_job or now.powering_down or "POWERED_DOWN" in now.states or not still(now):
+        log.info("reconcile: not powering down %s after all: it is %s now", name, now.describe())
+        return False
+    log.warning("reconcile: powering down %s to replace it: %s", name, why)
+    if not run.slurm.update(name, "state=power_down_force"):
+        run.fail("could not power down %s", name)
+        return False
+    run.replaced += 1
+    return True
+
+
+def power_up_static(run: Pass) -> None:
+    """Always-on nodes that are powered down: cleared of DOWN or aicluster's drain, then powered up."""
+    for name in sorted(run.static):
+        node = run.nodes.get(name)
+        if node is None or not node.powered_down or run.in_use(name) or node.by_hand:
+            continue
+        now = run.fresh(name)
+        if now is None or not now.powered_down or now.has_job or now.by_hand:
+            continue
+        log.warning("reconcile: powering up always-on node %s (%s)", name, now.describe())
+        if (now.down or now.drained) and not run.slurm.update(name, "state=resume"):
+            run.fail("could not clear the DOWN or DRAIN of %s", name)
+            continue
+        if not run.slurm.update(name, "state=power_up"):
+            run.fail("could not power up %s", name)
+
+
+def run_pass(cloud: core.Cloud, config: dict, dns: core.NodeRecords | None = None, slurm: Slurm | None = None,
+             now: float | None = None) -> int:
+    """One pass; 0 when every action succeeded, 1 otherwise."""
+    run = Pass(cloud, config, dns, slurm or Slurm(), time.time() if now is None else now)
+    if not read_cluster(run):
+        return 1
+    log.info("reconcile: %d instances, %d nodes (%d with jobs)", len(run.instances), len(run.nodes),
+             sum(run.in_use(n) for n in run.nodes))
+    for step in (handle_bootstrap_errors, drain_for_events, terminate_orphans, retry_pending_suspends,
+                 replace_nodes, power_up_static):
+        try:
+            step(run)
+        except Exception:  # noqa: BLE001 - one step's fault (a bug too) never stops the others
+            log.exception("reconcile: %s failed", step.__name__)
+            run.failed = True
+    log.info("reconcile: pass %s", "failed" if run.failed else "done")
+    return 1 if run.failed else 0
+
+
+# --- entry point -----------------------------------------------------------------------------
+
+
+def pause_path() -> str:
+    return os.path.join(os.path.dirname(os.environ.get("AICLUSTER_CONFIG", core.DEFAULT_CONFIG)), PAUSE_FILE)
+
+
+def main(cloud: core.Cloud, config: dict, dns: core.NodeRecords | None = None) -> int:
+    """The `aicluster-reconcile` action (aicluster_slurm.main): logging to the reconcile log, the
+    pause switch, one pass at a time."""
+    if not os.environ.get("AICLUSTER_LOG"):
+        core.setup_logging((config.get("reconcile") or {}).get("log_file") or DEFAULT_LOG)
+    if os.path.exists(pause_path()):
+        log.info("reconcile: paused (%s exists; remove it to resume)", pause_path())
+        return 0
+    lock_path = core.state_path(LOCK_FILE)
+    os.makedirs(os.path.dirname(lock_path), exist_ok=True)
+    with open(lock_path, "a", encoding="utf-8") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.info("reconcile: another pass holds %s; skipping this one", lock_path)
+            return 0
+        return run_pass(cloud, config, dns)

@@ -1,0 +1,128 @@
+"""A head node for aicluster-sync tests (tests/scripts): the files the AWS plan publishes, in
+moto's S3; a root directory standing for the head's /; scontrol and systemctl stand-ins that
+record their calls; a stand-in slurmctld for the configuration test (tests/support/fake_slurmctld.py).
+The program runs as the timer runs it, as a subprocess."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import boto3
+
+from tests.support import ROOT, fake_slurmctld, stack_spec
+
+SCRIPT = ROOT / "templates" / "scripts" / "aicluster-sync.py"
+BUCKET = "p5-train-config"
+STATE = "var/lib/aicluster/sync"
+# `scontrol -o show node` answers like Slurm 22.05 for a powered-down node; every call is recorded.
+RECORDER = ('#!/bin/sh\necho "{name} $*" >> {calls}\n'
+            '[ "$1 $2 $3" = "-o show node" ] && echo "NodeName=$4 Arch=x86_64 '
+            'State=IDLE+CLOUD+POWERED_DOWN ThreadsPerCore=2"\nexit 0\n')
+
+
+def s3_client(endpoint: str):
+    return boto3.client("s3", region_name="us-east-1", endpoint_url=endpoint,
+                        aws_access_key_id="testing", aws_secret_access_key="testing")
+
+
+@dataclass
+class Head:
+    s3: object
+    root: Path
+    tmp: Path
+    files: dict          # key -> content, as published (the test may change the bucket after)
+    prefix: str
+    env: dict
+
+    @property
+    def calls(self) -> Path:
+        return self.tmp / "calls"
+
+    @property
+    def bin(self) -> Path:
+        return self.tmp / "bin"
+
+    def run(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(SCRIPT), *args], env=self.env, capture_output=True,
+                              text=True, timeout=300)
+
+    def sync(self, *args: str) -> list[str]:
+        """One pass that must succeed; every recorded command call so far."""
+        done = self.run(*args)
+        assert done.returncode == 0, done.stderr
+        return self.call_lines()
+
+    def call_lines(self) -> list[str]:
+        return self.calls.read_text().splitlines() if self.calls.exists() else []
+
+    def put(self, key: str, body: str | bytes) -> None:
+        """Publish a new version of one file as aicluster does: the object, and its sha256 in the
+        manifest (when the manifest lists the key)."""
+        data = body.encode() if isinstance(body, str) else body
+        self.put_raw(key, data)
+        if key == "manifest.json":
+            return
+        manifest = self.manifest()
+        for entry in manifest["files"]:
+            if entry.get("key") == key and "sha256" in entry:
+                entry["sha256"] = hashlib.sha256(data).hexdigest()
+                self.put_raw("manifest.json", json.dumps(manifest, indent=2) + "\n")
+
+    def put_raw(self, key: str, body: str | bytes) -> None:
+        """Only the object: a manifest that no longer matches it (an object replaced mid-read)."""
+        self.s3.put_object(Bucket=BUCKET, Key=self.prefix + key, Body=body.encode() if isinstance(body, str) else body)
+
+    def delete(self, key: str) -> None:
+        self.s3.delete_object(Bucket=BUCKET, Key=self.prefix + key)
+
+    def manifest(self) -> dict:
+        return json.loads(self.s3.get_object(Bucket=BUCKET, Key=self.prefix + "manifest.json")["Body"].read())
+
+    def stub(self, name: str, body: str) -> None:
+        """Replace a command stand-in's script body (after its recording line)."""
+        (self.bin / name).write_text(f'#!/bin/sh\necho "{name} $*" >> {self.calls}\n{body}\n')
+
+    def installed(self, path: str) -> Path:
+        return self.root / path.lstrip("/")
+
+    def state(self, name: str) -> Path:
+        return self.root / STATE / name
+
+
+def aws_head(moto_endpoint: str, tmp_path: Path) -> Head:
+    from aicluster.aws.slurm import CONFIG_PREFIX, published_files
+    from aicluster.design import design_cluster
+    from aicluster.spec import parse_spec
+
+    urllib.request.urlopen(urllib.request.Request(f"{moto_endpoint}/moto-api/reset", method="POST")).close()
+    s3 = s3_client(moto_endpoint)
+    s3.create_bucket(Bucket=BUCKET)
+    design = design_cluster(parse_spec(stack_spec("aws-p5-slurm")))
+    files = published_files(design, controller_addr="10.0.0.10", subnet_id="subnet-0123456789abcdef0",
+                            launch_templates={"gpu": "lt-0123456789abcdef0"}, placement_groups={"gpu": "pg"},
+                            accounting_secret=None, hosted_zone_id="Z0123456789ABCDEFGHIJ")
+    for key, content in files.items():
+        s3.put_object(Bucket=BUCKET, Key=CONFIG_PREFIX + key, Body=content.encode())
+    root = tmp_path / "root"
+    (root / "etc" / "aicluster").mkdir(parents=True)
+    (root / "etc" / "aicluster" / "sync.json").write_text(
+        json.dumps({"bucket": BUCKET, "prefix": CONFIG_PREFIX, "region": "us-east-1"}))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("scontrol", "systemctl"):
+        (bin_dir / name).write_text(RECORDER.format(name=name, calls=tmp_path / "calls"))
+        (bin_dir / name).chmod(0o755)
+    env = {**os.environ, "AICLUSTER_ROOT": str(root), "AICLUSTER_SCONTROL": str(bin_dir / "scontrol"),
+           "AICLUSTER_SYSTEMCTL": str(bin_dir / "systemctl"),
+           "AICLUSTER_SLURMCTLD": str(fake_slurmctld.install(bin_dir)),
+           fake_slurmctld.CALLS: str(tmp_path / "slurmctld-tests"),
+           "AWS_ENDPOINT_URL": moto_endpoint, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+           "AWS_DEFAULT_REGION": "us-east-1"}
+    env.pop("JOURNAL_STREAM", None)
+    return Head(s3, root, tmp_path, files, CONFIG_PREFIX, env)
