@@ -21,10 +21,10 @@ a lost answer creates nothing twice, and a failed launch deletes only the instan
 id. A node that already has a live instance keeps it (a duplicate resume is a no-op). Resume then
 writes the A record <node>.<dns_domain> -> its address into the cluster's Cloud DNS private zone
 (node names resolve through DNS: SlurmctldParameters=cloud_dns; every node searches dns_domain),
-and sets the node's address in Slurm. Suspend and resume-fail delete the records (a missing one is
-fine). Any error (a stockout such as ZONE_RESOURCE_POOL_EXHAUSTED, a quota, a bad reservation) sets
-the nodes DOWN with the error as the reason, so their jobs requeue, never silently (slurm-gcp
-#3337 is the counter-example).
+in Cloud DNS changes of up to 1,000 records, and sets the node's address in Slurm. Suspend and
+resume-fail delete the records the same way (a missing one is fine). Any error (a stockout such
+as ZONE_RESOURCE_POOL_EXHAUSTED, a quota, a bad reservation) sets the nodes DOWN with the error
+as the reason, so their jobs requeue, never silently (slurm-gcp #3337 is the counter-example).
 
 It runs with the head node's system python3 only: resume, suspend and hostlists come from
 aicluster_slurm.py (the core both clouds share), the Google APIs from aicluster_gcp.py, both beside
@@ -45,7 +45,7 @@ from datetime import datetime
 # (aicluster_slurm.py). This file holds the Compute Engine and Cloud DNS calls.
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 import aicluster_slurm as core  # noqa: E402
-from aicluster_gcp import ApiError, Compute, Dns, operation_error  # noqa: E402
+from aicluster_gcp import ApiError, Compute, Dns, operation_error, retryable  # noqa: E402
 from aicluster_slurm import NODE_RECORD_TTL_S, CloudError, compress_hostlist, log  # noqa: E402
 
 # Instances per bulkInsert: "You can create up to 5,000 VMs with each call"
@@ -74,6 +74,12 @@ DELETE_PARALLELISM = 8
 # A launch of at most this many nodes looks its names up by a name filter; a larger one lists the
 # cluster (a filter of 2,000 names would not fit in a URL).
 NAME_FILTER_MAX = 100
+# Cloud DNS limits of one change (changes.create): "Additions per change 1,000", "Deletions per
+# change 1,000", "Resource record data size per change 100,000 bytes"
+# (https://cloud.google.com/dns/quotas, Limits).
+DNS_CHANGE_ADDITIONS = 1000
+DNS_CHANGE_DELETIONS = 1000
+DNS_CHANGE_RRDATA_BYTES = 100_000
 # https://cloud.google.com/compute/docs/naming-resources#resource-name-format
 INSTANCE_NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 
@@ -86,43 +92,136 @@ def record_name(config: dict, node: str) -> str:
     return f"{node}.{config['dns_domain'].rstrip('.')}."
 
 
-class NodeRecords(core.NodeRecords):
-    """The A records <node>.<dns_domain> of the cluster's Cloud DNS private zone, one call each."""
+def record_set(name: str, address: str) -> dict:
+    return {"name": name, "type": "A", "ttl": NODE_RECORD_TTL_S, "rrdatas": [address]}
 
-    def __init__(self, dns, config: dict):
+
+def change_batches(items: list, limit: int) -> list[list]:
+    """`items` ((node, record set) pairs) cut into changes within Cloud DNS's per-change limits:
+    `limit` record sets, and DNS_CHANGE_RRDATA_BYTES of record data (counted as text, which is
+    never smaller than the wire form of an A record)."""
+    batches, current, size = [], [], 0
+    for item in items:
+        data = sum(len(r) for r in item[1].get("rrdatas") or [])
+        if current and (len(current) == limit or size + data > DNS_CHANGE_RRDATA_BYTES):
+            batches.append(current)
+            current, size = [], 0
+        current.append(item)
+        size += data
+    return batches + [current] if current else batches
+
+
+class NodeRecords(core.NodeRecords):
+    """The A records <node>.<dns_domain> of the cluster's Cloud DNS private zone, written and
+    deleted in changes of up to a thousand records (a 2,000-node resume makes two calls, not
+    2,000). A change is all or nothing: one that Cloud DNS refuses for good is retried record by
+    record, so one bad record fails its own node only, as set_addresses does with scontrol; one
+    that still fails after the client's retries (throttling, a lost network) fails its own nodes."""
+
+    def __init__(self, dns, config: dict, compute=None):
         self.dns, self.config = dns, config
+        self.compute = compute          # whose deadline (set by the core) the DNS calls keep too
+
+    def _keep_deadline(self) -> None:
+        if self.compute is not None and hasattr(self.dns, "deadline"):
+            self.dns.deadline = getattr(self.compute, "deadline", None)
 
     def upsert(self, addresses: dict[str, str]) -> dict[str, tuple[str, str]]:
-        refused = {}
-        for node, address in addresses.items():
+        """Write node -> address; node -> (code, message) of the records Cloud DNS refused."""
+        self._keep_deadline()
+        wanted = [(node, record_set(record_name(self.config, node), address)) for node, address in addresses.items()]
+        refused: dict[str, tuple[str, str]] = {}
+        zone: dict[str, dict] | None = None         # read once, only when a batch meets records already there
+        for batch in change_batches(wanted, DNS_CHANGE_ADDITIONS):
             try:
-                self.dns.upsert_a(record_name(self.config, node), address, NODE_RECORD_TTL_S)
+                self.dns.change(additions=[r for _, r in batch])
+                continue
             except ApiError as err:
-                log.error("resume: writing the DNS record of %s failed: %s: %s", node, err.code, err.message)
+                problem = err
+            if problem.status == 409:               # alreadyExists: nodes launched again, or a lost answer
+                try:
+                    zone = self.dns.list_a() if zone is None else zone
+                    additions = [r for _, r in batch if zone.get(r["name"]) != r]
+                    deletions = [zone[r["name"]] for r in additions if r["name"] in zone]
+                    if additions:
+                        self.dns.change(additions=additions, deletions=deletions)
+                    continue
+                except ApiError as err:             # changed meanwhile, or refused: record by record
+                    problem, zone = err, None
+            refused.update(self._refused_batch(batch, problem, "resume", "writing"))
+        return refused
+
+    def _refused_batch(self, batch: list, problem: ApiError, action: str, what: str) -> dict[str, tuple[str, str]]:
+        """The nodes of a refused change that fail: all of them when it failed after the client's
+        retries (throttling, a lost network: one more call each would fail the same way, past the
+        deadline); else those whose own record Cloud DNS refuses, record by record."""
+        if not transient(problem):
+            log.warning("%s: a change of %d DNS records was refused (%s: %s): one record at a time", action,
+                        len(batch), problem.code, problem.message)
+            return self._each(batch, action, what)
+        nodes = [node for node, _ in batch]
+        log.error("%s: %s the DNS records of %s failed: %s: %s", action, what, compress_hostlist(nodes),
+                  problem.code, problem.message)
+        return {node: (problem.code, problem.message) for node in nodes}
+
+    def _each(self, batch: list, action: str, what: str) -> dict[str, tuple[str, str]]:
+        """One call per record (rrsets create or patch, delete; a missing record is fine)."""
+        refused = {}
+        for node, rrset in batch:
+            try:
+                if what == "writing":
+                    self.dns.upsert_a(rrset["name"], rrset["rrdatas"][0], rrset["ttl"])
+                else:
+                    self.dns.delete_a(rrset["name"])
+            except ApiError as err:
+                log.error("%s: %s the DNS record of %s failed: %s: %s", action, what, node, err.code, err.message)
                 refused[node] = (err.code, err.message)
         return refused
 
     def delete(self, nodes: list[str], action: str) -> bool:
-        """Delete the A records of `nodes`; missing ones are fine. False when Cloud DNS refused one."""
+        """Delete the A records of `nodes`; missing ones are fine. False when Cloud DNS refused one.
+        A deletion must name the record set as it is, so the zone is read first (its pages); a
+        record deleted or changed since (notFound, conditionNotMet) sends its batch record by record."""
+        self._keep_deadline()
+        names = {node: record_name(self.config, node) for node in dict.fromkeys(nodes)}
+        try:
+            zone: dict[str, dict] | None = self.dns.list_a()
+        except ApiError as err:
+            log.warning("%s: listing the DNS zone failed (%s: %s): deleting one record at a time", action,
+                        err.code, err.message)
+            zone = None
+        if zone is None:
+            present = [(node, {"name": name, "rrdatas": []}) for node, name in names.items()]
+        else:
+            present = [(node, zone[name]) for node, name in names.items() if name in zone]
         ok, deleted = True, []
-        for node in dict.fromkeys(nodes):
-            try:
-                if self.dns.delete_a(record_name(self.config, node)):
-                    deleted.append(node)
-            except ApiError as err:
-                log.error("%s: deleting the DNS record of %s failed: %s: %s", action, node, err.code, err.message)
-                ok = False
+        for batch in change_batches(present, DNS_CHANGE_DELETIONS):
+            if zone is None:
+                failed = self._each(batch, action, "deleting")
+            else:
+                try:
+                    self.dns.change(deletions=[r for _, r in batch])
+                    failed = {}
+                except ApiError as err:
+                    failed = self._refused_batch(batch, err, action, "deleting")
+            ok = ok and not failed
+            deleted += [node for node, _ in batch if node not in failed]
         if deleted:
             log.info("%s: deleted the DNS records of %s", action, compress_hostlist(deleted))
         return ok
 
 
-def node_records(config: dict, dns=None) -> NodeRecords | None:
+def transient(problem: ApiError) -> bool:
+    """An error the client already retried until it gave up: throttling, a 5xx, a lost connection."""
+    return retryable(problem) or problem.code in ("ConnectionError", "Timeout")
+
+
+def node_records(config: dict, dns=None, compute=None) -> NodeRecords | None:
     """The cluster's zone of node names, or None when cluster.json names none (logged)."""
     if dns is None and (not config.get("dns_zone") or not config.get("dns_domain")):
         log.warning("cluster.json names no dns_zone/dns_domain: node names will not resolve")
         return None
-    return NodeRecords(dns or Dns(config["project"], config["dns_zone"]), config)
+    return NodeRecords(dns or Dns(config["project"], config["dns_zone"]), config, compute)
 
 
 def launch_labels(config: dict, pool_name: str, request_id: str) -> dict[str, str]:
@@ -410,18 +509,19 @@ def resume(compute, config: dict, nodes: list[str], dns=None) -> int:
     """Create every pool's nodes; the number of nodes that failed and were set down. `dns`: an
     aicluster_gcp.Dns of the cluster's zone, or None."""
     return core.resume(Gce(compute, config, read_bootstrap_errors=False), config, nodes,
-                       node_records(config, dns) if dns else None)
+                       node_records(config, dns, compute) if dns else None)
 
 
 def suspend(compute, config: dict, nodes: list[str], action: str = "suspend", dns=None) -> int:
     """Delete the instances of `nodes` and their DNS records; 0, or 1 when Compute Engine or
     Cloud DNS refused."""
     return core.suspend(Gce(compute, config, read_bootstrap_errors=False), nodes, action,
-                        node_records(config, dns) if dns else None)
+                        node_records(config, dns, compute) if dns else None)
 
 
 def connect(config: dict, read_bootstrap_errors: bool = True):
-    return Gce(Compute(config["project"], config["zone"]), config, read_bootstrap_errors), node_records(config)
+    compute = Compute(config["project"], config["zone"])
+    return Gce(compute, config, read_bootstrap_errors), node_records(config, compute=compute)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -206,26 +206,52 @@ class Compute:
 
 
 class Dns:
-    """The Cloud DNS calls the power programs make: A records in one managed zone, one record set
-    per call (rrsets create, patch, delete), so one refused record fails one node only."""
+    """The Cloud DNS calls the power programs make, on A records of one managed zone: a change of
+    many record sets at once (changes.create, all or nothing), the zone's records (rrsets.list),
+    and one record set per call (rrsets create, patch, delete) for when a change is refused and
+    each record must fail or pass alone."""
 
     def __init__(self, project: str, zone: str):
-        self.base = f"{endpoint('DNS', DNS)}/projects/{project}/managedZones/{zone}/rrsets"
+        self.zone_url = f"{endpoint('DNS', DNS)}/projects/{project}/managedZones/{zone}"
+        self.base = f"{self.zone_url}/rrsets"
+        self.deadline: float | None = None      # time.monotonic() after which no call is retried
+
+    def change(self, additions: list[dict] = (), deletions: list[dict] = ()) -> dict:
+        """One changes.create: every addition and deletion, or none. A deletion must match the record
+        set as it is (ttl and rrdatas too), an addition must not exist unless deleted in the same
+        change (https://cloud.google.com/dns/docs/reference/rest/v1/changes/create). Cloud DNS
+        answers before the change is served (status "pending"): a node's name is looked up only
+        once it has booted and registered, long after that."""
+        body = {"additions": list(additions), "deletions": list(deletions)}
+        return call("POST", f"{self.zone_url}/changes", body, deadline=self.deadline)
+
+    def list_a(self) -> dict[str, dict]:
+        """name -> record set, of the zone's A records, all pages (the page size is the server's:
+        https://cloud.google.com/dns/docs/reference/rest/v1/resourceRecordSets/list)."""
+        records, token = {}, None
+        while True:
+            page = call("GET", self.base, params={"pageToken": token} if token else None, deadline=self.deadline)
+            for rrset in page.get("rrsets") or []:
+                if rrset.get("type") == "A":
+                    records[rrset["name"]] = {k: rrset[k] for k in ("name", "type", "ttl", "rrdatas") if k in rrset}
+            token = page.get("nextPageToken")
+            if not token:
+                return records
 
     def upsert_a(self, name: str, address: str, ttl: int) -> dict:
         """Create or replace the A record `name` (a fully qualified name, ending in a dot)."""
         body = {"name": name, "type": "A", "ttl": ttl, "rrdatas": [address]}
         try:
-            return call("POST", self.base, body)
+            return call("POST", self.base, body, deadline=self.deadline)
         except ApiError as err:
             if err.status != 409:           # alreadyExists: a node launched again
                 raise
-        return call("PATCH", f"{self.base}/{urllib.parse.quote(name, safe='')}/A", body)
+        return call("PATCH", f"{self.base}/{urllib.parse.quote(name, safe='')}/A", body, deadline=self.deadline)
 
     def delete_a(self, name: str) -> bool:
         """Delete the A record `name`: True when it was there, False when there was none."""
         try:
-            call("DELETE", f"{self.base}/{urllib.parse.quote(name, safe='')}/A")
+            call("DELETE", f"{self.base}/{urllib.parse.quote(name, safe='')}/A", deadline=self.deadline)
             return True
         except ApiError as err:
             if err.status == 404:

@@ -165,20 +165,34 @@ def pool_of(node: str) -> str | None:
 # --- slurm ----------------------------------------------------------------------------------
 
 
+# slurmctld answers these while it is busy (a burst of RPCs, a blocking name lookup, a restart):
+# the request may go through a moment later, so it is retried; any other refusal is final.
+SCONTROL_BUSY = ("Socket timed out", "Unable to contact slurm controller", "Slurm backup controller in standby mode",
+                 "Resource temporarily unavailable")
+SCONTROL_ATTEMPTS = 4
+
+
 def scontrol(*args: str) -> bool:
-    """Run scontrol (AICLUSTER_SCONTROL overrides the path); log and return False on failure."""
+    """Run scontrol (AICLUSTER_SCONTROL overrides the path), retrying while slurmctld is busy; log
+    and return False on failure."""
     command = [os.environ.get("AICLUSTER_SCONTROL", "scontrol"), *args]
-    try:
-        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              universal_newlines=True, timeout=60)
-    except (OSError, subprocess.SubprocessError) as err:
-        log.error("scontrol %s failed: %s", " ".join(args), err)
+    for attempt in range(1, SCONTROL_ATTEMPTS + 1):
+        try:
+            done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  universal_newlines=True, timeout=60)
+        except (OSError, subprocess.SubprocessError) as err:
+            log.error("scontrol %s failed: %s", " ".join(args), err)
+            return False
+        if done.returncode == 0:
+            return True
+        said = (done.stderr or done.stdout).strip()
+        if attempt < SCONTROL_ATTEMPTS and any(busy in said for busy in SCONTROL_BUSY):
+            log.warning("scontrol %s: %s; trying again", " ".join(args), said)
+            time.sleep(min(2 ** attempt, 10) * random.uniform(0.5, 1.0))
+            continue
+        log.error("scontrol %s exited %d: %s", " ".join(args), done.returncode, said)
         return False
-    if done.returncode != 0:
-        log.error("scontrol %s exited %d: %s", " ".join(args), done.returncode,
-                  (done.stderr or done.stdout).strip())
-        return False
-    return True
+    return False
 
 
 def reason_text(code: str, message: str) -> str:
@@ -459,10 +473,11 @@ class ResumeGroup:
 
 
 def resume_file_jobs(path: str | None = None) -> list[tuple[str, list[str]]] | None:
-    """(job id, nodes to resume) of each job in SLURM_RESUME_FILE: the JSON slurmctld (22.05+)
-    writes for its ResumeProgram: {"all_nodes_resume": hostlist, "jobs": [{"job_id": n,
-    "nodes_resume": hostlist, "nodes_alloc": ..., "partition": ..., ...}]}
-    (https://slurm.schedmd.com/power_save.html). None when there is no file or it is unreadable
+    """(job id, nodes to resume) of each job in SLURM_RESUME_FILE: the JSON slurmctld writes for its
+    ResumeProgram: {"all_nodes_resume": hostlist, "jobs": [{"job_id": n, "nodes_resume": hostlist,
+    "nodes_alloc": ..., "partition": ..., ...}]} (23.02 and later,
+    https://slurm.schedmd.com/power_save.html), or {"all_nodes": hostlist, "jobs": [{"job_id": n,
+    "nodes": hostlist}]} (22.05, as a real 22.05.8 slurmctld writes it). None when there is no file or it is unreadable
     (logged): every node then belongs to its pool's group."""
     path = path if path is not None else os.environ.get(RESUME_FILE_ENV)
     if not path:
@@ -477,7 +492,7 @@ def resume_file_jobs(path: str | None = None) -> list[tuple[str, list[str]]] | N
     jobs = []
     for entry in entries:
         try:
-            jobs.append((str(entry["job_id"]), expand_hostlist(entry.get("nodes_resume") or "")))
+            jobs.append((str(entry["job_id"]), expand_hostlist(entry.get("nodes_resume") or entry.get("nodes") or "")))
         except (KeyError, TypeError, ValueError) as err:
             log.warning("resume: skipping a job of %s: %r (%s)", path, entry, err)
     return jobs
@@ -526,12 +541,16 @@ def resume(cloud: Cloud, config: dict, nodes: list[str], dns: NodeRecords | None
         forget_pending_suspend({node: [instance] for node, instance in live.items()})
     groups = resume_groups([n for n in known if n not in live], jobs if jobs is not None else resume_file_jobs())
     launched: dict[str, str] = {}
-    for group, got in zip(groups, bounded_map(lambda g: launch_group(cloud, config, g), groups, LAUNCH_PARALLELISM)):
+    down: list = []
+    for group, got in zip(groups, bounded_map(lambda g: launch_group(cloud, config, g, down), groups, LAUNCH_PARALLELISM)):
         if got is None:
             failed += len(group.nodes)
         else:
             launched.update(got)
-    return failed + len(name_nodes(cloud, {**live, **launched}, dns, fresh=set(launched)))
+    failed += len(name_nodes(cloud, {**live, **launched}, dns, fresh=set(launched)))
+    for nodes, problem in down:
+        mark_down(nodes, *problem)
+    return failed
 
 
 def mark_unknown_pools(nodes: list[str], config: dict) -> int:
@@ -564,7 +583,7 @@ def live_instances(cloud: Cloud, nodes: list[str]) -> dict[str, str]:
     return live
 
 
-def launch_group(cloud: Cloud, config: dict, group: ResumeGroup) -> dict[str, str] | None:
+def launch_group(cloud: Cloud, config: dict, group: ResumeGroup, down: list | None = None) -> dict[str, str] | None:
     """Launch one group, pool by pool in launches of at most `cloud.chunk` nodes, all or nothing:
     node -> instance, or None after setting every node of the group DOWN and deleting what it
     launched (a deletion the cloud refuses is left in pending-suspend.json for the reconcile loop)."""
@@ -590,7 +609,10 @@ def launch_group(cloud: Cloud, config: dict, group: ResumeGroup) -> dict[str, st
                 log.error("resume: %s %s, launched for %s, which cannot start whole", cloud.deleting,
                           " ".join(got.values()), group.what)
                 delete_or_record(cloud, got, "resume-fail", f"{problem[0]}: {problem[1]}")
-            mark_down(list(group.nodes), *problem)
+            if down is None:
+                mark_down(list(group.nodes), *problem)
+            else:
+                down.append((list(group.nodes), problem))
             return None
     return got
 

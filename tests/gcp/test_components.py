@@ -345,7 +345,8 @@ def test_head_writes_records_in_its_own_zone_only(plan_spec):
     head_sa = plan.named("test-slurm-head-account", "gcp:serviceaccount/account:Account")
     role = plan.named("test-slurm-dns-role", "gcp:projects/iAMCustomRole:IAMCustomRole")
     assert sorted(role.inputs["permissions"]) == ["dns.changes.create", "dns.resourceRecordSets.create",
-                                                  "dns.resourceRecordSets.delete", "dns.resourceRecordSets.update"]
+                                                  "dns.resourceRecordSets.delete", "dns.resourceRecordSets.list",
+                                                  "dns.resourceRecordSets.update"]
     (binding,) = plan.of_type("gcp:dns/dnsManagedZoneIamMember:DnsManagedZoneIamMember")
     assert binding.inputs == {"project": GCP_PROJECT, "managedZone": zone.outputs["name"],
                               "role": role.outputs["name"], "member": head_sa.outputs["member"]}

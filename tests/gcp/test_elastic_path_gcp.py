@@ -6,44 +6,19 @@ Engine, labelled at creation with the cluster and the launch's request id, write
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
 from aicluster.design import design_cluster
 from aicluster.gcp.slurm import published_files
 from aicluster.spec import parse_spec
-from tests.support import GCP_PROJECT, ROOT, stack_spec
+from tests.support import GCP_PROJECT, stack_spec
 from tests.support.fake_gcp import FakeGcp
-from tests.support.slurmctld import RECORDERS, Controller, fields, tool, wait_for
+from tests.support.gcp_head import GcpHeadController
+from tests.support.slurmctld import fields, wait_for
 
-POWER = ROOT / "templates" / "scripts" / "aicluster-gcp-power.py"
 TEMPLATE = f"projects/{GCP_PROJECT}/global/instanceTemplates/a3mega-train-gpu-x"
 PLACEMENT = f"projects/{GCP_PROJECT}/regions/us-east4/resourcePolicies/a3mega-train-gpu-placement"
-
-
-class GcpElasticController(Controller):
-    cluster_json: Path | None = None
-    fake_env: dict | None = None
-
-    def _write_recorders(self, bin_dir: Path) -> None:
-        super()._write_recorders(bin_dir)
-        scontrol = bin_dir / "scontrol-here"
-        scontrol.write_text(f'#!/bin/sh\nexport SLURM_CONF={self.conf}\nexec {tool("scontrol")} "$@"\n')
-        scontrol.chmod(0o755)
-        exports = " ".join(f"{k}={v}" for k, v in (self.fake_env or {}).items())
-        for prog, action in (("aicluster-resume", "resume"), ("aicluster-suspend", "suspend"),
-                             ("aicluster-resume-fail", "resume-fail")):
-            path = bin_dir / prog
-            path.write_text(
-                "#!/bin/sh\n"
-                f'echo "$(basename "$0") $*" >> {self.calls}\n'
-                f"export AICLUSTER_CONFIG={self.cluster_json} AICLUSTER_SCONTROL={scontrol} "
-                f"AICLUSTER_LOG={self.root / 'power.log'} {exports}\n"
-                f'exec {sys.executable} {POWER} {action} "$@"\n')
-            path.chmod(0o755)
-        assert set(RECORDERS) >= {"aicluster-resume", "aicluster-suspend", "aicluster-resume-fail"}
 
 
 @pytest.fixture
@@ -56,8 +31,9 @@ def elastic(tmp_path):
                             lustre_imports=[])
     cluster_json = tmp_path / "cluster.json"
     cluster_json.write_text(files["aicluster/cluster.json"])
-    controller = GcpElasticController("gcp-elastic", design, tmp_path / "slurm")
+    controller = GcpHeadController("gcp-elastic", design, tmp_path / "slurm")
     controller.cluster_json, controller.fake_env = cluster_json, fake.env()
+    controller.extra_env = {"AICLUSTER_STATE_DIR": str(tmp_path / "state")}
     try:
         controller.start()
         yield controller, fake

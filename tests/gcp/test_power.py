@@ -113,21 +113,45 @@ class StubCompute:
 
 
 class StubDns:
-    """What aicluster_gcp.Dns offers, in memory: name -> address, with the `scontrol` calls made
-    before each write (the record must exist before slurmctld gets the address)."""
+    """What aicluster_gcp.Dns offers, in memory: name -> address (and its TTL), with the `scontrol`
+    calls made before each write (the record must exist before slurmctld gets the address). A
+    change is all or nothing, as Cloud DNS's; a name in `refuse` refuses any call that touches it."""
 
     def __init__(self, refuse=(), scontrol=lambda: []):
         self.records: dict[str, str] = {}
+        self.ttls: dict[str, int] = {}
         self.calls: list[tuple] = []
         self.refuse, self.scontrol = set(refuse), scontrol
         self.before_write: dict[str, list] = {}
+
+    def change(self, additions=(), deletions=()):
+        self.calls.append(("change", [r["name"] for r in additions], [r["name"] for r in deletions]))
+        if refused := {r["name"] for r in [*additions, *deletions]} & self.refuse:
+            raise ApiError(403, "forbidden", f"Forbidden: dns.changes.create on {sorted(refused)[0]}")
+        for r in deletions:
+            if self.records.get(r["name"]) != r["rrdatas"][0] or self.ttls.get(r["name"], 60) != r["ttl"]:
+                raise ApiError(404, "notFound", f"The 'entity.change.deletions' resource named '{r['name']} (A)' "
+                                                "does not exist.")
+        gone = {r["name"] for r in deletions}
+        if taken := [r["name"] for r in additions if r["name"] in self.records and r["name"] not in gone]:
+            raise ApiError(409, "alreadyExists", f"'{taken[0]} (A)' already exists")
+        for name in gone:
+            self.records.pop(name)
+        for r in additions:
+            self.before_write[r["name"]] = self.scontrol()
+            self.records[r["name"]], self.ttls[r["name"]] = r["rrdatas"][0], r["ttl"]
+        return {"status": "pending"}
+
+    def list_a(self):
+        self.calls.append(("list_a",))
+        return {n: {"name": n, "type": "A", "ttl": self.ttls.get(n, 60), "rrdatas": [a]} for n, a in self.records.items()}
 
     def upsert_a(self, name, address, ttl):
         self.calls.append(("upsert_a", name, address, ttl))
         if name in self.refuse:
             raise ApiError(403, "forbidden", f"Forbidden: dns.resourceRecordSets.create on {name}")
         self.before_write[name] = self.scontrol()
-        self.records[name] = address
+        self.records[name], self.ttls[name] = address, ttl
         return {}
 
     def delete_a(self, name):
@@ -283,7 +307,9 @@ def test_resume_writes_each_nodes_record_before_slurm_gets_its_address(scontrol)
     assert power.resume(StubCompute(), config, ["gpu-3", "gpu-4"], dns) == 0
     assert dns.records == {"gpu-3.a3mega-train.aicluster.internal.": "10.0.7.10",
                            "gpu-4.a3mega-train.aicluster.internal.": "10.0.7.11"}
-    assert {c[3] for c in dns.calls} == {60}                                   # well under SuspendTimeout
+    assert set(dns.ttls.values()) == {60}                                      # well under SuspendTimeout
+    assert dns.calls == [("change", ["gpu-3.a3mega-train.aicluster.internal.",
+                                     "gpu-4.a3mega-train.aicluster.internal."], [])]       # one call for both
     # Each node's record is written before slurmctld learns its address.
     assert not any("nodename=gpu-3" in call for call in dns.before_write["gpu-3.a3mega-train.aicluster.internal."])
     assert addressed(scontrol()) == {"gpu-3": ("10.0.7.10", "a3mega-train-gpu-3"),
@@ -310,7 +336,7 @@ def test_a_node_that_fails_after_its_record_was_written_loses_the_record(tmp_pat
     dns = StubDns()
     assert power.resume(StubCompute(), config_for(), ["gpu-1"], dns) == 1
     assert dns.records == {}
-    assert ("delete_a", "gpu-1.a3mega-train.aicluster.internal.") in dns.calls
+    assert ("change", [], ["gpu-1.a3mega-train.aicluster.internal."]) in dns.calls
 
 
 def test_suspend_deletes_the_records_and_tolerates_missing_ones(scontrol):
@@ -319,13 +345,15 @@ def test_suspend_deletes_the_records_and_tolerates_missing_ones(scontrol):
                    "gpu-9.a3mega-train.aicluster.internal.": "10.0.7.19"}
     assert power.suspend(StubCompute(), config_for(), ["gpu-1", "gpu-2"], dns=dns) == 0   # gpu-2 had none
     assert dns.records == {"gpu-9.a3mega-train.aicluster.internal.": "10.0.7.19"}
-    assert [c for c in dns.calls if c[0] == "delete_a"] == [("delete_a", "gpu-1.a3mega-train.aicluster.internal."),
-                                                           ("delete_a", "gpu-2.a3mega-train.aicluster.internal.")]
+    # The zone read once (a deletion names the record as it is), then one change for the records there.
+    assert dns.calls == [("list_a",), ("change", [], ["gpu-1.a3mega-train.aicluster.internal."])]
 
 
 def test_suspend_reports_a_refused_record_deletion():
     dns = StubDns(refuse={"gpu-1.a3mega-train.aicluster.internal."})
+    dns.records = {"gpu-1.a3mega-train.aicluster.internal.": "10.0.7.10"}
     assert power.suspend(StubCompute(), config_for(), ["gpu-1"], "resume-fail", dns) == 1
+    assert dns.records == {"gpu-1.a3mega-train.aicluster.internal.": "10.0.7.10"}
 
 
 # --- suspend: deletion by node-name label ------------------------------------------------------
@@ -397,10 +425,11 @@ def test_resume_and_suspend_links_over_rest(tmp_path, fake, scontrol):
     assert not fake.requests("/setLabels")
     assert addressed(scontrol()) == {f"gpu-{n}": (fake.address(f"a3mega-train-gpu-{n}"), f"a3mega-train-gpu-{n}")
                                      for n in (1, 2)}
-    records = fake.requests("/managedZones/a3mega-train-nodes/rrsets")
-    assert [r.path for r in records] == [f"/dns/v1/projects/{GCP_PROJECT}/managedZones/a3mega-train-nodes/rrsets"] * 2
-    assert records[0].body == {"name": "gpu-1.a3mega-train.aicluster.internal.", "type": "A", "ttl": 60,
-                               "rrdatas": [fake.address("a3mega-train-gpu-1")]}
+    (change,) = fake.dns_calls()                   # both records in one Cloud DNS change
+    assert change.path == f"/dns/v1/projects/{GCP_PROJECT}/managedZones/a3mega-train-nodes/changes"
+    assert change.body["additions"][0] == {"name": "gpu-1.a3mega-train.aicluster.internal.", "type": "A", "ttl": 60,
+                                           "rrdatas": [fake.address("a3mega-train-gpu-1")]}
+    assert len(change.body["additions"]) == 2 and change.body["deletions"] == []
     assert fake.addresses_in("a3mega-train-nodes") == {
         f"gpu-{n}.a3mega-train.aicluster.internal.": fake.address(f"a3mega-train-gpu-{n}") for n in (1, 2)}
 
@@ -410,7 +439,11 @@ def test_resume_and_suspend_links_over_rest(tmp_path, fake, scontrol):
     assert run_link(tmp_path, fake, "aicluster-resume", "gpu-3", config).returncode == 0
     assert fake.addresses_in("a3mega-train-nodes")["gpu-3.a3mega-train.aicluster.internal."] == \
         fake.address("a3mega-train-gpu-3")
-    assert fake.requests("/rrsets/gpu-3.a3mega-train.aicluster.internal./A", "PATCH")
+    # Refused as a plain addition (alreadyExists), then replaced: the zone read, the old record
+    # deleted and the new one added in one change.
+    replaced = fake.requests("/managedZones/a3mega-train-nodes/changes")[-1].body
+    assert [r["rrdatas"] for r in replaced["deletions"]] == [["10.9.9.9"]]
+    assert [r["name"] for r in replaced["additions"]] == ["gpu-3.a3mega-train.aicluster.internal."]
 
     done = run_link(tmp_path, fake, "aicluster-suspend", "gpu-[1,3]", config)
     assert done.returncode == 0, done.stderr

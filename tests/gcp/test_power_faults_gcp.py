@@ -327,6 +327,101 @@ def test_large_launches_are_split_at_the_bulk_insert_limit(fake, config, scontro
     assert len({b.query["requestId"] for b in fake.requests("/instances/bulkInsert")}) == 3
 
 
+# --- node names in Cloud DNS: changes of up to 1,000 records -----------------------------------
+
+
+def dns(config):
+    return gcp.Dns(config["project"], config["dns_zone"])
+
+
+def record(config, node: str) -> str:
+    return f"{node}.{config['dns_domain']}."
+
+
+def seed_records(fake, config, nodes) -> None:
+    for node in nodes:
+        fake.records[(config["dns_zone"], record(config, node), "A")] = {
+            "kind": "dns#resourceRecordSet", "name": record(config, node), "type": "A", "ttl": 60,
+            "rrdatas": [fake.address(name(node))]}
+
+
+def test_a_2000_node_resume_writes_its_records_in_two_dns_changes(fake, config, scontrol):
+    """Before: one rrsets create per node, one after the other: 2,000 Cloud DNS calls. Now changes
+    of up to Cloud DNS's 1,000 additions (the fake refuses a larger one, as Cloud DNS does)."""
+    nodes = [f"gpu-{n}" for n in range(1, 2001)]
+    assert power.resume(compute(config), config, nodes, dns(config)) == 0
+    assert len(fake.dns_calls()) <= -(-2000 // 1000) + 1, len(fake.dns_calls())
+    assert all(0 < added <= 1000 and deleted == 0 for added, deleted in fake.dns_changes)
+    assert fake.addresses_in(config["dns_zone"]) == {record(config, n): fake.address(name(n)) for n in nodes}
+    assert down_reasons(scontrol()) == {}
+
+
+def test_a_2000_node_suspend_deletes_its_records_in_two_dns_changes(fake, config, scontrol):
+    nodes = [f"gpu-{n}" for n in range(1, 2001)]
+    seed_records(fake, config, nodes + ["gpu-5000"])
+    for node in nodes:
+        add_instance(fake, node)
+    assert power.suspend(compute(config), config, nodes, dns=dns(config)) == 0
+    pages = -(-2001 // fake.dns_page_size)
+    assert len(fake.dns_calls()) <= pages + -(-2000 // 1000), len(fake.dns_calls())
+    assert all(added == 0 and 0 < deleted <= 1000 for added, deleted in fake.dns_changes)
+    assert list(fake.addresses_in(config["dns_zone"])) == [record(config, "gpu-5000")]   # not asked for
+
+
+def test_a_record_gone_before_its_change_sends_only_its_batch_record_by_record(fake, config, scontrol):
+    """A deletion must name a record as it is; one deleted since the zone was read fails its whole
+    change (notFound). That batch goes record by record (a missing record is fine); the other
+    batch is one change, untouched by it."""
+    nodes = [f"gpu-{n}" for n in range(1, 1201)]
+    seed_records(fake, config, nodes)
+    gone = (config["dns_zone"], record(config, "gpu-7"), "A")
+    fake.before_dns_change = lambda f: f.records.pop(gone, None)
+    assert power.suspend(compute(config), config, nodes, dns=dns(config)) == 0
+    assert fake.addresses_in(config["dns_zone"]) == {}
+    one_by_one = [c.path.split("/rrsets/")[1] for c in fake.dns_calls() if c.method == "DELETE"]
+    assert len(one_by_one) == 1000 and f"{record(config, 'gpu-7')}/A" in one_by_one
+    assert f"{record(config, 'gpu-1200')}/A" not in one_by_one           # the second batch: one change
+    assert [deleted for _, deleted in fake.dns_changes] == [1000, 200]
+
+
+def test_a_refused_record_fails_its_own_node_only(fake, config, scontrol):
+    """Cloud DNS refuses the change holding gpu-1100's record: that batch is written record by
+    record, so gpu-1100 alone goes DOWN; the first batch's 1,000 records went in one change."""
+    nodes = [f"gpu-{n}" for n in range(1, 1201)]
+    fake.fail_dns = {record(config, "gpu-1100")}
+    assert power.resume(compute(config), config, nodes, dns(config)) == 1
+    reasons = down_reasons(scontrol())
+    assert list(reasons) == ["gpu-1100"] and "forbidden" in reasons["gpu-1100"]
+    written = fake.addresses_in(config["dns_zone"])
+    assert len(written) == 1199 and record(config, "gpu-1100") not in written
+    assert len([c for c in fake.dns_calls() if c.method == "POST" and c.path.endswith("/rrsets")]) == 200
+    assert name("gpu-1100") not in fake.instances                        # its instance deleted, as before
+
+
+def test_a_change_throttled_past_its_retries_fails_exactly_its_nodes(fake, config, scontrol):
+    """The first change is throttled on every one of the client's attempts: its 1,000 nodes go
+    DOWN (no record-by-record storm under throttling), the second batch's 500 are written."""
+    nodes = [f"gpu-{n}" for n in range(1, 1501)]
+    fake.throttle = {"/changes": gcp.ATTEMPTS}
+    assert power.resume(compute(config), config, nodes, dns(config)) == 1000
+    reasons = down_reasons(scontrol())
+    assert sorted(reasons, key=lambda n: int(n.split("-")[1])) == nodes[:1000]
+    assert all("rateLimitExceeded" in r for r in reasons.values())
+    assert set(fake.addresses_in(config["dns_zone"])) == {record(config, n) for n in nodes[1000:]}
+    assert not [c for c in fake.dns_calls() if c.method == "POST" and c.path.endswith("/rrsets")]
+
+
+def test_a_lost_dns_change_answer_is_not_a_failure(fake, config, scontrol):
+    """The change was made, its answer lost; the retry is refused (alreadyExists). The zone is read,
+    the records are already right: nothing more to write, no node DOWN."""
+    fake.lose = {"/changes": 1}
+    nodes = ["gpu-1", "gpu-2", "gpu-3"]
+    assert power.resume(compute(config), config, nodes, dns(config)) == 0
+    assert down_reasons(scontrol()) == {}
+    assert len(fake.dns_changes) == 2                                   # the lost one and its retry
+    assert fake.addresses_in(config["dns_zone"]) == {record(config, n): fake.address(name(n)) for n in nodes}
+
+
 # --- list_cluster: what the reconcile loop sees ----------------------------------------------
 
 

@@ -13,33 +13,21 @@ real one of the config's resume_timeout_s, shortened only where a scenario waits
 """
 from __future__ import annotations
 
-import importlib.util
 import json
-import urllib.request
 from pathlib import Path
 
-import boto3
 import pytest
 
-from tests.support import ROOT
+from tests.support.aws_power import REGION, aws_env, load_power, moto_cluster
 from tests.support.fault_proxy import FaultProxy
 
-SCRIPT = ROOT / "templates" / "scripts" / "aicluster-power.py"
-REGION = "us-east-1"
 CLUSTER = "p5-train"
 DOMAIN = "p5-train.aicluster.internal"
 LIVE = ["pending", "running", "stopping", "stopped"]
 SCALE = 100          # backoff base and cap divided by this
 
 
-def load_power():
-    spec = importlib.util.spec_from_file_location("aicluster_power_faults", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-power = load_power()
+power = load_power("aicluster_power_faults")
 
 
 class Cluster:
@@ -47,22 +35,11 @@ class Cluster:
     environment, pointed at the proxy."""
 
     def __init__(self, moto: str, proxy: FaultProxy, tmp_path: Path, monkeypatch):
-        urllib.request.urlopen(urllib.request.Request(f"{moto}/moto-api/reset", method="POST")).close()
-        keys = {"region_name": REGION, "aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
-        self.ec2 = boto3.client("ec2", endpoint_url=moto, **keys)           # the test's view: no faults
-        self.route53 = boto3.client("route53", endpoint_url=moto, **keys)
+        # A template without the cluster's tags: what the instances carry, CreateFleet put on them.
+        aws = moto_cluster(moto, CLUSTER, {"gpu": "p5.48xlarge"}, DOMAIN, template_tags=False)
+        self.ec2, self.route53 = aws.ec2, aws.route53                       # the test's view: no faults
         self.proxy, self.tmp = proxy, tmp_path
-        vpc = self.ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
-        subnet = self.ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.0.0/17",
-                                        AvailabilityZone="us-east-1a")["Subnet"]["SubnetId"]
-        self.zone = self.route53.create_hosted_zone(
-            Name=DOMAIN, CallerReference=str(tmp_path), VPC={"VPCRegion": REGION, "VPCId": vpc},
-            HostedZoneConfig={"Comment": "node names", "PrivateZone": True})["HostedZone"]["Id"].rsplit("/", 1)[-1]
-        image = self.ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
-        template = self.ec2.create_launch_template(LaunchTemplateName=f"{CLUSTER}-gpu", LaunchTemplateData={
-            "ImageId": image, "InstanceType": "p5.48xlarge",
-            "NetworkInterfaces": [{"DeviceIndex": 0, "SubnetId": subnet, "AssociatePublicIpAddress": False}],
-        })["LaunchTemplate"]["LaunchTemplateId"]
+        subnet, self.zone, template = aws.subnet, aws.zone_id, aws.templates["gpu"]
         self.config = {
             "cluster": CLUSTER, "region": REGION, "cluster_tag": "aicluster-cluster", "node_tag": "aicluster-node",
             "pool_tag": "aicluster-pool", "log_file": str(tmp_path / "power.log"), "resume_timeout_s": 1800,
@@ -77,10 +54,7 @@ class Cluster:
         scontrol.write_text(f'#!/bin/sh\nfor a in "$@"; do printf "%s\\t" "$a"; done >> "{self.record}"\n'
                             f'echo >> "{self.record}"\n')
         scontrol.chmod(0o755)
-        for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                           "AWS_DEFAULT_REGION": REGION, "AWS_ENDPOINT_URL": proxy.endpoint,
-                           "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
-                           "AWS_EC2_METADATA_DISABLED": "true", "AICLUSTER_CONFIG": str(tmp_path / "cluster.json"),
+        for key, value in {**aws_env(proxy.endpoint), "AICLUSTER_CONFIG": str(tmp_path / "cluster.json"),
                            "AICLUSTER_SCONTROL": str(scontrol), "AICLUSTER_STATE_DIR": str(tmp_path / "state"),
                            "AICLUSTER_LOG": str(tmp_path / "power.log")}.items():
             monkeypatch.setenv(key, value)

@@ -8,7 +8,6 @@ capacity.
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import os
 import shutil
@@ -22,30 +21,12 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "templates" / "scripts" / "aicluster-power.py"
-REGION = "us-east-1"
+from tests.support.aws_power import REGION, SCRIPT, aws_env, load_power
+
 CLUSTER = "p5-train"
 DOMAIN = "p5-train.aicluster.internal"
-FAKE_AWS = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
-    "AWS_DEFAULT_REGION": REGION,
-    "AWS_CONFIG_FILE": os.devnull,
-    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-    "AWS_EC2_METADATA_DISABLED": "true",
-}
 
-
-def load_power():
-    spec = importlib.util.spec_from_file_location("aicluster_power", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-power = load_power()
+power = load_power("aicluster_power")
 
 
 # --- the file itself -------------------------------------------------------------------------
@@ -244,9 +225,11 @@ def test_insufficient_capacity_marks_exactly_those_nodes_down(stubbed):
     failed = power.resume(client, config, power.expand_hostlist("gpu-[1-3],infer-1"))
 
     assert failed == 3
+    # The launched node is named first: setting nodes DOWN requeues their jobs, and slurmctld may
+    # stall a moment on that; the address of a healthy node must not wait behind it.
     assert calls(record) == [
-        ["update", "nodename=gpu-[1-3]", "state=down", f'reason="InsufficientInstanceCapacity: {ICE}"'],
         ["update", "nodename=infer-1", "nodeaddr=10.0.0.7", "nodehostname=ip-10-0-0-7"],
+        ["update", "nodename=gpu-[1-3]", "state=down", f'reason="InsufficientInstanceCapacity: {ICE}"'],
     ]
 
 
@@ -446,8 +429,7 @@ def aws(moto_endpoint, tmp_path):
     env = {
         "PATH": f"{stub.parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "HOME": str(tmp_path),
-        **FAKE_AWS,
-        "AWS_ENDPOINT_URL": moto_endpoint,
+        **aws_env(moto_endpoint),
         "AICLUSTER_CONFIG": str(tmp_path / "cluster.json"),
         "AICLUSTER_SCONTROL": str(stub),
         "AICLUSTER_STATE_DIR": str(tmp_path / "state"),
@@ -634,3 +616,36 @@ def test_resume_file_groups_nodes_per_job(tmp_path):
         ("pool gpu", ("gpu-1", "gpu-5")), ("pool infer", ("infer-1",))]
     (tmp_path / "bad.json").write_text("{")
     assert power.core.resume_file_jobs(str(tmp_path / "bad.json")) is None
+
+
+def test_resume_file_of_slurm_22_05_groups_nodes_per_job_too(tmp_path):
+    """Slurm 22.05 writes `all_nodes` and each job's `nodes` (captured from a real 22.05.8
+    slurmctld in tests/gcp/test_reconcile_gcp.py); 23.02 and later write `all_nodes_resume` and
+    `nodes_resume`. Before, a 22.05 file gave every job no nodes: one job's stockout failed all."""
+    resume_file = tmp_path / "resume.json"
+    resume_file.write_text(json.dumps({"all_nodes": "gpu-[1-4]", "jobs": [
+        {"job_id": 3, "nodes": "gpu-[1-2]"}, {"job_id": 4, "nodes": "gpu-[3-4]"}]}))
+    assert power.core.resume_file_jobs(str(resume_file)) == [("3", ["gpu-1", "gpu-2"]), ("4", ["gpu-3", "gpu-4"])]
+
+
+def test_scontrol_is_retried_while_slurmctld_is_busy(tmp_path, monkeypatch):
+    """A busy slurmctld (a blocking name lookup, a burst of RPCs) answers "Socket timed out": the
+    update goes through on a later try instead of setting a healthy node DOWN. Any other refusal
+    is final, and tried once."""
+    tries = tmp_path / "tries"
+    fake = tmp_path / "scontrol"
+    fake.write_text(f"""#!/bin/sh
+echo x >> {tries}
+[ "$1" = bad ] && {{ echo "scontrol: error: Invalid node name specified" >&2; exit 1; }}
+[ "$(wc -l < {tries})" -ge 3 ] && exit 0
+echo "slurm_update error: Socket timed out on send/recv operation" >&2
+exit 1
+""")
+    fake.chmod(0o755)
+    monkeypatch.setenv("AICLUSTER_SCONTROL", str(fake))
+    monkeypatch.setattr(power.core.time, "sleep", lambda s: None)
+    assert power.core.scontrol("update", "nodename=gpu-1", "nodeaddr=10.0.0.1")
+    assert len(tries.read_text().splitlines()) == 3
+    tries.unlink()
+    assert not power.core.scontrol("bad")
+    assert len(tries.read_text().splitlines()) == 1

@@ -1,6 +1,6 @@
 """A small fake of the Google APIs aicluster's node programs call, on loopback HTTP: the metadata
 server, Compute Engine (bulkInsert, zone operations, instances get/list/setLabels/delete), Cloud
-DNS (record sets create/patch/delete), Secret Manager (access), Cloud Storage (object media) and
+DNS (changes.create within its per-change limits, record sets list/create/patch/delete), Secret Manager (access), Cloud Storage (object media) and
 Managed Lustre (importData).
 
 It keeps state in memory, records every request, and can be told to fail a bulkInsert the way
@@ -25,6 +25,10 @@ Faults, as Compute Engine shows them:
 - guest attributes: `guest_attributes` instance name -> {"namespace/key": value}.
 - `before_bulk_insert(fake)` runs before a bulkInsert is answered: another program's instance
   appearing in between.
+- Cloud DNS changes.create is all or nothing and refuses a change over the per-change limits
+  (1,000 additions, 1,000 deletions, 100,000 bytes of record data) with 413; `dns_changes`
+  counts them, `dns_calls()` gives every Cloud DNS request; `before_dns_change(fake)` runs before
+  a change is carried out (a record deleted in between); rrsets.list pages at `dns_page_size`.
 """
 from __future__ import annotations
 
@@ -39,6 +43,11 @@ from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 TOKEN = "fake-token"
+# Cloud DNS's limits of one change: "Additions per change 1,000", "Deletions per change 1,000",
+# "Resource record data size per change 100,000 bytes" (https://cloud.google.com/dns/quotas, Limits).
+DNS_CHANGE_ADDITIONS = 1000
+DNS_CHANGE_DELETIONS = 1000
+DNS_CHANGE_RRDATA_BYTES = 100_000
 
 
 @dataclass
@@ -61,6 +70,9 @@ class FakeGcp:
     dns_zones: set = field(default_factory=set)                # managed zone names that exist
     records: dict = field(default_factory=dict)                # (zone, name, type) -> record set
     fail_dns: set = field(default_factory=set)                 # record names Cloud DNS refuses (403)
+    dns_changes: list = field(default_factory=list)            # (additions, deletions) of each changes.create
+    dns_page_size: int = 500                                   # rrsets.list page size (the server's choice)
+    before_dns_change: object = None                           # fake -> None, run first (a record changed meanwhile)
     calls: list = field(default_factory=list)
     fail_bulk_insert: tuple | None = None                      # ("operation"|"http", code, message)
     fail_set_labels: set = field(default_factory=set)          # instance names
@@ -210,8 +222,15 @@ class FakeGcp:
                 return self.error(404, "notFound", f"The resource 'instances/{name}' was not found")
             if method == "DELETE":
                 del self.instances[name]
+                self.guest_attributes.pop(name, None)       # they belong to the instance
                 return 200, {"name": f"op-delete-{name}", "status": "RUNNING"}
             return 200, self.instances[name]
+        if m := re.fullmatch(rf"/dns/v1/projects/{re.escape(self.project)}/managedZones/([^/]+)/changes", path):
+            if method == "POST":
+                return self.change(m.group(1), body or {})
+        if m := re.fullmatch(rf"/dns/v1/projects/{re.escape(self.project)}/managedZones/([^/]+)/rrsets", path):
+            if method == "GET":
+                return self.list_rrsets(m.group(1), query)
         if m := re.fullmatch(rf"/dns/v1/projects/{re.escape(self.project)}/managedZones/([^/]+)/rrsets(?:/([^/]+)/([^/]+))?",
                              path):
             return self.rrsets(method, *m.groups(), body)
@@ -258,6 +277,64 @@ class FakeGcp:
             del self.records[key]
             return 200, {}
         return 200, self.records[key]
+
+    def change(self, zone: str, body: dict):
+        """changes.create as Cloud DNS answers it: within the per-change limits, all or nothing. A
+        deletion must match the record set as it is (404 notFound when there is none, 412
+        conditionNotMet when it differs); an addition must not exist unless deleted in the same
+        change (409 alreadyExists); a record name in `fail_dns` refuses the whole change (403)."""
+        if zone not in self.dns_zones:
+            return self.error(404, "notFound", f"The 'parameters.managedZone' resource named '{zone}' does not exist.")
+        additions, deletions = body.get("additions") or [], body.get("deletions") or []
+        self.dns_changes.append((len(additions), len(deletions)))
+        if self.before_dns_change:
+            self.before_dns_change(self)
+        rrdata = sum(len(r) for rrset in additions + deletions for r in rrset.get("rrdatas") or [])
+        if (len(additions) > DNS_CHANGE_ADDITIONS or len(deletions) > DNS_CHANGE_DELETIONS
+                or rrdata > DNS_CHANGE_RRDATA_BYTES):
+            # "If you exceed a quota with an API request, Google Cloud returns ... HTTP 413 Request
+            # Entity Too Large" (https://cloud.google.com/dns/quotas).
+            return self.error(413, "quotaExceeded", f"change of {len(additions)} additions, {len(deletions)} deletions, "
+                                                    f"{rrdata} bytes exceeds the per-change limits")
+        if refused := [r["name"] for r in additions + deletions if r["name"] in self.fail_dns]:
+            return self.error(403, "forbidden", f"Forbidden: dns.changes.create on {refused[0]}")
+        for i, rrset in enumerate(deletions):
+            key = (zone, rrset["name"], rrset["type"])
+            if key not in self.records:
+                return self.error(404, "notFound", f"The 'entity.change.deletions[{i}]' resource named "
+                                                   f"'{rrset['name']} ({rrset['type']})' does not exist.")
+            if {k: v for k, v in self.records[key].items() if k != "kind"} != rrset:
+                return self.error(412, "conditionNotMet", f"Precondition not met for 'entity.change.deletions[{i}]'")
+        deleted = {(zone, r["name"], r["type"]) for r in deletions}
+        for i, rrset in enumerate(additions):
+            if not rrset["name"].endswith("."):
+                return self.error(400, "invalid", f"Invalid value for 'entity.change.additions[{i}].name'")
+            key = (zone, rrset["name"], rrset["type"])
+            if key in self.records and key not in deleted:
+                return self.error(409, "alreadyExists", f"The resource 'entity.change.additions[{i}]' named "
+                                                        f"'{rrset['name']} ({rrset['type']})' already exists")
+        for key in deleted:
+            del self.records[key]
+        for rrset in additions:
+            self.records[(zone, rrset["name"], rrset["type"])] = {"kind": "dns#resourceRecordSet", **rrset}
+        return 200, {"kind": "dns#change", "id": str(len(self.dns_changes)), "status": "pending",
+                     "additions": additions, "deletions": deletions}
+
+    def list_rrsets(self, zone: str, query: dict):
+        """rrsets.list: the zone's record sets, `dns_page_size` a page unless maxResults asks for fewer."""
+        if zone not in self.dns_zones:
+            return self.error(404, "notFound", f"The 'parameters.managedZone' resource named '{zone}' does not exist.")
+        items = [{k: v for k, v in rrset.items()} for (z, _, _), rrset in sorted(self.records.items()) if z == zone]
+        start = int(query.get("pageToken") or 0)
+        size = min(int(query.get("maxResults") or self.dns_page_size), self.dns_page_size)
+        page = {"kind": "dns#resourceRecordSetsListResponse", "rrsets": items[start:start + size]}
+        if start + size < len(items):
+            page["nextPageToken"] = str(start + size)
+        return 200, page
+
+    def dns_calls(self) -> list[Call]:
+        """Every Cloud DNS request, whatever it was."""
+        return [c for c in self.calls if c.path.startswith("/dns/")]
 
     def addresses_in(self, zone: str) -> dict[str, str]:
         """name -> address of the zone's A records."""

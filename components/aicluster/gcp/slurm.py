@@ -52,10 +52,10 @@ HEAD_PERMISSIONS = (
     "compute.images.useReadOnly", "compute.zoneOperations.get", "compute.zoneOperations.list",
 )
 LUSTRE_IMPORT_PERMISSIONS = ("lustre.instances.importData", "lustre.operations.get")
-# What the power programs need to write and delete node-name records (aicluster_gcp.Dns:
-# rrsets create, patch, delete), granted on the cluster's own managed zone only.
+# What the power programs need to write and delete node-name records (aicluster_gcp.Dns: batched
+# changes, and rrsets list: a deletion must repeat the record), granted on the cluster's own zone only.
 DNS_PERMISSIONS = ("dns.changes.create", "dns.resourceRecordSets.create", "dns.resourceRecordSets.delete",
-                   "dns.resourceRecordSets.update")
+                   "dns.resourceRecordSets.list", "dns.resourceRecordSets.update")
 
 
 def instance_prefix(cluster: Cluster) -> str:
