@@ -26,6 +26,8 @@ from aicluster.gcp.slurm import published_files
 from aicluster.spec import parse_spec
 from tests.support import GCP_PROJECT, ROOT, stack_spec
 from tests.support.fake_gcp import FakeGcp
+from tests.support.scontrol_recorder import calls as recorded_calls
+from tests.support.scontrol_recorder import recorder
 
 SCRIPTS = ROOT / "templates" / "scripts"
 SCRIPT = SCRIPTS / "aicluster-gcp-power.py"
@@ -163,18 +165,9 @@ class StubDns:
 
 @pytest.fixture
 def scontrol(tmp_path, monkeypatch):
-    record = tmp_path / "scontrol.calls"
-    stub = tmp_path / "bin" / "scontrol"
-    stub.parent.mkdir()
-    stub.write_text(f'#!/bin/sh\nfor a in "$@"; do printf "%s\\t" "$a"; done >> "{record}"\necho >> "{record}"\n')
-    stub.chmod(0o755)
+    stub, record = recorder(tmp_path)
     monkeypatch.setenv("AICLUSTER_SCONTROL", str(stub))
-
-    def calls():
-        if not record.exists():
-            return []
-        return [line.rstrip("\t").split("\t") for line in record.read_text().splitlines()]
-    return calls
+    return lambda: recorded_calls(record)
 
 
 def addressed(calls) -> dict[str, tuple[str, str]]:

@@ -20,6 +20,7 @@ import pytest
 
 from tests.support.aws_power import REGION, aws_env, load_power, moto_cluster
 from tests.support.fault_proxy import FaultProxy
+from tests.support.scontrol_recorder import recorder
 
 CLUSTER = "p5-train"
 DOMAIN = "p5-train.aicluster.internal"
@@ -49,11 +50,7 @@ class Cluster:
                               "min_nodes": 0, "max_nodes": 64}},
         }
         self.write_config()
-        self.record = tmp_path / "scontrol.calls"
-        scontrol = tmp_path / "scontrol"
-        scontrol.write_text(f'#!/bin/sh\nfor a in "$@"; do printf "%s\\t" "$a"; done >> "{self.record}"\n'
-                            f'echo >> "{self.record}"\n')
-        scontrol.chmod(0o755)
+        scontrol, self.record = recorder(tmp_path)
         for key, value in {**aws_env(proxy.endpoint), "AICLUSTER_CONFIG": str(tmp_path / "cluster.json"),
                            "AICLUSTER_SCONTROL": str(scontrol), "AICLUSTER_STATE_DIR": str(tmp_path / "state"),
                            "AICLUSTER_LOG": str(tmp_path / "power.log")}.items():
@@ -286,10 +283,7 @@ def test_two_thousand_node_resume_under_throttling_finishes_inside_resume_timeou
 
     from tests.support.fault_proxy import ThrottledEc2
 
-    record = tmp_path / "scontrol.calls"
-    scontrol = tmp_path / "scontrol"
-    scontrol.write_text(f'#!/bin/sh\nfor a in "$@"; do printf "%s\\t" "$a"; done >> "{record}"\necho >> "{record}"\n')
-    scontrol.chmod(0o755)
+    scontrol, record = recorder(tmp_path)
     monkeypatch.setenv("AICLUSTER_SCONTROL", str(scontrol))
     monkeypatch.setenv("AICLUSTER_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setattr(power.core, "BACKOFF_BASE_S", power.core.BACKOFF_BASE_S / TIME_SCALE)

@@ -22,6 +22,7 @@ import pytest
 from botocore.stub import ANY, Stubber
 
 from tests.support.aws_power import REGION, SCRIPT, aws_env, load_power
+from tests.support.scontrol_recorder import calls, recorder
 
 CLUSTER = "p5-train"
 DOMAIN = "p5-train.aicluster.internal"
@@ -147,22 +148,6 @@ def test_fleet_request_is_instant_all_or_nothing(capacity, target_type, options)
 
 
 # --- in process, with Stubber: capacity errors -----------------------------------------------
-
-
-def recorder(tmp_path) -> tuple[Path, Path]:
-    """A `scontrol` that appends its arguments, tab-separated, one call per line."""
-    record = tmp_path / "scontrol.calls"
-    stub = tmp_path / "bin" / "scontrol"
-    stub.parent.mkdir(exist_ok=True)
-    stub.write_text(f'#!/bin/sh\nfor a in "$@"; do printf "%s\\t" "$a"; done >> "{record}"\necho >> "{record}"\n')
-    stub.chmod(0o755)
-    return stub, record
-
-
-def calls(record: Path) -> list[list[str]]:
-    if not record.exists():
-        return []
-    return [line.rstrip("\t").split("\t") for line in record.read_text().splitlines()]
 
 
 LIVE = {"Name": "instance-state-name", "Values": ["pending", "running", "stopping", "stopped"]}

@@ -22,19 +22,13 @@ from pathlib import Path
 
 from aicluster.design import design_cluster
 from aicluster.spec import parse_spec
+from tests.support import slurmd_spec
 from tests.support.slurmctld import PROLOG_TIMEOUT_S, RESUME_TIMEOUT_S, Controller, fields, wait_for
 
 SCRIPT = Path(__file__).resolve().parents[2] / "templates" / "scripts" / "aicluster-gpu-healthcheck"
 
-# One Trainium pool of two nodes: no GRES, so a slurmd on this machine (no /dev/nvidia*) can be its
-# node; the health check's expectations come from the node's env file, not from Slurm.
-SPEC = {
-    "name": "health",
-    "cloud": "aws",
-    "region": "us-east-1",
-    "zone": "us-east-1a",
-    "pools": [{"name": "trn", "instance_type": "trn1n.32xlarge", "max_nodes": 2}],
-}
+# The health check's expectations come from the node's env file, not from Slurm.
+SPEC = slurmd_spec("health")
 
 NVIDIA_SMI = r'''#!{python}
 """nvidia-smi of a node with {gpus} healthy H100s (of the 8 its env file expects)."""

@@ -17,11 +17,10 @@ import re
 import pytest
 
 from aicluster.design import design_cluster
-from aicluster.slurm_config import kill_wait_s
 from aicluster.spec import parse_spec
-from tests.support import STACK_NAMES, stack_spec
+from tests.support import STACK_NAMES, slurmd_spec, stack_spec
 from tests.support.slurmctld import (PROLOG_TIMEOUT_S, RESUME_TIMEOUT_S, START_TIMEOUT_S, Controller,
-                                       fields, wait_for)
+                                       assert_rendered_settings, fields, wait_for)
 
 # Mixed pools beyond the example stacks: a Trainium pool (no GRES), a single-node GPU pool (not
 # exclusive) and a pool with always-on nodes, which makes a topology with a top switch.
@@ -94,30 +93,7 @@ def test_slurm_stacks_are_covered():
 
 
 def test_slurmctld_accepts_the_config(ctl):
-    values = ctl.config()
-    slurm = ctl.design.slurm
-    assert values["ClusterName"] == ctl.design.name
-    assert values["SlurmctldParameters"].split(",") == ["enable_configless", "cloud_dns", "idle_on_node_suspend"]
-    assert values["SelectType"] == "select/cons_tres"
-    assert values["SelectTypeParameters"] == "CR_CORE_MEMORY"
-    assert values["GresTypes"] == "gpu"
-    assert values["TopologyPlugin"] == "topology/tree"
-    assert values["PrologFlags"] == "Alloc,Contain"
-    # A failed prolog (GPU health check) requeues the job without holding it.
-    assert "nohold_on_prolog_fail" in values["SchedulerParameters"].split(","), values["SchedulerParameters"]
-    assert values["ReturnToService"] == "2"
-    # The periodic health check and the room the prolog and a checkpoint get (issue 13).
-    assert values["HealthCheckProgram"].endswith("/bin/aicluster-gpu-healthcheck")
-    assert values["HealthCheckInterval"] == "300 sec"
-    assert values["HealthCheckNodeState"] == "ANY"
-    assert values["BatchStartTimeout"] == "360 sec"
-    assert values["KillWait"] == f"{kill_wait_s(ctl.design)} sec"
-    assert values["JobRequeue"] == "1"
-    assert values["TreeWidth"] == "65533"
-    assert values["SuspendTime"] == f"{slurm.suspend_time_s} sec"
-    assert values["ResumeTimeout"] == f"{slurm.resume_timeout_s} sec"
-    assert values["ResumeProgram"].endswith("/bin/aicluster-resume")
-    assert values["SuspendExcNodes"] == (",".join(slurm.suspend_exc_nodes) or "(null)")
+    assert_rendered_settings(ctl)
     log = (ctl.root / "log" / "slurmctld.log").read_text()
     assert "fatal" not in log.lower(), ctl.diagnostics()
     # Power saving is on: slurmctld disables it (and says so) when a program is unusable.
@@ -218,14 +194,7 @@ def test_jobs_power_up_their_nodes_through_resume_program(ctl):
 
 # --- a failing prolog (the GPU health check) on a real slurmd -------------------------------------
 
-# One Trainium pool: no GRES, so a slurmd on this machine (no /dev/nvidia*) can be its node.
-PROLOG_SPEC = {
-    "name": "prolog",
-    "cloud": "aws",
-    "region": "us-east-1",
-    "zone": "us-east-1a",
-    "pools": [{"name": "trn", "instance_type": "trn1n.32xlarge", "max_nodes": 2}],
-}
+PROLOG_SPEC = slurmd_spec("prolog")
 
 
 def test_a_failing_health_check_requeues_the_job_without_holding_it(tmp_path):

@@ -18,22 +18,19 @@ Needs the release (`sudo .ci/install-slurm-release`) and root: without either th
 say how to get them."""
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
-import sys
 import urllib.request
 
 import pytest
 
 from aicluster.design import design_cluster
-from aicluster.slurm_config import SLURM_CONFIG_FILES, kill_wait_s
 from aicluster.spec import parse_spec
 from tests.support import STACK_NAMES, stack_spec
 from tests.support.slurm_release import RELEASE, Release, first_on_path
-from tests.support.slurmctld import RESUME_TIMEOUT_S, Controller, fields, tool, wait_for
-from tests.support.sync_head import BUCKET, SCRIPT, s3_client
+from tests.support.slurmctld import RESUME_TIMEOUT_S, Controller, assert_rendered_settings, fields, wait_for
+from tests.support.sync_head import BUCKET, ControllerHead, s3_client
 
 STACKS = sorted(s for s in STACK_NAMES if stack_spec(s).get("scheduler", "slurm") == "slurm")
 
@@ -84,30 +81,7 @@ def test_slurm_stacks_are_covered():
 
 def test_slurmctld_2411_accepts_the_config(ctl):
     assert_release(ctl)
-    values = ctl.config()
-    slurm = ctl.design.slurm
-    assert values["ClusterName"] == ctl.design.name
-    assert values["SlurmctldParameters"].split(",") == ["enable_configless", "cloud_dns", "idle_on_node_suspend"]
-    assert values["SelectType"] == "select/cons_tres"
-    assert values["SelectTypeParameters"] == "CR_CORE_MEMORY"
-    assert values["GresTypes"] == "gpu"
-    assert values["TopologyPlugin"] == "topology/tree"
-    assert values["PrologFlags"] == "Alloc,Contain"
-    assert "nohold_on_prolog_fail" in values["SchedulerParameters"].split(","), values["SchedulerParameters"]
-    assert values["ReturnToService"] == "2"
-    assert values["HealthCheckProgram"].endswith("/bin/aicluster-gpu-healthcheck")
-    assert values["HealthCheckInterval"] == "300 sec"
-    assert values["HealthCheckNodeState"] == "ANY"
-    assert values["BatchStartTimeout"] == "360 sec"
-    assert values["KillWait"] == f"{kill_wait_s(ctl.design)} sec"
-    assert values["JobRequeue"] == "1"
-    assert values["TreeWidth"] == "65533"
-    assert values["SuspendTime"] == f"{slurm.suspend_time_s} sec"
-    assert values["ResumeTimeout"] == f"{slurm.resume_timeout_s} sec"
-    assert values["ResumeProgram"].endswith("/bin/aicluster-resume")
-    assert values["SuspendProgram"].endswith("/bin/aicluster-suspend")
-    assert values["ResumeFailProgram"].endswith("/bin/aicluster-resume-fail")
-    assert values["SuspendExcNodes"] == (",".join(slurm.suspend_exc_nodes) or "(null)")
+    assert_rendered_settings(ctl)
 
 
 def test_slurmctld_2411_says_nothing_against_the_config(ctl):
@@ -159,56 +133,6 @@ def test_jobs_power_up_their_nodes_through_resume_program(ctl):
 
 # --- 2. the sync's configuration test with 24.11 ---------------------------------------------------
 
-PREFIX = "head/"
-RESTARTS = "systemctl restart slurmctld"
-
-
-class Head:
-    """A head node on 24.11: its controller, the bucket it syncs from, and one sync pass with the
-    release's slurmctld (the throwaway) and scontrol."""
-
-    def __init__(self, ctl: Controller, root, endpoint: str):
-        self.ctl, self.root, self.s3 = ctl, root, s3_client(endpoint)
-        self.calls = root / "systemctl.calls"
-        systemctl = root / "systemctl"       # a recorder: the controller is not a systemd unit here
-        systemctl.write_text(f'#!/bin/sh\necho "systemctl $*" >> {self.calls}\nexit 0\n')
-        systemctl.chmod(0o755)
-        (root / "etc" / "aicluster").mkdir(parents=True)
-        (root / "etc" / "aicluster" / "sync.json").write_text(
-            json.dumps({"bucket": BUCKET, "prefix": PREFIX, "region": "us-east-1"}))
-        self.env = {**ctl.env, "AICLUSTER_ROOT": str(root), "AICLUSTER_SLURMCTLD": tool("slurmctld"),
-                    "AICLUSTER_SCONTROL": tool("scontrol"), "AICLUSTER_SYSTEMCTL": str(systemctl),
-                    "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
-                    "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
-        self.env.pop("JOURNAL_STREAM", None)
-        # The throwaway's copy goes here (tempfile honours TMPDIR): under the temp dir, which the
-        # release's wrapper binds into the chroot at the same path.
-        self.tmp = root / "tmp"
-        self.tmp.mkdir()
-        self.env["TMPDIR"] = str(self.tmp)
-
-    def where(self, name: str) -> str:
-        return "/" + str((self.ctl.conf.parent / name).relative_to(self.root))
-
-    def current(self, name: str) -> str:
-        return (self.ctl.conf.parent / name).read_text()
-
-    def publish(self, slurm_conf: str) -> None:
-        entries = []
-        for name in SLURM_CONFIG_FILES:
-            body = slurm_conf if name == "slurm.conf" else self.current(name)
-            self.s3.put_object(Bucket=BUCKET, Key=f"{PREFIX}slurm/{name}", Body=body.encode())
-            entries.append({"key": f"slurm/{name}", "path": self.where(name), "mode": "0644", "reconfigure": True})
-        self.s3.put_object(Bucket=BUCKET, Key=f"{PREFIX}manifest.json", Body=json.dumps({"files": entries}).encode())
-
-    def sync(self) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, str(SCRIPT)], env=self.env, capture_output=True, text=True,
-                              timeout=300)
-
-    def restarts(self) -> int:
-        return self.calls.read_text().splitlines().count(RESTARTS) if self.calls.exists() else 0
-
-
 @pytest.fixture
 def head(moto_endpoint, tmp_path, release_bin):
     urllib.request.urlopen(urllib.request.Request(f"{moto_endpoint}/moto-api/reset", method="POST")).close()
@@ -219,7 +143,7 @@ def head(moto_endpoint, tmp_path, release_bin):
         try:
             ctl.start()
             assert_release(ctl)
-            head = Head(ctl, root, moto_endpoint)
+            head = ControllerHead(ctl, root, moto_endpoint)
             assert head.env["AICLUSTER_SLURMCTLD"] == str(release_bin / "slurmctld")
             yield head
         finally:

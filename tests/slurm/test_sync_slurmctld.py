@@ -9,69 +9,16 @@ scontrol reaches that slurmctld; systemctl is a recorder (the controller is not 
 here). The Slurm and munge programs are required: a missing one fails the test."""
 from __future__ import annotations
 
-import json
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 
 from aicluster.design import design_cluster
-from aicluster.slurm_config import SLURM_CONFIG_FILES
 from aicluster.spec import parse_spec
 from tests.support import stack_spec
-from tests.support.slurmctld import Controller, tool
-from tests.support.sync_head import BUCKET, SCRIPT, s3_client
-
-PREFIX = "head/"
-RESTARTS = "systemctl restart slurmctld"
-
-
-class Head:
-    """The controller, the bucket it syncs from, and one sync pass."""
-
-    def __init__(self, ctl: Controller, root, endpoint: str):
-        self.ctl, self.root, self.s3 = ctl, root, s3_client(endpoint)
-        self.calls = root / "systemctl.calls"
-        systemctl = root / "systemctl"
-        systemctl.write_text(f'#!/bin/sh\necho "systemctl $*" >> {self.calls}\nexit 0\n')
-        systemctl.chmod(0o755)
-        (root / "etc" / "aicluster").mkdir(parents=True)
-        (root / "etc" / "aicluster" / "sync.json").write_text(
-            json.dumps({"bucket": BUCKET, "prefix": PREFIX, "region": "us-east-1"}))
-        self.env = {**ctl.env, "AICLUSTER_ROOT": str(root), "AICLUSTER_SLURMCTLD": tool("slurmctld"),
-                    "AICLUSTER_SCONTROL": tool("scontrol"), "AICLUSTER_SYSTEMCTL": str(systemctl),
-                    "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
-                    "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
-        self.env.pop("JOURNAL_STREAM", None)
-        self.tmp = root / "tmp"                # where the throwaway's copy goes (tempfile honours TMPDIR)
-        self.tmp.mkdir()
-        self.env["TMPDIR"] = str(self.tmp)
-
-    def where(self, name: str) -> str:
-        """The file's path as the manifest names it (under AICLUSTER_ROOT)."""
-        return "/" + str((self.ctl.conf.parent / name).relative_to(self.root))
-
-    def current(self, name: str) -> str:
-        return (self.ctl.conf.parent / name).read_text()
-
-    def publish(self, slurm_conf: str) -> None:
-        """The controller's own Slurm files, with this slurm.conf."""
-        entries = []
-        for name in SLURM_CONFIG_FILES:
-            body = slurm_conf if name == "slurm.conf" else self.current(name)
-            self.s3.put_object(Bucket=BUCKET, Key=f"{PREFIX}slurm/{name}", Body=body.encode())
-            entries.append({"key": f"slurm/{name}", "path": self.where(name), "mode": "0644", "reconfigure": True})
-        self.s3.put_object(Bucket=BUCKET, Key=f"{PREFIX}manifest.json", Body=json.dumps({"files": entries}).encode())
-
-    def sync(self) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, str(SCRIPT)], env=self.env, capture_output=True, text=True,
-                              timeout=300)
-
-    def restarts(self) -> int:
-        return self.calls.read_text().splitlines().count(RESTARTS) if self.calls.exists() else 0
-
+from tests.support.slurmctld import Controller
+from tests.support.sync_head import BUCKET, ControllerHead, s3_client
 
 @pytest.fixture
 def head(moto_endpoint, tmp_path):
@@ -83,7 +30,7 @@ def head(moto_endpoint, tmp_path):
     ctl = Controller("sync", design_cluster(parse_spec(stack_spec("aws-p4d-small"))), root / "ctl")
     try:
         ctl.start()
-        yield Head(ctl, root, moto_endpoint)
+        yield ControllerHead(ctl, root, moto_endpoint)
     finally:
         ctl.stop()
 

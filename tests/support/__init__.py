@@ -28,6 +28,13 @@ GCP_MIN = {
     "pools": [{"name": "gpu", "instance_type": "h100", "max_nodes": 2}],
 }
 FSX = {"name": "fsx", "type": "lustre", "mount": "/fsx", "capacity_gib": 1200}
+
+
+def slurmd_spec(name: str) -> dict:
+    """One Trainium pool of two nodes: no GRES, so a slurmd on this machine (no /dev/nvidia*) can
+    be its node (tests/slurm, real slurmd)."""
+    return {"name": name, "cloud": "aws", "region": "us-east-1", "zone": "us-east-1a",
+            "pools": [{"name": "trn", "instance_type": "trn1n.32xlarge", "max_nodes": 2}]}
 GCP_PROJECT = "aicluster-test"   # the gcp:project run_spec gives GCP specs
 CR = "cr-0123456789abcdef0"
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aicluster.design import ClusterDesign
-from aicluster.slurm_config import SlurmRuntime, render_slurm_configs
+from aicluster.slurm_config import SlurmRuntime, kill_wait_s, render_slurm_configs
 from tests.support import free_port
 
 INSTALL_HINT = ("install Slurm and munge (Debian/Ubuntu: apt-get install slurmctld slurm-client munge; "
@@ -228,3 +228,34 @@ class Controller:
 
 def _current_user() -> str:
     return pwd.getpwuid(os.getuid()).pw_name
+
+
+def assert_rendered_settings(ctl: Controller) -> None:
+    """The settings that matter, as the running slurmctld (of any release) reads them from the
+    rendered configuration of `ctl.design`."""
+    values = ctl.config()
+    slurm = ctl.design.slurm
+    assert values["ClusterName"] == ctl.design.name
+    assert values["SlurmctldParameters"].split(",") == ["enable_configless", "cloud_dns", "idle_on_node_suspend"]
+    assert values["SelectType"] == "select/cons_tres"
+    assert values["SelectTypeParameters"] == "CR_CORE_MEMORY"
+    assert values["GresTypes"] == "gpu"
+    assert values["TopologyPlugin"] == "topology/tree"
+    assert values["PrologFlags"] == "Alloc,Contain"
+    # A failed prolog (GPU health check) requeues the job without holding it.
+    assert "nohold_on_prolog_fail" in values["SchedulerParameters"].split(","), values["SchedulerParameters"]
+    assert values["ReturnToService"] == "2"
+    # The periodic health check and the room the prolog and a checkpoint get (issue 13).
+    assert values["HealthCheckProgram"].endswith("/bin/aicluster-gpu-healthcheck")
+    assert values["HealthCheckInterval"] == "300 sec"
+    assert values["HealthCheckNodeState"] == "ANY"
+    assert values["BatchStartTimeout"] == "360 sec"
+    assert values["KillWait"] == f"{kill_wait_s(ctl.design)} sec"
+    assert values["JobRequeue"] == "1"
+    assert values["TreeWidth"] == "65533"
+    assert values["SuspendTime"] == f"{slurm.suspend_time_s} sec"
+    assert values["ResumeTimeout"] == f"{slurm.resume_timeout_s} sec"
+    assert values["ResumeProgram"].endswith("/bin/aicluster-resume")
+    assert values["SuspendProgram"].endswith("/bin/aicluster-suspend")
+    assert values["ResumeFailProgram"].endswith("/bin/aicluster-resume-fail")
+    assert values["SuspendExcNodes"] == (",".join(slurm.suspend_exc_nodes) or "(null)")

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import boto3
 
+from aicluster.slurm_config import SLURM_CONFIG_FILES
 from tests.support import ROOT, fake_slurmctld, stack_spec
+from tests.support.slurmctld import Controller, tool
 
 SCRIPT = ROOT / "templates" / "scripts" / "aicluster-sync.py"
 BUCKET = "p5-train-config"
@@ -126,3 +128,55 @@ def aws_head(moto_endpoint: str, tmp_path: Path) -> Head:
            "AWS_DEFAULT_REGION": "us-east-1"}
     env.pop("JOURNAL_STREAM", None)
     return Head(s3, root, tmp_path, files, CONFIG_PREFIX, env)
+
+
+CONTROLLER_PREFIX = "head/"
+RESTARTS = "systemctl restart slurmctld"
+
+
+class ControllerHead:
+    """A head node with a real controller (tests/support/slurmctld.py) whose Slurm directory is
+    where the published manifest installs: the bucket it syncs from (moto's S3) and one sync pass.
+    The real scontrol and slurmctld (the throwaway) of whatever release is first on PATH; systemctl
+    is a recorder (the controller is not a systemd unit here)."""
+
+    def __init__(self, ctl: Controller, root, endpoint: str):
+        self.ctl, self.root, self.s3 = ctl, root, s3_client(endpoint)
+        self.calls = root / "systemctl.calls"
+        systemctl = root / "systemctl"
+        systemctl.write_text(f'#!/bin/sh\necho "systemctl $*" >> {self.calls}\nexit 0\n')
+        systemctl.chmod(0o755)
+        (root / "etc" / "aicluster").mkdir(parents=True)
+        (root / "etc" / "aicluster" / "sync.json").write_text(
+            json.dumps({"bucket": BUCKET, "prefix": CONTROLLER_PREFIX, "region": "us-east-1"}))
+        self.env = {**ctl.env, "AICLUSTER_ROOT": str(root), "AICLUSTER_SLURMCTLD": tool("slurmctld"),
+                    "AICLUSTER_SCONTROL": tool("scontrol"), "AICLUSTER_SYSTEMCTL": str(systemctl),
+                    "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
+                    "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+        self.env.pop("JOURNAL_STREAM", None)
+        self.tmp = root / "tmp"                # where the throwaway's copy goes (tempfile honours TMPDIR)
+        self.tmp.mkdir()
+        self.env["TMPDIR"] = str(self.tmp)
+
+    def where(self, name: str) -> str:
+        """The file's path as the manifest names it (under AICLUSTER_ROOT)."""
+        return "/" + str((self.ctl.conf.parent / name).relative_to(self.root))
+
+    def current(self, name: str) -> str:
+        return (self.ctl.conf.parent / name).read_text()
+
+    def publish(self, slurm_conf: str) -> None:
+        """The controller's own Slurm files, with this slurm.conf."""
+        entries = []
+        for name in SLURM_CONFIG_FILES:
+            body = slurm_conf if name == "slurm.conf" else self.current(name)
+            self.s3.put_object(Bucket=BUCKET, Key=f"{CONTROLLER_PREFIX}slurm/{name}", Body=body.encode())
+            entries.append({"key": f"slurm/{name}", "path": self.where(name), "mode": "0644", "reconfigure": True})
+        self.s3.put_object(Bucket=BUCKET, Key=f"{CONTROLLER_PREFIX}manifest.json", Body=json.dumps({"files": entries}).encode())
+
+    def sync(self) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(SCRIPT)], env=self.env, capture_output=True, text=True,
+                              timeout=300)
+
+    def restarts(self) -> int:
+        return self.calls.read_text().splitlines().count(RESTARTS) if self.calls.exists() else 0
