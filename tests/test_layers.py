@@ -8,9 +8,9 @@ aicluster.lazy, where the TYPE_CHECKING block mirrors imports that do run on fir
 Checked:
 (a) no import cycle among aicluster modules;
 (b) every import goes to the same or a lower layer (LAYERS, lowest first);
-(c) the policy pack imports only aicluster.catalog, aicluster.balance and aicluster.stateful (plus
-    pulumi_policy, yaml, the standard library and its own modules), and those three need nothing above
-    the catalog layer;
+(c) the policy pack imports only aicluster.catalog, aicluster.balance, aicluster.stateful and
+    aicluster.perf (plus pulumi_policy, yaml, the standard library and its own modules), and those
+    need nothing above the catalog layer;
 (d) nothing imports aicluster.cli.
 Known exceptions live in KNOWN_VIOLATIONS: the test fails on a new one and on a listed one that is
 gone (a ratchet: the list only shrinks).
@@ -36,8 +36,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("catalog", ("aicluster.catalog", "aicluster.tpu")),
     # Raw YAML -> ClusterSpec or SpecError; checks read the catalog, never a design.
     ("spec", ("aicluster.spec",)),
+    # The training model: FLOPs, memory, step time, layout search; reads the catalog, never a design.
+    ("perf", ("aicluster.perf",)),
     # ClusterSpec -> ClusterDesign, pure; the balance and stateful models the policy pack shares.
-    ("design", ("aicluster.balance", "aicluster.stateful", "aicluster.critical_path",
+    ("design", ("aicluster.balance", "aicluster.stateful", "aicluster.critical_path", "aicluster.workload_inputs",
                 "aicluster.kubernetes_design", "aicluster.gke_design", "aicluster.design")),
     # ClusterDesign -> file texts (templates, slurm.conf).
     ("render", ("aicluster.render", "aicluster.slurm_config", "aicluster.slurm_files")),
@@ -48,14 +50,14 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # Runs any Pulumi program offline: engine, capture, fake clouds, the policy bridge.
     ("offline", ("aicluster.offline",)),
     # What the commands do: read stacks, plan, check, report, write outputs, docs.
-    ("commands", ("aicluster.stacks", "aicluster.out_dir", "aicluster.catalog_view", "aicluster.k8s_manifests",
+    ("commands", ("aicluster.estimate_command", "aicluster.workload_file", "aicluster.stacks", "aicluster.out_dir", "aicluster.catalog_view", "aicluster.k8s_manifests",
                   "aicluster.planner", "aicluster.check", "aicluster.plan_report", "aicluster.spec_docs")),
     # The public API (package exports) and the `aicluster` command; nothing imports cli.
     ("api", ("aicluster",)),
     ("cli", ("aicluster.cli",)),
 ]
 
-POLICY_ALLOWED = ("aicluster.catalog", "aicluster.balance", "aicluster.stateful")
+POLICY_ALLOWED = ("aicluster.catalog", "aicluster.balance", "aicluster.stateful", "aicluster.perf")
 # pulumi_policy: the pack API; yaml: sec_005 parses cloud-init (PyYAML is the catalog loader's own dependency).
 POLICY_THIRD_PARTY = ("pulumi_policy", "yaml")
 
@@ -234,7 +236,7 @@ def test_policy_pack_depends_only_on_catalog_balance_stateful():
             if top == PACKAGE and any(name == a or name.startswith(a + ".") for a in POLICY_ALLOWED):
                 continue
             bad.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
-    assert not bad, "the policy pack imports only aicluster.catalog/balance/stateful:\n" + "\n".join(bad)
+    assert not bad, "the policy pack imports only aicluster.catalog/balance/stateful/perf:\n" + "\n".join(bad)
 
 
 def test_what_the_policy_pack_uses_stays_low():

@@ -27,6 +27,9 @@ class Accelerator:
     bf16_tflops: float | None       # dense; None where no primary source was found
     hbm_bandwidth_gbs: float | None
     source: str
+    fp8_tflops: float | None = None     # dense; None: no FP8 tensor cores or not sourced
+    scale_up_gbs: float | None = None   # NVLink per chip, one direction, GB/s; None: not sourced
+    scale_up_source: str = ""
 
     @property
     def memory_gib(self) -> float:
@@ -164,6 +167,8 @@ class TpuGeneration:
     hosts: Mapping[str, tuple[int, int]] = field(default_factory=dict)   # machine type -> (vCPU, GiB)
     host_source: str = ""
     boot_disk_type: str | None = None           # the boot disk type its hosts support (GKE node pools)
+    ici_gbs_bidirectional: float | None = None  # ICI per chip, both directions, GB/s; None: not sourced
+    ici_source: str = ""
 
 
 @dataclass(frozen=True)
@@ -315,6 +320,9 @@ def load_catalog() -> Catalog:
             bf16_tflops=e.get("bf16_tflops"),
             hbm_bandwidth_gbs=e.get("hbm_bandwidth_gbs"),
             source=_sourced(e, f"accelerators.{model}"),
+            fp8_tflops=e.get("fp8_tflops"),
+            scale_up_gbs=e.get("scale_up_gbs"),
+            scale_up_source=e.get("scale_up_source", ""),
         )
         for model, e in acc_doc.items()
     }
@@ -369,6 +377,8 @@ def load_catalog() -> Catalog:
             topologies=tuple(e["topologies"]),
             source=_sourced(e, f"tpu.yaml tpus.{name}"),
             runtime_version=e.get("runtime_version"),
+            ici_gbs_bidirectional=e.get("ici_gbs_bidirectional"),
+            ici_source=e.get("ici_source", ""),
             dcn_gbps_per_chip=e.get("dcn_gbps_per_chip"),
             hosts={m: (int(h["vcpu"]), int(h["memory_gib"])) for m, h in (e.get("hosts") or {}).items()},
             host_source=str(e.get("host_source", "")),

@@ -1,0 +1,123 @@
+"""What an estimate answers: the best layout's step, memory, bound, time and cost to train, and the
+runners-up. `to_dict()` is the JSON `aicluster estimate --format json` prints under `estimate`."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from .shapes import Layout
+
+BOUNDS = ("compute", "memory", "intra-node", "inter-node", "pipeline", "storage")
+
+
+@dataclass(frozen=True)
+class Memory:
+    """GiB per accelerator on the busiest pipeline stage (the first)."""
+    weights: float
+    gradients: float
+    optimizer: float
+    activations: float
+    buffers: float          # logits, communication buckets, allocator fragmentation
+    capacity: float         # HBM per accelerator
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.gradients + self.optimizer + self.activations + self.buffers
+
+    @property
+    def headroom_pct(self) -> float:
+        return 100 * (1 - self.total / self.capacity) if self.capacity else 0.0
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """Seconds per step on the critical path."""
+    compute: float
+    exposed_tp: float
+    bubble: float
+    exposed_dp: float
+    p2p: float
+    optimizer: float
+    exposed_cp_ep: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return (self.compute + self.exposed_tp + self.bubble + self.exposed_dp + self.p2p
+                + self.optimizer + self.exposed_cp_ep)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One evaluated layout."""
+    layout: Layout
+    step_time_s: float
+    tokens_per_s_per_gpu: float
+    model_tflops_per_gpu: float
+    mfu: float
+    hfu: float
+    bound: str
+    memory: Memory
+    breakdown: Breakdown
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    size_gb: float
+    write_s: float | None           # None: no filesystem to write to
+    stall_pct: float | None         # of the checkpoint interval, synchronous writes
+    interval_min: float
+    budget_pct: float
+
+
+@dataclass(frozen=True)
+class DataLoading:
+    tokens_per_s: float             # what the whole job consumes
+    mb_per_s: float                 # at training.bytes_per_token
+    filesystem_mb_per_s: float | None
+
+
+@dataclass(frozen=True)
+class Estimate:
+    hardware: str
+    accelerators: int
+    best: Candidate
+    candidates: tuple[Candidate, ...]      # best first, at most `top`
+    layouts_searched: int
+    layouts_fitting: int
+    tokens_per_s: float                    # the whole job
+    train_days: float | None
+    train_cost_usd: float | None
+    usd_per_hour: float | None
+    checkpoint: Checkpoint
+    data_loading: DataLoading
+    bound: str                             # the best layout's, or storage when checkpoints stall more
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict:
+        b = self.best
+        mem = dataclasses.asdict(b.memory) | {"total": b.memory.total, "headroom_pct": b.memory.headroom_pct}
+        return {
+            "hardware": self.hardware,
+            "accelerators": self.accelerators,
+            "tokens_per_s_per_gpu": b.tokens_per_s_per_gpu,
+            "tokens_per_s": self.tokens_per_s,
+            "model_tflops_per_gpu": b.model_tflops_per_gpu,
+            "mfu": b.mfu,
+            "hfu": b.hfu,
+            "step_time_s": b.step_time_s,
+            "memory_per_gpu_gib": mem,
+            "layout": b.layout.as_dict(),
+            "bound": self.bound,
+            "breakdown_s": dataclasses.asdict(b.breakdown),
+            "train_days": self.train_days,
+            "train_cost_usd": self.train_cost_usd,
+            "usd_per_hour": self.usd_per_hour,
+            "checkpoint": dataclasses.asdict(self.checkpoint),
+            "data_loading": dataclasses.asdict(self.data_loading),
+            "warnings": list(self.warnings),
+            "layouts_searched": self.layouts_searched,
+            "layouts_fitting": self.layouts_fitting,
+            "candidates": [{"layout": c.layout.as_dict(), "tokens_per_s_per_gpu": c.tokens_per_s_per_gpu,
+                            "mfu": c.mfu, "step_time_s": c.step_time_s, "bound": c.bound,
+                            "memory_per_gpu_gib": c.memory.total} for c in self.candidates],
+        }
