@@ -32,10 +32,11 @@ class ModelShape:
     seq_len: int
     mlp: str = "swiglu"            # swiglu | gelu | relu2
     moe: Moe | None = None
+    head_size: int | None = None   # None: hidden / heads (MaxText's wide models use 128 regardless)
 
     @property
     def head_dim(self) -> int:
-        return self.hidden // self.heads
+        return self.head_size or self.hidden // self.heads
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,161 @@
+"""The model's free parameters, and how they were fitted on published measurements.
+
+`CALIBRATION` is what every estimate uses. It was fitted by `fit()` on every record of
+tests/data/training-throughput.json (a copy of the 174 published measurements in the reference set,
+each with its source) with `python bench/calibrate.py`, which also prints the leave-one-group-out
+error. Groups are whole source tables: rows of one table share a software stack, so holding out
+single rows would flatter the model. The fit is few-parameter on purpose: the model is judged on
+measurements that are not in the file.
+"""
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from dataclasses import dataclass, fields, replace
+from typing import Callable, Iterable, Mapping, Sequence
+
+from ..catalog import load_catalog
+from .hardware import from_tpu
+from .shapes import Hardware, Layout, ModelShape, Moe, TrainingShape
+from .step import Calibration, step_time
+
+# Fitted by bench/calibrate.py on all 174 records (see docs/training-model.md for the errors).
+CALIBRATION = Calibration(gemm_ceiling=0.7234, tpu_ceiling=0.9969, gemm_width=275.0, attention_efficiency=0.6449,
+                          fp8_gain=1.6648, elementwise_bytes=399.4, tp_exposed=0.6719, dp_overlap=0.8)
+
+# Bounds keep a fit physical (an efficiency above 1, a negative overlap).
+BOUNDS = {"gemm_ceiling": (0.3, 1.0), "tpu_ceiling": (0.3, 1.0), "gemm_width": (0.0, 4000.0), "attention_efficiency": (0.1, 1.0),
+          "fp8_gain": (1.0, 2.0), "elementwise_bytes": (0.0, 400.0), "tp_exposed": (0.0, 1.0),
+          "dp_overlap": (0.0, 1.0)}
+
+# Inter-node bandwidth per node where a source does not state it: Selene and MosaicML's A100 nodes
+# have 8 x 200 Gb/s (the records say so); H100 nodes of the NeMo and MosaicML tables are DGX/HGX H100
+# class with 8 x 400 Gb/s (NVIDIA DGX SuperPOD RA: eight 400 Gbps links per node).
+_NODE_GBPS = {"A100": 1600.0, "H100": 3200.0}
+
+
+@dataclass(frozen=True)
+class Record:
+    id: str
+    group: str
+    accelerator: str
+    model: ModelShape
+    training: TrainingShape
+    hardware: Hardware
+    layout: Layout
+    tokens_per_s_per_gpu: float
+
+
+def _recompute(text: str | None) -> str:
+    text = (text or "none").lower()
+    if text.startswith("full"):
+        return "full"
+    return "selective" if text.startswith(("selective", "minimal")) else "none"
+
+
+def _zero(p: Mapping) -> int:
+    if p.get("fsdp"):
+        return 3
+    stage = p.get("zero_stage")
+    return 1 if stage is None else int(stage)   # None: Megatron/NeMo's distributed optimizer
+
+
+def _hardware(r: Mapping) -> Hardware:
+    hw = r["hardware"]
+    catalog = load_catalog()
+    if hw["accelerator"].startswith("TPU"):
+        generation = catalog.tpus[hw["accelerator"][3:].lower()]
+        slices = int(m.group(1)) if (m := re.search(r"-(\d+)xv5p-", r["id"])) else 1
+        return from_tpu(generation, hw["count"] // slices, slices)
+    acc = catalog.accelerators["A100-80GB" if hw["accelerator"] == "A100" else hw["accelerator"]]
+    return Hardware(name=f'{hw["count"]} x {hw["accelerator"]}', accelerator=acc.model, kind="gpu",
+                    count=hw["count"], per_node=hw["per_node"], bf16_tflops=float(acc.bf16_tflops),
+                    fp8_tflops=acc.fp8_tflops, hbm_gib=acc.memory_gib, hbm_gbs=float(acc.hbm_bandwidth_gbs),
+                    scale_up_size=hw["per_node"], scale_up_gbs=acc.scale_up_gbs,
+                    scale_out_gbps_per_node=_NODE_GBPS[hw["accelerator"]])
+
+
+def record(r: Mapping) -> Record:
+    """One published measurement as the model's inputs and the measured tokens/s per accelerator."""
+    m, p = r["model"], r["parallelism"]
+    heads = m["heads"] or max(1, m["hidden"] // 128)      # Narayanan's table gives no heads: d_h 128
+    moe = m.get("moe")
+    model = ModelShape(
+        layers=m["layers"], hidden=m["hidden"], heads=heads, kv_heads=m["kv_heads"] or heads,
+        ffn_hidden=m["ffn_hidden"], vocab=m["vocab"], seq_len=m["seq_len"],
+        mlp=m["mlp_type"] if m["mlp_type"] in ("swiglu", "gelu", "relu2") else "gelu",
+        moe=Moe(moe["experts"], moe["top_k"], moe["expert_ffn_hidden"]) if moe else None,
+        head_size=128 if "heads*128" in (m.get("notes") or "") else None)
+    training = TrainingShape(global_batch_seqs=r["global_batch_seqs"],
+                             precision="fp8" if "fp8" in r["precision"].lower() else "bf16")
+    layout = Layout(tp=p["tp"] or 1, pp=p["pp"] or 1, dp=p["dp"] or 1, cp=p["cp"] or 1, ep=p["ep"] or 1,
+                    zero_stage=_zero(p), recompute=_recompute(p["recompute"]),
+                    micro_batch=p["micro_batch"] or 1, virtual_stages=p["vp"] or 1)
+    return Record(r["id"], r["group"], r["hardware"]["accelerator"], model, training, _hardware(r), layout,
+                  r["derived"]["tokens_per_s_per_gpu"])
+
+
+def records(document: Mapping) -> list[Record]:
+    return [record(r) for r in document["records"]]
+
+
+def predict(rec: Record, cal: Calibration = CALIBRATION) -> float:
+    """Predicted tokens/s per accelerator for the record's published layout."""
+    step = step_time(rec.model, rec.training, rec.hardware, rec.layout, cal)
+    return step.global_batch * rec.model.seq_len / step.breakdown.total / rec.hardware.count
+
+
+def errors(recs: Iterable[Record], cal: Calibration = CALIBRATION) -> list[float]:
+    """Relative error of each prediction: predicted / measured - 1."""
+    return [predict(r, cal) / r.tokens_per_s_per_gpu - 1 for r in recs]
+
+
+def _loss(recs: Sequence[Record], cal: Calibration) -> float:
+    """Mean squared log error, each source group weighted equally."""
+    groups: dict[str, list[float]] = {}
+    for r in recs:
+        groups.setdefault(r.group, []).append(math.log(predict(r, cal) / r.tokens_per_s_per_gpu) ** 2)
+    return statistics.fmean(statistics.fmean(v) for v in groups.values())
+
+
+def fit(recs: Sequence[Record], start: Calibration = CALIBRATION, *, sweeps: int = 6,
+        free: Sequence[str] | None = None) -> Calibration:
+    """Coordinate descent with shrinking steps, inside BOUNDS: few parameters, smooth loss, and no
+    dependency beyond the standard library."""
+    names = list(free or (f.name for f in fields(Calibration)))
+    cal, best = start, _loss(recs, start)
+    for sweep in range(sweeps):
+        for name in names:
+            lo, hi = BOUNDS[name]
+            step = (hi - lo) / 4 / 2 ** sweep
+            current = getattr(cal, name)
+            while step > (hi - lo) / 400:
+                improved = False
+                for candidate in (current - step, current + step):
+                    if lo <= candidate <= hi:
+                        trial = replace(cal, **{name: candidate})
+                        loss = _loss(recs, trial)
+                        if loss < best:
+                            cal, best, current, improved = trial, loss, candidate, True
+                            break
+                if not improved:
+                    step /= 2
+    return cal
+
+
+def leave_one_group_out(recs: Sequence[Record], fitter: Callable[[Sequence[Record]], Calibration] = fit
+                        ) -> dict[str, list[tuple[Record, float]]]:
+    """For each source group: fit on every other group, predict the held-out one."""
+    out: dict[str, list[tuple[Record, float]]] = {}
+    for group in sorted({r.group for r in recs}):
+        cal = fitter([r for r in recs if r.group != group])
+        held = [r for r in recs if r.group == group]
+        out[group] = list(zip(held, errors(held, cal)))
+    return out
+
+
+def summary(errs: Sequence[float]) -> tuple[float, float]:
+    """(median |error|, share within 20 %)."""
+    absolute = [abs(e) for e in errs]
+    return statistics.median(absolute), sum(a <= 0.20 for a in absolute) / len(absolute)

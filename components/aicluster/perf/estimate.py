@@ -1,0 +1,124 @@
+"""One estimate: search the layouts, keep those that fit HBM, rank them by predicted throughput, and
+add what the best one means for time and cost to train, checkpoints and the data loader."""
+from __future__ import annotations
+
+from ..errors import Problem, SpecError
+from .calibration import CALIBRATION
+from .flops import flops_per_token, parameter_count
+from .memory import memory
+from .result import Candidate, Checkpoint, DataLoading, Estimate
+from .search import layouts
+from .shapes import Hardware, Layout, LayoutHint, ModelShape, Storage, TrainingShape
+from .step import Calibration, Step, step_time
+
+# Resumable checkpoint: bf16 weights + fp32 master weights and Adam moments, 14 B/param (the upper
+# end of 12-14 B/param derived from the ZeRO breakdown; BLOOM-176B's 2.3 TB full checkpoint is
+# ~13 B/param).
+CHECKPOINT_BYTES_PER_PARAM = 14
+# Memory binds when a layout that does not fit would be this much faster than the best that does.
+MEMORY_BOUND_GAIN = 1.10
+# Accelerators with published measurements in the calibration set.
+CALIBRATED = ("A100", "H100", "TPU v5p")
+# Data-parallel width from which ZeRO-3 / FSDP stacks ran slower than the model predicts.
+ZERO3_WARN_DP = 64
+
+
+def _candidate(m: ModelShape, tr: TrainingShape, hw: Hardware, lay: Layout, step: Step, mem) -> Candidate:
+    b = step.breakdown
+    per_gpu = step.global_batch * m.seq_len / b.total / hw.count
+    tflops = per_gpu * flops_per_token(m) / 1e12
+    shares = {"compute": b.compute + b.optimizer, "pipeline": b.bubble,
+              "intra-node": step.intra_node_s, "inter-node": step.inter_node_s}
+    return Candidate(layout=lay, step_time_s=b.total, tokens_per_s_per_gpu=per_gpu, model_tflops_per_gpu=tflops,
+                     mfu=tflops / hw.bf16_tflops, hfu=per_gpu * step.hfu_flops_per_token / 1e12 / hw.bf16_tflops,
+                     bound=max(shares, key=shares.get), memory=mem, breakdown=b)
+
+
+def estimate(model: ModelShape, training: TrainingShape, hardware: Hardware, *, hint: LayoutHint = LayoutHint(),
+             storage: Storage | None = None, top: int = 3, at: str = "parallelism",
+             calibration: Calibration = CALIBRATION) -> Estimate:
+    """The best layouts of `model` on `hardware`; SpecError when none fits or the fixed part cannot work."""
+    warnings: list[str] = []
+    if hardware.bf16_tflops <= 0:
+        raise SpecError([Problem("cluster", hardware.accelerator, "an accelerator with a sourced dense BF16 "
+                                 "peak in the catalog (`aicluster catalog`)")], subject="workload")
+    if training.precision == "fp8" and not hardware.fp8_tflops:
+        warnings.append(f"{hardware.accelerator} has no FP8 tensor cores in the catalog: timed as BF16")
+    fitting: list[Candidate] = []
+    fastest_unconstrained = 0.0
+    searched = 0
+    for lay in layouts(model, hardware, hint, training.global_batch_seqs, at=at):
+        searched += 1
+        mem = memory(model, lay, hardware, training.global_batch_seqs)
+        step = step_time(model, training, hardware, lay, calibration)
+        rate = step.global_batch * model.seq_len / step.breakdown.total
+        fastest_unconstrained = max(fastest_unconstrained, rate)
+        if mem.total <= mem.capacity:
+            fitting.append(_candidate(model, training, hardware, lay, step, mem))
+    if not fitting:
+        raise SpecError([Problem(at, f"{searched} layouts", f"a layout whose memory fits the {hardware.hbm_gib:.0f} "
+                                 f"GiB of HBM per accelerator of {hardware.name}: none of them does (add nodes, "
+                                 "choose accelerators with more HBM, or relax the fixed parallelism keys)")],
+                        subject="workload")
+    fitting.sort(key=lambda c: -c.tokens_per_s_per_gpu)
+    best = fitting[0]
+    tokens_per_s = best.tokens_per_s_per_gpu * hardware.count
+    bound = best.bound
+    if fastest_unconstrained > MEMORY_BOUND_GAIN * tokens_per_s:
+        bound = "memory"
+        warnings.append(f"memory binds: a layout that does not fit HBM would run "
+                        f"{fastest_unconstrained / tokens_per_s:.2f}x faster (more HBM or more accelerators help)")
+
+    params = parameter_count(model)
+    checkpoint = _checkpoint(params, storage)
+    loading = DataLoading(tokens_per_s=tokens_per_s, mb_per_s=tokens_per_s * training.bytes_per_token / 1e6,
+                          filesystem_mb_per_s=None if storage is None else storage.throughput_gbs * 1000)
+    if (checkpoint.stall_pct is not None and checkpoint.stall_pct > checkpoint.budget_pct) or (
+            loading.filesystem_mb_per_s is not None and loading.mb_per_s > loading.filesystem_mb_per_s):
+        bound = "storage"
+    usd_per_hour = None if hardware.usd_per_accelerator_hour is None else \
+        hardware.usd_per_accelerator_hour * hardware.count
+    days = cost = None
+    if training.tokens:
+        days = training.tokens / tokens_per_s / 86400
+        cost = None if usd_per_hour is None else usd_per_hour * days * 24
+        warnings.append("train_days assumes every hour trains: production runs lose 5-20 % to failures, "
+                        "restarts and evaluation (divide by your goodput)")
+    warnings += _caveats(model, training, hardware, best)
+    return Estimate(hardware=hardware.name, accelerators=hardware.count, best=best, candidates=tuple(fitting[:top]),
+                    layouts_searched=searched, layouts_fitting=len(fitting), tokens_per_s=tokens_per_s,
+                    train_days=days, train_cost_usd=cost, usd_per_hour=usd_per_hour, checkpoint=checkpoint,
+                    data_loading=loading, bound=bound, warnings=tuple(warnings))
+
+
+def _checkpoint(params: float, storage: Storage | None) -> Checkpoint:
+    size_gb = params * CHECKPOINT_BYTES_PER_PARAM / 1e9
+    if storage is None:
+        return Checkpoint(size_gb, None, None, 30.0, 5.0)
+    write_s = size_gb / storage.write_gbs if storage.write_gbs > 0 else None
+    stall = None if write_s is None else 100 * write_s / (storage.checkpoint_interval_min * 60)
+    return Checkpoint(size_gb, write_s, stall, storage.checkpoint_interval_min, storage.max_checkpoint_stall_pct)
+
+
+def _caveats(m: ModelShape, tr: TrainingShape, hw: Hardware, best: Candidate) -> list[str]:
+    """Where the calibration says less than the number suggests."""
+    out = []
+    if not any(hw.accelerator.startswith(c) for c in CALIBRATED):
+        out.append(f"no published measurement of {hw.accelerator} in the calibration set: efficiencies are "
+                   "borrowed from the nearest calibrated class (A100/H100 for GPUs, v5p for TPUs)")
+    if hw.scale_up_gbs is None:
+        out.append(f"{hw.accelerator}'s scale-up bandwidth is not in the catalog: tensor-parallel traffic is not timed")
+    if m.moe is not None:
+        out.append("the calibration set has no MoE measurement: expert all-to-all and routing are modelled, not fitted")
+    if best.layout.zero_stage == 3 and best.layout.dp >= ZERO3_WARN_DP:
+        out.append(f"ZeRO-3 over {best.layout.dp} data-parallel ranks: such stacks ran up to ~1.5x slower than "
+                   "predicted in published runs")
+    b = best.breakdown
+    if best.layout.tp > 1 and b.exposed_tp > 0.1 * b.total:
+        out.append("tensor-parallel time is uncertain: published throughput cannot tell TP communication from "
+                   "narrow-GEMM inefficiency (both grow with tp / hidden)")
+    if best.layout.dp * best.layout.micro_batch * (-(-tr.global_batch_seqs // (best.layout.dp * best.layout.micro_batch))) \
+            != tr.global_batch_seqs:
+        out.append(f"the global batch of {tr.global_batch_seqs} sequences does not split into dp x micro-batch; "
+                   "it is rounded up to whole micro-batches")
+    return out

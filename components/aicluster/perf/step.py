@@ -1,0 +1,164 @@
+"""Time per training step on the critical path (docs/training-model.md section 3).
+
+Per accelerator: compute (weight GEMMs at an efficiency that grows with GEMM width h/t, attention at
+its own efficiency, memory-bound elementwise work at HBM bandwidth), then what communication the
+framework cannot hide: tensor-parallel collectives (a calibrated exposed share), the pipeline
+bubble, pipeline sends, data-parallel gradient and parameter traffic beyond what overlaps with
+compute, context- and expert-parallel exchanges, and the optimizer step.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .flops import attention_flops_per_token, matmul_flops_per_token, recompute_flops_per_token
+from .memory import micro_batches, stage_layers, stage_params
+from .result import Breakdown
+from .shapes import Hardware, Layout, ModelShape, TrainingShape
+
+# Share of link bandwidth a ring collective reaches: NVLink 0.65 (Calculon's A100/H100 system files,
+# docs/training-model.md section 3.2); NICs 0.8 (nccl-tests bus bandwidth over EFA/InfiniBand is
+# 75-90 % of line rate; a design choice inside that range).
+SCALE_UP_EFFICIENCY = 0.65
+SCALE_OUT_EFFICIENCY = 0.8
+# Optimizer step: read and write fp32 master weights, both Adam moments and the gradient (std).
+OPTIMIZER_BYTES_PER_PARAM = 32
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The model's free parameters, fitted on published measurements (perf/calibration.py)."""
+    gemm_ceiling: float        # best fraction of dense BF16 peak a weight GEMM reaches on a GPU
+    tpu_ceiling: float         # the same on a TPU (XLA fuses the elementwise work)
+    gemm_width: float          # w0 in efficiency = ceiling * w / (w + w0), w = h / tp
+    attention_efficiency: float  # attention's efficiency relative to the GEMM ceiling
+    fp8_gain: float            # how much faster an FP8 GEMM runs than a BF16 one
+    elementwise_bytes: float   # HBM bytes per token, layer and hidden unit of non-matmul work
+    tp_exposed: float          # share of tensor-parallel communication left on the critical path
+    dp_overlap: float          # share of compute that data-parallel traffic can hide behind
+
+
+@dataclass(frozen=True)
+class Step:
+    breakdown: Breakdown
+    intra_node_s: float        # exposed time on NVLink / ICI
+    inter_node_s: float        # exposed time on NICs / DCN
+    global_batch: int          # the batch actually run (rounded up to whole micro-batches)
+    hfu_flops_per_token: float
+
+
+def _ring_s(bytes_: float, ranks: int, gbs: float) -> float:
+    """Ring all-reduce of `bytes_` over `ranks` at `gbs` GB/s bus bandwidth (nccl-tests convention)."""
+    return 0.0 if ranks <= 1 or gbs <= 0 else 2 * (ranks - 1) / ranks * bytes_ / (gbs * 1e9)
+
+
+def _nic_gbs_per_accelerator(hw: Hardware) -> float:
+    return hw.scale_out_gbps_per_node / 8 / hw.per_node * SCALE_OUT_EFFICIENCY
+
+
+def _group_gbs(hw: Hardware, stride: int, size: int) -> tuple[float, bool]:
+    """Bus bandwidth of a group of `size` ranks `stride` apart (Megatron orders ranks tp, cp, dp, pp)
+    and whether it leaves the scale-up domain. Across nodes, each node's members of the group drive
+    their own NICs together (hierarchical collectives), so the group gets members-per-node NICs."""
+    if stride * size <= hw.scale_up_size:
+        return (hw.scale_up_gbs or 0.0) * SCALE_UP_EFFICIENCY, False
+    members_per_node = max(1, hw.per_node // stride)
+    return _nic_gbs_per_accelerator(hw) * members_per_node, True
+
+
+def ceiling_for(hw: Hardware, cal: Calibration) -> float:
+    """One GEMM ceiling for every GPU generation: what separates an H100 from an A100 beyond peak
+    FLOPs is HBM bandwidth per FLOP, which the elementwise term carries. A separate Hopper ceiling
+    fitted better in sample and worse out of sample (docs/training-model.md, calibration)."""
+    return cal.tpu_ceiling if hw.kind == "tpu" else cal.gemm_ceiling
+
+
+def step_time(m: ModelShape, tr: TrainingShape, hw: Hardware, lay: Layout, cal: Calibration) -> Step:
+    t, p, d, c, e, v, b = lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.virtual_stages, lay.micro_batch
+    mb = micro_batches(tr.global_batch_seqs, lay)
+    batch = mb * d * b
+    n = t * p * d * c
+    tokens = batch * m.seq_len                                   # per step, whole job
+    peak = hw.bf16_tflops * 1e12
+
+    # Compute: weight GEMMs, attention, recompute, memory-bound elementwise work.
+    gemm_rc, attn_rc = recompute_flops_per_token(m, lay.recompute)
+    width = m.hidden / t
+    ceiling = ceiling_for(hw, cal)
+    gemm_eff = ceiling * width / (width + cal.gemm_width)
+    if tr.precision == "fp8" and hw.fp8_tflops:
+        gemm_eff *= cal.fp8_gain
+    gemm_s = tokens * (matmul_flops_per_token(m) + gemm_rc) / n / (peak * gemm_eff)
+    attn_s = tokens * (attention_flops_per_token(m) + attn_rc) / n / (peak * ceiling * cal.attention_efficiency)
+    elementwise = cal.elementwise_bytes * (4 / 3 if lay.recompute == "full" else 1)
+    # XLA fuses elementwise work into the matmuls on TPUs; GPUs run it as separate HBM-bound kernels.
+    unfused = hw.kind != "tpu" and hw.hbm_gbs
+    elem_s = elementwise * tokens * m.layers * m.hidden / n / (hw.hbm_gbs * 1e9) if unfused else 0.0
+    # Uneven stages: the fullest one sets the pace of the pipeline.
+    compute = (gemm_s + attn_s + elem_s) * stage_layers(m, lay) * p / m.layers
+
+    intra = inter = 0.0
+    # Tensor parallel: 4 collectives per layer and micro-batch (2 forward, 2 backward; +2 with full
+    # recompute) of b s h 2 B, reduce-scatter + all-gather pairs under sequence parallelism.
+    tp_bw, tp_out = _group_gbs(hw, 1, t)
+    collectives = 6 if lay.recompute == "full" else 4
+    tp_s = mb * stage_layers(m, lay) * collectives * _ring_s(b * m.seq_len / c * m.hidden * 2, t, tp_bw) if tp_bw else 0.0
+    exposed_tp = cal.tp_exposed * tp_s
+    intra, inter = (intra, inter + exposed_tp) if tp_out else (intra + exposed_tp, inter)
+
+    bubble = (p - 1) / (v * mb) * (compute + exposed_tp) if p > 1 else 0.0
+
+    # Pipeline sends: activations forward and gradients back per micro-batch and virtual stage,
+    # scattered over the TP ranks.
+    p2p = 0.0
+    if p > 1:
+        bw, out = _group_gbs(hw, t * c * d, p)
+        p2p = 2 * mb * v * (b * m.seq_len / c * m.hidden * 2 / t) / (bw * 1e9) if bw else 0.0
+        intra, inter = (intra, inter + p2p) if out else (intra + p2p, inter)
+
+    # Data parallel (over dp x cp ranks): gradient reduce-scatter + parameter all-gather (ZeRO 1/2,
+    # the same volume as an all-reduce); ZeRO-3 gathers the weights twice and reduce-scatters the
+    # gradients for every micro-batch. On TPUs, FSDP stays inside a slice (ICI) and only gradients
+    # cross the data-center network, once per step (MaxText's dcn_data_parallelism).
+    dense, experts = stage_params(m, lay)
+    ranks = d * c
+    grad_bytes = 2 * (dense + experts / max(1, e))   # experts reduce over fewer ranks; same order
+    in_domain = max(1, min(ranks, hw.scale_up_size // t))
+    if hw.kind == "tpu" and ranks > in_domain:
+        ici_bw = (hw.scale_up_gbs or 0.0) * SCALE_UP_EFFICIENCY
+        inner = (mb * 1.5 if lay.zero_stage == 3 else 1) * _ring_s(grad_bytes, in_domain, ici_bw)
+        outer = _ring_s(grad_bytes / in_domain, ranks // in_domain, _nic_gbs_per_accelerator(hw))
+        exposed_inner = max(0.0, inner - cal.dp_overlap * compute)
+        exposed_outer = max(0.0, outer - cal.dp_overlap * compute)
+        exposed_dp = exposed_inner + exposed_outer
+        intra, inter = intra + exposed_inner, inter + exposed_outer
+    else:
+        dp_bw, dp_out = _group_gbs(hw, t, ranks)
+        dp_s = (mb * 1.5 if lay.zero_stage == 3 else 1) * _ring_s(grad_bytes, ranks, dp_bw)
+        exposed_dp = max(0.0, dp_s - cal.dp_overlap * compute)
+        intra, inter = (intra, inter + exposed_dp) if dp_out else (intra + exposed_dp, inter)
+
+    # Context parallel: K and V blocks go round the ring (forward, and twice backward), hidden
+    # behind attention compute when the local sequence is long.
+    cp_ep = 0.0
+    if c > 1:
+        bw, out = _group_gbs(hw, t, c)
+        kv = 2 * b * (m.seq_len / c) * m.kv_heads * m.head_dim * 2 / t
+        cp_s = mb * stage_layers(m, lay) * 3 * (c - 1) * kv / (bw * 1e9) if bw else 0.0
+        exposed = max(0.0, cp_s - attn_s)
+        cp_ep += exposed
+        intra, inter = (intra, inter + exposed) if out else (intra + exposed, inter)
+    # Expert parallel: two all-to-alls forward and two backward per MoE layer.
+    if m.moe is not None and e > 1:
+        bw, out = _group_gbs(hw, t * c, e)
+        volume = (e - 1) / e * b * (m.seq_len / c) * m.moe.top_k * m.hidden * 2 / t
+        ep_s = mb * stage_layers(m, lay) * 4 * volume / (bw * 1e9) if bw else 0.0
+        cp_ep += ep_s
+        intra, inter = (intra, inter + ep_s) if out else (intra + ep_s, inter)
+
+    shards = ranks if lay.zero_stage >= 1 else 1
+    optimizer = OPTIMIZER_BYTES_PER_PARAM * (dense + experts) / shards / (hw.hbm_gbs * 1e9) if hw.hbm_gbs else 0.0
+
+    breakdown = Breakdown(compute=compute, exposed_tp=exposed_tp, bubble=bubble, exposed_dp=exposed_dp,
+                          p2p=p2p, optimizer=optimizer, exposed_cp_ep=cp_ep)
+    hfu = matmul_flops_per_token(m) + attention_flops_per_token(m) + gemm_rc + attn_rc
+    return Step(breakdown, intra, inter, batch, hfu)
