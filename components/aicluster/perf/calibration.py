@@ -21,12 +21,17 @@ from .shapes import Hardware, Layout, ModelShape, Moe, TrainingShape
 from .step import Calibration, step_time
 
 # Fitted by bench/calibrate.py on all 174 records (see docs/training-model.md for the errors).
-CALIBRATION = Calibration(gemm_ceiling=0.7234, tpu_ceiling=0.9969, gemm_width=275.0, attention_efficiency=0.6449,
-                          fp8_gain=1.6648, elementwise_bytes=399.4, tp_exposed=0.6719, dp_overlap=0.8)
+CALIBRATION = Calibration(gemm_ceiling=0.7617, tpu_ceiling=0.9012, gemm_width=196.9, attention_efficiency=0.6449,
+                          fp8_gain=1.9734, elementwise_bytes=603.1, tp_exposed=1.0, dp_overlap=0.8)
+
+# Where every fit starts: round a-priori values (not fitted on anything), so that a leave-one-group-out
+# fit never starts from parameters that have seen the held-out group.
+PRIOR = Calibration(gemm_ceiling=0.8, tpu_ceiling=0.8, gemm_width=400.0, attention_efficiency=0.55, fp8_gain=1.45,
+                    elementwise_bytes=40.0, tp_exposed=0.5, dp_overlap=0.8)
 
 # Bounds keep a fit physical (an efficiency above 1, a negative overlap).
 BOUNDS = {"gemm_ceiling": (0.3, 1.0), "tpu_ceiling": (0.3, 1.0), "gemm_width": (0.0, 4000.0), "attention_efficiency": (0.1, 1.0),
-          "fp8_gain": (1.0, 2.0), "elementwise_bytes": (0.0, 400.0), "tp_exposed": (0.0, 1.0),
+          "fp8_gain": (1.0, 2.0), "elementwise_bytes": (0.0, 2000.0), "tp_exposed": (0.0, 1.0),
           "dp_overlap": (0.0, 1.0)}
 
 # Inter-node bandwidth per node where a source does not state it: Selene and MosaicML's A100 nodes
@@ -85,8 +90,9 @@ def record(r: Mapping) -> Record:
         layers=m["layers"], hidden=m["hidden"], heads=heads, kv_heads=m["kv_heads"] or heads,
         ffn_hidden=m["ffn_hidden"], vocab=m["vocab"], seq_len=m["seq_len"],
         mlp=m["mlp_type"] if m["mlp_type"] in ("swiglu", "gelu", "relu2") else "gelu",
-        moe=Moe(moe["experts"], moe["top_k"], moe["expert_ffn_hidden"]) if moe else None,
-        head_size=128 if "heads*128" in (m.get("notes") or "") else None)
+        # The set derives tokens/s from published TFLOP/s with d_h = hidden / heads for every row
+        # (MaxText's wider heads included): keep its convention so work and target agree.
+        moe=Moe(moe["experts"], moe["top_k"], moe["expert_ffn_hidden"]) if moe else None)
     training = TrainingShape(global_batch_seqs=r["global_batch_seqs"],
                              precision="fp8" if "fp8" in r["precision"].lower() else "bf16")
     layout = Layout(tp=p["tp"] or 1, pp=p["pp"] or 1, dp=p["dp"] or 1, cp=p["cp"] or 1, ep=p["ep"] or 1,
@@ -119,8 +125,24 @@ def _loss(recs: Sequence[Record], cal: Calibration) -> float:
     return statistics.fmean(statistics.fmean(v) for v in groups.values())
 
 
-def fit(recs: Sequence[Record], start: Calibration = CALIBRATION, *, sweeps: int = 6,
+# The loss has several valleys along the elementwise term (it trades off against the GEMM ceiling):
+# start coordinate descent from each of these and keep the best.
+ELEMENTWISE_STARTS = (200.0, 800.0, 1400.0)
+
+
+def fit(recs: Sequence[Record], start: Calibration = PRIOR, *, sweeps: int = 6,
         free: Sequence[str] | None = None) -> Calibration:
+    """The best of a few coordinate descents (fit_from), one per start of the elementwise term."""
+    names = list(free or (f.name for f in fields(Calibration)))
+    if "elementwise_bytes" not in names:
+        return fit_from(recs, start, sweeps=sweeps, free=names)
+    fits = [fit_from(recs, replace(start, elementwise_bytes=k), sweeps=sweeps, free=names)
+            for k in ELEMENTWISE_STARTS]
+    return min(fits, key=lambda cal: _loss(recs, cal))
+
+
+def fit_from(recs: Sequence[Record], start: Calibration, *, sweeps: int = 6,
+             free: Sequence[str] | None = None) -> Calibration:
     """Coordinate descent with shrinking steps, inside BOUNDS: few parameters, smooth loss, and no
     dependency beyond the standard library."""
     names = list(free or (f.name for f in fields(Calibration)))

@@ -21,8 +21,10 @@ FRAGMENTATION = 1.10
 
 
 def stage_layers(m: ModelShape, layout: Layout) -> int:
-    """Layers on the fullest pipeline stage (stages may be uneven by one layer)."""
-    return -(-m.layers // layout.pp)
+    """Layers on the fullest pipeline stage: stages (and interleaved chunks) may be uneven by one
+    layer, as Llama 3 405B's 126 layers over 16 stages were."""
+    chunks = layout.pp * layout.virtual_stages
+    return -(-m.layers // chunks) * layout.virtual_stages
 
 
 def stage_params(m: ModelShape, layout: Layout) -> tuple[float, float]:

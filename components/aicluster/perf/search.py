@@ -107,9 +107,9 @@ def layouts(m: ModelShape, hw: Hardware, hint: LayoutHint, global_batch: int, *,
                             continue
                         m_count = -(-global_batch // (d * b))
                         for v in sp.virtual:
-                            # Interleaving needs several stages, whole layers per chunk and a number
-                            # of micro-batches divisible by pp (Megatron-LM's schedule).
-                            if v > 1 and (p == 1 or m.layers % (p * v) or m_count % p):
+                            # Interleaving needs several stages, a layer per chunk at least and a
+                            # number of micro-batches divisible by pp (Megatron-LM's schedule).
+                            if v > 1 and (p == 1 or p * v > m.layers or m_count % p):
                                 continue
                             for z in sp.zero:
                                 for r in sp.recompute:
