@@ -56,9 +56,9 @@ def estimate(model: ModelShape, training: TrainingShape, hardware: Hardware, *, 
         if mem.total <= mem.capacity:
             fitting.append(_candidate(model, training, hardware, lay, step, mem))
     if not fitting:
-        raise SpecError([Problem(at, f"{searched} layouts", f"a layout whose memory fits the {hardware.hbm_gib:.0f} "
-                                 f"GiB of HBM per accelerator of {hardware.name}: none of them does (add nodes, "
-                                 "choose accelerators with more HBM, or relax the fixed parallelism keys)")],
+        raise SpecError([Problem("cluster", hardware.name, f"enough HBM for the model: none of the {searched} "
+                                 f"layouts searched fits in {hardware.hbm_gib:.0f} GiB per accelerator (add nodes, "
+                                 f"choose accelerators with more HBM, or relax the fixed keys under {at})")],
                         subject="workload")
     fitting.sort(key=lambda c: -c.tokens_per_s_per_gpu)
     best = fitting[0]

@@ -43,18 +43,20 @@ def stage_params(m: ModelShape, layout: Layout) -> tuple[float, float]:
 
 
 def activation_bytes_per_layer(m: ModelShape, layout: Layout) -> float:
-    """One micro-batch through one layer, 16-bit activations. GPT (f = 4h, GELU) gives Korthikanti's
-    34 s b h: attention 11 + layer norms 4 + MLP 19 (input 2, two 8 h-wide tensors, dropout mask 1)."""
+    """One micro-batch through one layer, 16-bit activations. Korthikanti's 34 s b h for GPT (f = 4h,
+    GELU) is attention 11 + layer norms 4 + MLP 19 (input 2, two 8 h-wide tensors, dropout mask 1);
+    today's models (Llama, Mixtral, Nemotron, MPT) train without dropout, so both 1-byte masks go:
+    32 s b h."""
     s = m.seq_len / layout.cp
     b, h = layout.micro_batch, m.hidden
     if layout.recompute == "full":
         return 2.0 * s * b * h / layout.tp            # only each layer's input is kept
     n_mat = MLP_MATRICES[m.mlp]
     if m.moe is None:
-        mlp = 3 * h + 2 * n_mat * m.ffn_hidden
+        mlp = 2 * h + 2 * n_mat * m.ffn_hidden
     else:   # every token is routed to top_k experts (plus the shared ones)
-        mlp = 3 * h + 2 * n_mat * m.moe.expert_ffn_hidden * (m.moe.top_k + m.moe.shared_experts)
-    return s * b * (15 * h + mlp) / layout.tp
+        mlp = 2 * h + 2 * n_mat * m.moe.expert_ffn_hidden * (m.moe.top_k + m.moe.shared_experts)
+    return s * b * (14 * h + mlp) / layout.tp
 
 
 def micro_batches(global_batch: int, layout: Layout) -> int:

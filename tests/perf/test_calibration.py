@@ -1,0 +1,82 @@
+"""The calibration: reproducible from the data, and its out-of-sample error held at the level reached.
+
+Leave-one-group-out: each source table is predicted by a fit on every other table. The thresholds
+are what the model reaches (bench/calibrate.py prints the numbers; docs/training-model.md reports
+them), so a change that makes the model worse out of sample fails here.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from aicluster.perf import calibration as C
+
+DATA = json.loads((Path(__file__).resolve().parents[1] / "data" / "training-throughput.json").read_text())
+RECORDS = C.records(DATA)
+
+
+def _group_weighted(errors_by_group: dict[str, list[float]]) -> tuple[float, float]:
+    """(median |error|, share within 20 %), each group weighing the same."""
+    weighted = sorted((abs(e), 1 / len(v)) for v in errors_by_group.values() for e in v)
+    total, acc = sum(w for _, w in weighted), 0.0
+    for value, w in weighted:
+        acc += w
+        if acc >= total / 2:
+            median = value
+            break
+    return median, sum(w for value, w in weighted if value <= 0.2) / total
+
+
+@pytest.fixture(scope="module")
+def logo():
+    return C.leave_one_group_out(RECORDS)
+
+
+def test_every_record_converts_and_has_a_source_group():
+    assert len(RECORDS) == DATA["meta"]["record_count"] == 174
+    assert {r.group for r in RECORDS} == {"korthikanti-2022", "maxtext-v5p", "megatron-2021-weak", "mpt-a100_80gb",
+                                          "mpt-h100_80gb", "nemo-2407-h100-fp8", "torchtitan-a100"}
+
+
+def test_shipped_parameters_are_what_the_fit_gives():
+    """CALIBRATION is copied by hand from bench/calibrate.py: it must still be the fit of the data."""
+    fitted = C.fit(RECORDS)
+    for f in fields(C.Calibration):
+        lo, hi = C.BOUNDS[f.name]
+        assert getattr(C.CALIBRATION, f.name) == pytest.approx(getattr(fitted, f.name), abs=0.01 * (hi - lo)), f.name
+
+
+def test_dense_gpu_leave_one_group_out_error(logo):
+    gpu = {g: [e for _, e in pairs] for g, pairs in logo.items() if pairs[0][0].hardware.kind == "gpu"}
+    median, within = _group_weighted(gpu)
+    assert median <= 0.15          # reached: 11.4 %
+    assert within >= 0.75          # reached: 76 %
+    pooled = C.summary([e for v in gpu.values() for e in v])
+    assert pooled[0] <= 0.19       # every row weighing the same (MosaicML's two tables are 120 of 158 rows): 18.4 %
+    assert pooled[1] >= 0.54       # 55 %
+
+
+def test_tpu_leave_one_group_out_error_reported_separately(logo):
+    errors = [e for _, e in logo["maxtext-v5p"]]
+    median, within = C.summary(errors)
+    assert median <= 0.10          # reached: 8.4 % (its GEMM ceiling is then the prior: no other TPU table)
+    assert within >= 0.75
+
+
+def test_in_sample_error_with_shipped_parameters():
+    gpu = [e for r, e in zip(RECORDS, C.errors(RECORDS)) if r.hardware.kind == "gpu"]
+    median, within = C.summary(gpu)
+    assert median <= 0.12 and within >= 0.77
+    # No systematic bias across the set: the median signed error stays small.
+    assert abs(statistics.median(gpu)) <= 0.05
+
+
+def test_the_fit_moves_parameters_only_inside_their_bounds():
+    fitted = C.fit(RECORDS[:40])
+    for f in fields(C.Calibration):
+        lo, hi = C.BOUNDS[f.name]
+        assert lo <= getattr(fitted, f.name) <= hi
