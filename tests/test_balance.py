@@ -158,6 +158,27 @@ def test_from_design_agrees_with_assess_and_serialises():
     assert report_lines(b)[-1] == "balanced: no findings"
 
 
+LLAMA_70B = {"layers": 80, "hidden": 8192, "heads": 64, "kv_heads": 8, "ffn_hidden": 28672, "vocab": 128256,
+             "seq_len": 8192}
+
+
+def test_from_design_counts_a_described_model_without_model_params_b():
+    # Llama 3 70B's shape counts 70.55 B parameters (perf.flops.parameter_count): the balance sizes
+    # its training state and checkpoint from that, as if model_params_b said so.
+    from aicluster.perf import ModelShape
+    from aicluster.perf.flops import parameter_count
+
+    counted = parameter_count(ModelShape(**LLAMA_70B)) / 1e9
+    assert 70 < counted < 71
+    described = {**SPEC, "workload": {"model": LLAMA_70B}}
+    b = from_design(design_cluster(parse_spec(described)))
+    assert b == assess([P5_16], [FSX_24000], WorkloadShape(counted, 30, 5))
+    assert b.checkpoint_gb == pytest.approx(counted * 14)
+    # model_params_b, when given, still wins over the count
+    both = {**SPEC, "workload": {"model_params_b": 70, "model": LLAMA_70B}}
+    assert from_design(design_cluster(parse_spec(both))) == assess([P5_16], [FSX_24000], W70)
+
+
 def test_report_lists_every_pool_and_findings():
     b = assess([P5_16, PoolShape("small", AWS["p4d.24xlarge"], 2, 2)], [FilesystemShape("f", 1200, 125)], W70)
     lines = report_lines(b)

@@ -20,9 +20,10 @@ from tests.support import ROOT, STACK_NAMES
 
 SEEDED = ROOT / "tests" / "policies" / "seeded"
 SARIF_SCHEMA = ROOT / "tests" / "data" / "schemas" / "sarif-schema-2.1.0.json"   # vendored: its README.md
-RULE_IDS = [f"AIC-{a}" for a in ("NET-001", "NET-002", "NET-003", "NET-004", "STO-001", "STO-002", "STO-003",
-                                "STO-004", "STO-005", "MEM-001", "CMP-001", "CMP-002", "SEC-001", "SEC-002",
-                                "SEC-003", "SEC-004", "SEC-005", "CST-001", "CST-002")]
+RULE_IDS = [f"AIC-{a}" for a in ("NET-001", "NET-002", "NET-003", "NET-004", "NET-005", "STO-001", "STO-002",
+                                "STO-003", "STO-004", "STO-005", "STO-006", "MEM-001", "MEM-002", "CMP-001",
+                                "CMP-002", "SEC-001", "SEC-002", "SEC-003", "SEC-004", "SEC-005", "CST-001",
+                                "CST-002", "CST-003")]
 FUTURE, PAST = (dt.date.today() + dt.timedelta(days=30)).isoformat(), "2020-01-31"
 
 
@@ -50,7 +51,8 @@ def test_check_through_the_installed_command():
     run = subprocess.run([sys.executable, "-m", "aicluster.cli", "check", "--stack", "aws-p4d-small"], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "PASS   AIC-STO-002 storage-throughput-floor (mandatory)" in run.stdout
+    assert "PASS   AIC-STO-006 workload-storage (mandatory)" in run.stdout   # the stack describes its model
+    assert "N/A    AIC-STO-002 storage-throughput-floor (mandatory): superseded by AIC-STO-006" in run.stdout
 
 
 # ---------------------------------------------------------------- the seeded cases
@@ -61,6 +63,11 @@ SEEDED_CASES = [
      ["70B parameters", "1 x p5.48xlarge = 8 GPUs with 640 GiB HBM", "training state 1120 GB (16 B/param) exceeds 550 GB"]),
     ("p5x64_on_small_fsx.yaml", "AIC-STO-002",
      ["0.15 GB/s for 512 GPUs = 0.29 MB/s per GPU < 58.6 MB/s floor", "1200 GiB x 125 MB/s/TiB"]),
+    ("model_405b_on_two_p5.yaml", "AIC-MEM-002",
+     ["2 x p5.48xlarge (16 H100): 405.8B parameters (tags on gpu): no layout runs", "80 GiB"]),
+    ("described_70b_on_small_fsx.yaml", "AIC-STO-006",
+     ["16 x p5.48xlarge (128 H100): 70.6B parameters (tags on gpu)", "fsx-fs 0.15 GB/s",
+      "of a 30 min interval (budget 5 %)"]),
     ("p5_without_efa_or_placement.py", "AIC-NET-001",
      ["0 of 32 EFA devices wired", "0 Gbps per GPU, 0% of p5.48xlarge's 3200 Gbps fabric"]),
     ("p5_without_efa_or_placement.py", "AIC-NET-002",
@@ -75,7 +82,8 @@ def test_seeded_case_fails_with_its_rule_and_numbers(capsys, name, rule_id, numb
     code, out, err = check(capsys, str(SEEDED / name))
     assert code == 1, out + err
     lines = out.splitlines()
-    at = next(i for i, line in enumerate(lines) if rule_id in line)
+    # the rule's own line (another rule's N/A reason may name it)
+    at = next(i for i, line in enumerate(lines) if re.match(rf"\s+\S+\s+{rule_id} ", line))
     assert lines[at].split()[0] == "FAIL"
     block = "\n".join(itertools.takewhile(lambda line: line.startswith("         "), lines[at + 1:]))
     for text in numbers:
@@ -225,8 +233,13 @@ def test_a_bad_waiver_file_is_bad_input(capsys, tmp_path, entry, expected):
 # ---------------------------------------------------------------- config and bad input
 
 
-def test_strict_config_fails_the_shipped_stacks_on_the_better_floor(capsys):
-    code, out, _ = check(capsys, "--stack", "aws-p5-slurm", "--config", str(ROOT / "policies/config/strict.json"))
+def test_strict_config_fails_the_shipped_stacks_on_the_better_floor(capsys, tmp_path):
+    # With only model_params_b, AIC-STO-002 judges the floor (a described model: AIC-STO-006 instead).
+    doc = yaml.safe_load((ROOT / "stacks" / "Pulumi.aws-p5-slurm.yaml").read_text())
+    doc["config"]["aicluster:cluster"]["workload"] = {"model_params_b": 70}
+    path = tmp_path / "Pulumi.aws-p5-slurm.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    code, out, _ = check(capsys, str(path), "--config", str(ROOT / "policies/config/strict.json"))
     assert code == 1
     assert "11.72 GB/s for 128 GPUs = 91.55 MB/s per GPU < 156.2 MB/s floor" in out
 
@@ -279,7 +292,8 @@ def test_plan_text_shows_the_verdicts_beside_the_balance_report(capsys):
     balance = out.index("\nBalance\n")
     policy = out.index("\nPolicy pack")
     assert policy > balance
-    assert "PASS   AIC-STO-002 storage-throughput-floor (mandatory)" in out[policy:]
+    assert "PASS   AIC-STO-006 workload-storage (mandatory)" in out[policy:]   # the stack describes its model
+    assert "N/A    AIC-STO-002 storage-throughput-floor (mandatory): superseded by AIC-STO-006" in out[policy:]
 
 
 def test_plan_markdown_has_a_mermaid_diagram_and_the_verdicts(capsys):

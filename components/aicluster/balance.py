@@ -85,7 +85,7 @@ class ClusterBalance:
     findings: tuple[str, ...]
 
 
-def _fabric_gbps(instance: InstanceType, wired: int) -> tuple[float, float]:
+def fabric_gbps(instance: InstanceType, wired: int) -> tuple[float, float]:
     """(wired Gbps per node, hardware fabric Gbps per node)."""
     if instance.cloud == "aws":
         # Each EFA device sits on its own network card (docs.aws.amazon.com/AWSEC2/latest/UserGuide/
@@ -99,7 +99,7 @@ def _fabric_gbps(instance: InstanceType, wired: int) -> tuple[float, float]:
     return wired * instance.gpu_network_gbps / instance.gpu_nics, instance.gpu_network_gbps
 
 
-def _client_gbps(instance: InstanceType) -> float:
+def client_gbps(instance: InstanceType) -> float:
     """Bandwidth one node can push to a Lustre filesystem.
 
     AWS: without EFA-enabled FSx a client writes over one ENA interface on one card (Amazon FSx for
@@ -115,7 +115,7 @@ def _client_gbps(instance: InstanceType) -> float:
 def _pool(p: PoolShape) -> PoolBalance:
     it, acc = p.instance, p.instance.accelerator
     count = p.nodes * it.accelerator_count
-    wired, hardware = _fabric_gbps(it, max(0, p.fabric_devices_wired))
+    wired, hardware = fabric_gbps(it, max(0, p.fabric_devices_wired))
     return PoolBalance(
         name=p.name, instance_type=it.name, accelerator_kind=acc.kind, nodes=p.nodes, accelerators=count,
         # dense BF16 TFLOPS per chip (catalog, each with its datasheet); PFLOPS = chips x TFLOPS / 1000
@@ -185,7 +185,7 @@ def assess(pools: Sequence[PoolShape], filesystems: Sequence[FilesystemShape],
             # card's Gbps / 8 (Amazon FSx for Lustre User Guide, EFA-enabled file systems: ~100 Gbps
             # per p5 client without EFA).
             fs_gbs = max(fs_mbps) / 1000
-            client_gbs = sum(p.nodes * _client_gbps(p.instance) / 8 for p in pools) if pools else None
+            client_gbs = sum(p.nodes * client_gbps(p.instance) / 8 for p in pools) if pools else None
             rate = fs_gbs if client_gbs is None else min(fs_gbs, client_gbs)
             # stall = write time / interval (e.g. 70B x 14 B = 980 GB at 14.4 GB/s = 28.8 TiB x 500
             # MB/s/TiB: 68 s, 3.8 % of 30 min)
@@ -223,7 +223,9 @@ def from_design(design) -> ClusterBalance:
     filesystems = [FilesystemShape(s.name, s.capacity_gib, s.throughput_mbps_per_tib) for s in design.storage
                    if s.kind != "filestore"]
     w = design.workload
-    workload = None if w is None else WorkloadShape(w.model_params_b, w.checkpoint_interval_min,
+    # model_params_b as written, or counted from a described model: the design counts it, since the
+    # spec-to-model conversion (aicluster.workload_inputs) sits above what the policy pack may load.
+    workload = None if w is None else WorkloadShape(design.model_params_b, w.checkpoint_interval_min,
                                                     w.max_checkpoint_stall_pct)
     return assess(pools, filesystems, workload)
 

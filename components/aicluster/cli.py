@@ -50,6 +50,14 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--format", "-f", choices=("text", "markdown", "json", "sarif", "junit", "github"),
                        default="text")
 
+    estimate = sub.add_parser("estimate", help="estimate step time, memory, layout, days and $ to train a "
+                                                "workload on a cluster (or rank clusters with --compare)")
+    estimate.add_argument("file", metavar="FILE",
+                          help="a workload file (examples/workloads/) or a stack or spec file with a workload model")
+    estimate.add_argument("--format", "-f", choices=("text", "json"), default="text")
+    estimate.add_argument("--compare", action="store_true",
+                          help="rank every cluster in the file's `clusters:` (and `cluster:`) by days and by $")
+
     schema = sub.add_parser("schema", help="print the JSON Schema of the cluster spec (for editors), "
                                            "or the spec reference in Markdown (docs/spec-reference.md)")
     schema.add_argument("--format", "-f", choices=("json", "markdown"), default="json")
@@ -136,6 +144,13 @@ def _cmd_catalog(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_estimate(args: argparse.Namespace) -> int:
+    from .estimate_command import run
+
+    print(run(args.file, args.format, args.compare))
+    return EXIT_OK
+
+
 def _cmd_schema(args: argparse.Namespace) -> int:
     from .spec import json_schema
 
@@ -155,7 +170,8 @@ def _cmd_stacks(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-_COMMANDS = {"plan": _cmd_plan, "check": _cmd_check, "catalog": _cmd_catalog, "schema": _cmd_schema, "stacks": _cmd_stacks}
+_COMMANDS = {"plan": _cmd_plan, "check": _cmd_check, "catalog": _cmd_catalog, "estimate": _cmd_estimate,
+             "schema": _cmd_schema, "stacks": _cmd_stacks}
 
 if __name__ == "__main__":
     sys.exit(main())

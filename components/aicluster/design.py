@@ -17,8 +17,10 @@ from .catalog import FsxDeploymentType, InstanceType, load_catalog
 from .errors import Problem, SpecError, join_path
 from .gke_design import design_gke_kubernetes
 from .kubernetes_design import KubernetesDesign, design_kubernetes, versions as kubernetes_versions
+from .perf.tags import workload_tags
 from .spec import CapacitySpec, ClusterSpec, PoolSpec, StorageSpec, WorkloadSpec
 from .tpu import TpuSlice, host_instance, tpu_slice
+from .workload_inputs import params_b, shapes
 
 DEFAULT_VPC_CIDR = "10.0.0.0/16"
 # Head node types when the spec names none: 8 vCPU / 32 GiB on both clouds.
@@ -245,15 +247,34 @@ class ClusterContext:
 
     def pool_facts(self, pool: PoolDesign) -> dict[str, str]:
         """Facts the policy pack reads off a pool's launch or instance template (a hand-written
-        stack can set them too): the pool's size and the workload hints. On templates only."""
+        stack can set them too): the pool's size, the workload hints and, when the workload
+        describes its model, the model and its training (aicluster.perf.tags). On templates only."""
         facts = {"aicluster-min-nodes": str(pool.min_nodes), "aicluster-max-nodes": str(pool.max_nodes)}
         if self.workload:
             facts |= {
-                "aicluster-model-params-b": f"{self.workload.model_params_b:g}",
+                "aicluster-model-params-b": f"{self.model_params_b:g}",
                 "aicluster-checkpoint-interval-min": f"{self.workload.checkpoint_interval_min:g}",
                 "aicluster-max-checkpoint-stall-pct": f"{self.workload.max_checkpoint_stall_pct:g}",
-            }
+            } | self.workload_tags
         return facts
+
+    @functools.cached_property
+    def model_params_b(self) -> float | None:
+        """Billions of parameters: as written, or counted from the described model."""
+        return None if self.workload is None else params_b(self.workload)
+
+    @functools.cached_property
+    def workload_tags(self) -> dict[str, str]:
+        """aicluster-model and aicluster-training, when the workload describes its model. A model
+        past what 63 characters can spell (the spec's bounds allow more than any published one)
+        goes untagged: the policy pack then judges it by model_params_b alone, as before."""
+        described = None if self.workload is None else shapes(self.workload)
+        if described is None:
+            return {}
+        try:
+            return workload_tags(*described)
+        except ValueError:
+            return {}
 
 
 @dataclass(frozen=True)
@@ -287,6 +308,10 @@ class ClusterDesign:
 
     def pool_facts(self, pool: PoolDesign) -> dict[str, str]:
         return self.context.pool_facts(pool)
+
+    @property
+    def model_params_b(self) -> float | None:
+        return self.context.model_params_b
 
 
 # What name- and region-only helpers read of a cluster: a whole design, or the context a

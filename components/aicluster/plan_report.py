@@ -3,16 +3,20 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .balance import report_lines, to_dict
 from .check import verdict_lines
 from .design import ClusterDesign, PoolDesign, StorageDesign
+from .errors import SpecError
 from .offline.capture import reveal
 from .offline.report import resource_table_markdown, resource_tree
 from .out_dir import OutDir, write_tree
+from .perf import Estimate
 from .planner import PlanResult
+from .workload_inputs import estimate_design
 
 _NOT_YET: dict[str, str] = {}
 
@@ -133,6 +137,9 @@ def text(result: PlanResult) -> list[str]:
         "Balance",
         *["  " + line for line in report_lines(result.balance)],
         "",
+        "Training estimate (the workload on the largest accelerator pool at max nodes)",
+        *["  " + line for line in estimate_lines(plan_estimate(d))],
+        "",
         "Policy pack (aicluster check, pack defaults)",
         *["  " + line for line in verdict_lines(_verdicts(result))],
     ]
@@ -181,6 +188,12 @@ def markdown(result: PlanResult) -> list[str]:
         *report_lines(result.balance),
         "```",
         "",
+        "### Training estimate",
+        "",
+        "```",
+        *estimate_lines(plan_estimate(d)),
+        "```",
+        "",
         "### Policy pack",
         "",
         *verdict_table(_verdicts(result)),
@@ -214,6 +227,7 @@ def to_json(result: PlanResult) -> dict[str, Any]:
         },
         "plan": result.plan.to_json(),
         "balance": to_dict(result.balance),
+        "estimate": plan_estimate(d).to_json(),
         "policy": [{
             "id": v.rule_id, "name": v.name, "enforcement": v.enforcement.value, "status": v.status,
             "not_applicable": v.not_applicable,
@@ -232,6 +246,70 @@ def _kubernetes_json(d: ClusterDesign) -> dict[str, Any]:
         from .aws.eks_report import kubernetes_summary
 
     return kubernetes_summary(d)
+
+
+# ---------------------------------------------------------------- the training estimate
+
+
+@dataclass(frozen=True)
+class PlanEstimate:
+    """The training model's answer for the spec's workload, or why there is none. `status`:
+    estimated | no-workload | not-described (model_params_b alone) | finding (nothing fits, or the
+    fixed layout cannot run: a result about the cluster, shown in the plan, not a crash)."""
+    status: str
+    estimate: Estimate | None = None
+    note: str = ""
+    unit: str = "GPU"               # how the lines name one accelerator: GPU, else accelerator
+
+    def to_json(self) -> dict[str, Any]:
+        if self.estimate is not None:
+            return {"status": self.status, **self.estimate.to_dict()}
+        return {"status": self.status, "note": self.note}
+
+
+def plan_estimate(design: ClusterDesign) -> PlanEstimate:
+    ws = design.workload
+    if ws is None:
+        return PlanEstimate("no-workload", note="no workload in the spec: describe workload.model for step time, "
+                                                "MFU and time to train")
+    if ws.model is None:
+        return PlanEstimate("not-described", note=f"model_params_b {ws.model_params_b:g} alone gives no step time: "
+                                                  "the estimate needs workload.model (layers, hidden, heads, "
+                                                  "ffn_hidden, vocab, seq_len)")
+    try:
+        found = estimate_design(design)
+    except SpecError as exc:
+        return PlanEstimate("finding", note="; ".join(str(p) for p in exc.problems))
+    kinds = {p.instance.accelerator.kind for p in design.pools if p.instance.accelerator.kind != "cpu"}
+    return PlanEstimate("estimated", found, unit="GPU" if kinds == {"gpu"} else "accelerator")
+
+
+def estimate_lines(pe: PlanEstimate) -> list[str]:
+    """A compact block: the best layout, throughput, MFU and bound, days and dollars to train, warnings."""
+    e = pe.estimate
+    if e is None:
+        return [f"finding: {pe.note}" if pe.status == "finding" else pe.note]
+    b, lay, unit = e.best, e.best.layout, pe.unit
+    lines = [
+        f"{'hardware':<11} {e.hardware} ({e.accelerators} {unit}s)",
+        f"{'layout':<11} tp {lay.tp}  pp {lay.pp}  dp {lay.dp}  cp {lay.cp}  ep {lay.ep}  zero {lay.zero_stage}  "
+        f"recompute {lay.recompute}  micro-batch {lay.micro_batch}"
+        + (f"  virtual stages {lay.virtual_stages}" if lay.virtual_stages > 1 else ""),
+        f"{'throughput':<11} {b.tokens_per_s_per_gpu:,.0f} tokens/s per {unit}, {e.tokens_per_s:,.0f} tokens/s in all",
+        f"{'MFU':<11} {100 * b.mfu:.1f} % ({b.model_tflops_per_gpu:.0f} model TFLOP/s per {unit}), "
+        f"step {b.step_time_s:.2f} s, bound: {e.bound}",
+        f"{'memory':<11} {b.memory.total:.1f} of {b.memory.capacity:.1f} GiB per {unit} "
+        f"({b.memory.headroom_pct:.0f} % free)",
+    ]
+    if e.train_days is None:
+        lines.append(f"{'to train':<11} unknown: give workload.training.tokens for days and $ to train")
+    else:
+        cost = "cost unknown (no catalog price)" if e.train_cost_usd is None else \
+            f"${e.train_cost_usd:,.0f} at ${e.usd_per_hour:,.2f}/h"
+        lines.append(f"{'to train':<11} {e.train_days:,.1f} days, {cost}")
+    if e.warnings:
+        lines += ["warnings:", *[f"  - {w}" for w in e.warnings]]
+    return lines
 
 
 # ---------------------------------------------------------------- policy verdicts and the diagram

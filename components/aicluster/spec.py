@@ -13,11 +13,12 @@ import re
 import typing
 from typing import Annotated, Any, Literal, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from . import limits
 from .catalog import load_catalog
 from .errors import Problem, SpecError, close_match, join_path
+from .workload_spec import ModelSpec, ParallelismSpec, SpecModel, TrainingSpec, model_problems
 
 # Names become Slurm partitions, hostnames, Kubernetes labels and cloud resource names.
 _NAME = r"^[a-z]([a-z0-9-]*[a-z0-9])?$"
@@ -30,8 +31,7 @@ _RESERVED_MOUNTS = {"/", "/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/pr
                     "/run", "/sbin", "/sys", "/tmp", "/usr", "/var"}
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+_Model = SpecModel   # frozen, unknown keys refused; shared with the workload sections (workload_spec.py)
 
 
 class ExistingNetwork(_Model):
@@ -110,10 +110,24 @@ class StorageSpec(_Model):
 
 
 class WorkloadSpec(_Model):
-    model_params_b: Annotated[float, Field(gt=0, le=100_000)] = Field(
-        description="Model size in billions of parameters.")
-    checkpoint_interval_min: Annotated[float, Field(gt=0, le=10_080)] = 30.0
-    max_checkpoint_stall_pct: Annotated[float, Field(gt=0, lt=100)] = 5.0
+    """The training job the cluster is for: its size (for the balance report and policy checks) and,
+    optionally, the model, training set-up and layout the training model estimates step time, memory
+    and time to train from (`aicluster estimate`)."""
+
+    model_params_b: Annotated[float, Field(gt=0, le=100_000)] | None = Field(
+        None, description="Model size in billions of parameters: the short form. Required unless "
+                          "`model` is given (then computed from it when left out).")
+    model: ModelSpec | None = Field(None, description="The model's architecture, for the training model "
+                                                      "(step time, memory, layout, time to train).")
+    training: TrainingSpec | None = Field(None, description="Batch, precision and tokens to train on "
+                                                            "(with `model`). Default: global_batch_seqs "
+                                                            "from a 4M-token batch, bf16, no token count.")
+    parallelism: ParallelismSpec | None = Field(None, description="Layout degrees to fix (with `model`); "
+                                                                  "what is left out is searched.")
+    checkpoint_interval_min: Annotated[float, Field(gt=0, le=10_080)] = Field(
+        30.0, description="Minutes between checkpoints.")
+    max_checkpoint_stall_pct: Annotated[float, Field(gt=0, lt=100)] = Field(
+        5.0, description="Share of the checkpoint interval a synchronous checkpoint write may stall training.")
 
 
 class HeadNodeSpec(_Model):
@@ -205,10 +219,7 @@ def parse_spec(data: Any, source: str | None = None) -> ClusterSpec:
     try:
         spec = ClusterSpec.model_validate(data)
     except ValidationError as exc:
-        errors = exc.errors()
-        # A list whose items failed also reports "too short" once they are dropped: noise.
-        errors = [e for e in errors if not (e["type"] == "too_short" and _has_inner_error(e, errors))]
-        raise SpecError([_problem_from(e) for e in errors], source) from None
+        raise SpecError(validation_problems(exc, ClusterSpec), source) from None
     except RecursionError:
         raise SpecError([Problem("", "<deeply nested value>", "the spec nests too deeply")], source) from None
     problems = _semantic_problems(spec)
@@ -248,13 +259,22 @@ def json_schema() -> dict:
 # --- pass 1: turn pydantic errors into problems -------------------------------------------
 
 
-def _problem_from(error: Mapping[str, Any]) -> Problem:
+def validation_problems(exc: ValidationError, root: type[BaseModel]) -> list[Problem]:
+    """Every error of validating data against `root` (ClusterSpec, or another document such as a
+    workload file) as a Problem at its YAML path, unknown keys with the allowed ones and a close match."""
+    errors = exc.errors()
+    # A list whose items failed also reports "too short" once they are dropped: noise.
+    errors = [e for e in errors if not (e["type"] == "too_short" and _has_inner_error(e, errors))]
+    return [_problem_from(e, root) for e in errors]
+
+
+def _problem_from(error: Mapping[str, Any], root: type[BaseModel]) -> Problem:
     loc = tuple(error.get("loc", ()))
     kind = error.get("type", "")
     value = error.get("input")
     ctx = error.get("ctx") or {}
     if kind == "extra_forbidden":
-        allowed = sorted(_fields_at(loc[:-1]))
+        allowed = sorted(_fields_at(root, loc[:-1]))
         return Problem(join_path(*loc), loc[-1], f"unknown key; allowed keys: {', '.join(allowed)}",
                        close_match(str(loc[-1]), allowed))
     if kind == "missing":
@@ -300,9 +320,9 @@ def _has_inner_error(outer: Mapping[str, Any], errors: list) -> bool:
     return any(len(e["loc"]) > len(loc) and tuple(e["loc"][:len(loc)]) == loc for e in errors)
 
 
-def _fields_at(loc: tuple) -> set[str]:
-    """The keys allowed at a YAML path, found by walking the model annotations."""
-    model: Any = ClusterSpec
+def _fields_at(root: type[BaseModel], loc: tuple) -> set[str]:
+    """The keys allowed at a YAML path, found by walking the model annotations from `root`."""
+    model: Any = root
     for part in loc:
         if isinstance(part, int):
             continue
@@ -341,6 +361,28 @@ def _semantic_problems(spec: ClusterSpec) -> list[Problem]:
     problems += _tag_problems(spec)
     problems += _slurm_problems(spec)
     problems += _kubernetes_problems(spec)
+    if spec.workload is not None:
+        problems += workload_problems(spec.workload, "workload")
+    return problems
+
+
+def workload_problems(workload: WorkloadSpec, at: str) -> list[Problem]:
+    """A size to go by (model_params_b or model), sections that need a model only with one, and
+    the model's own checks. `at` is the section's YAML path (a workload file has none: "")."""
+    def path(key: str) -> str:
+        return f"{at}.{key}" if at else key
+
+    problems = []
+    if workload.model is None:
+        if workload.model_params_b is None:
+            problems.append(Problem(path("model_params_b"), None, "this key is required unless `model` describes "
+                                    "the architecture (layers, hidden, heads, ffn_hidden, vocab, seq_len)"))
+        for key in ("training", "parallelism"):
+            if getattr(workload, key) is not None:
+                problems.append(Problem(path(key), "<section>", "describe the model too (a `model` section): "
+                                        f"{key} applies to a described architecture"))
+    else:
+        problems += model_problems(workload.model, path("model"))
     return problems
 
 
@@ -804,9 +846,10 @@ def _tag_problems(spec: ClusterSpec) -> list[Problem]:
 
 
 # Tags aicluster itself puts on one resource, at most: cluster, role, pool, the pool's size (2), the
-# workload hints (3), the GCP zone label, and the node name the resume programs add at boot (10).
+# workload hints (3), the workload's model and training set-up (aicluster-model, aicluster-training),
+# the GCP zone label, and the node name the resume programs add at boot (12).
 # The contracts suite (tests/contracts) plans the most user tags allowed and checks every resource.
-AICLUSTER_TAGS = 10
+AICLUSTER_TAGS = 12
 # Tag keys in the alphabet both every AWS service (IAM, S3, Secrets Manager, EKS, FSx take letters,
 # digits, spaces and _ . : / = + - @) and instance-metadata tags (letters, digits, + - = . , _ : @; no
 # space, no /) accept: the launch templates make tags readable in instance metadata.

@@ -5,6 +5,9 @@ baseline from the catalog, Managed Lustre perUnitStorageThroughput). The default
 SuperPOD "good" aggregate read, 15 GB/s per 32-node unit of 256 GPUs = 58.6 MB/s per GPU
 (NVIDIA DGX SuperPOD Reference Architecture RA-11333-001 V11; `aicluster.balance.GOOD_READ_MBPS_PER_ACCELERATOR`). The verdict is
 `aicluster.balance.assess`'s, the model `aicluster plan` reports.
+
+Where the workload describes its model (tags aicluster-model and aicluster-training) AIC-STO-006
+judges storage from the training model instead, and this rule is not applicable.
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from pulumi_policy import EnforcementLevel, Severity, StackValidationPolicy
 from aicluster.balance import GOOD_READ_MBPS_PER_ACCELERATOR, assess
 
 from ._base import POOL_NODES, cluster, config, gpus, not_applicable, number_or, schema
+from .model.workload import SUPERSEDED, storage_superseded
 
 ID = "AIC-STO-002"
 SUPPORTED = ("aws:fsx/lustreFileSystem", "gcp:lustre/instance", "aws:ec2/launchTemplate", "aws:ec2/instance",
@@ -22,6 +26,9 @@ SUPPORTED = ("aws:fsx/lustreFileSystem", "gcp:lustre/instance", "aws:ec2/launchT
 
 def validate(args, report_violation) -> None:
     c, cfg = cluster(args), config(args)
+    if storage_superseded(c, cfg):
+        not_applicable(args, SUPERSEDED)
+        return
     floor = number_or(cfg, "floorMbpsPerAccelerator", GOOD_READ_MBPS_PER_ACCELERATOR)
     pools = [p for p in c.sized_pools if not p.tpu]
     filesystems = [f for f in c.parallel_filesystems if f.throughput_mbps is not None]

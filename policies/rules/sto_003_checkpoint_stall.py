@@ -5,6 +5,9 @@ write time = size / the slower of the filesystem and the clients' network; stall
 interval. Hints (model size, interval, budget) come from the policy config or from the
 aicluster-model-params-b, aicluster-checkpoint-interval-min and aicluster-max-checkpoint-stall-pct
 tags on a pool's launch template or a filesystem. `aicluster.balance.assess` computes the verdict.
+
+Where the workload describes its model (tags aicluster-model and aicluster-training) AIC-STO-006
+judges storage from the training model instead, and this rule is not applicable.
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from pulumi_policy import EnforcementLevel, Severity, StackValidationPolicy
 from aicluster.balance import CHECKPOINT_BYTES_PER_PARAM, assess
 
 from ._base import MODEL_PARAMS_B, POOL_NODES, cluster, config, not_applicable, number_or, schema
+from .model.workload import SUPERSEDED, storage_superseded
 
 ID = "AIC-STO-003"
 SUPPORTED = ("aws:fsx/lustreFileSystem", "gcp:lustre/instance", "aws:ec2/launchTemplate", "aws:ec2/instance",
@@ -22,6 +26,9 @@ SUPPORTED = ("aws:fsx/lustreFileSystem", "gcp:lustre/instance", "aws:ec2/launchT
 
 def validate(args, report_violation) -> None:
     c, cfg = cluster(args), config(args)
+    if storage_superseded(c, cfg):
+        not_applicable(args, SUPERSEDED)
+        return
     workload, source = c.workload(cfg)
     filesystems = [f for f in c.parallel_filesystems if f.throughput_mbps is not None]
     if workload is None or not filesystems or not c.sized_pools:

@@ -131,6 +131,11 @@ def test_every_shipped_stack_passes_every_mandatory_rule(stack):
     if all("tpu" in pool for pool in stack_spec(stack)["pools"]):
         # TPU slices use ICI, not a NIC fabric, and TPU-only stacks are left out of the GPU storage rules.
         judged -= {"AIC-NET-001", "AIC-NET-002", "AIC-STO-001", "AIC-STO-002"}
+    if (stack_spec(stack).get("workload") or {}).get("model"):
+        # A described workload: the training model's rules judge, AIC-STO-006 in the place of STO-002 and -003.
+        judged = (judged - {"AIC-STO-002"}) | {"AIC-MEM-002", "AIC-NET-005", "AIC-STO-006"}
+        superseded = {v.rule_id: v.not_applicable for v in verdicts if v.rule_id in ("AIC-STO-002", "AIC-STO-003")}
+        assert set(superseded.values()) == {"superseded by AIC-STO-006 (workload described)"}, superseded
     assert {v.rule_id for v in verdicts if v.status == "pass"} >= judged
 
 

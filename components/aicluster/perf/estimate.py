@@ -21,6 +21,10 @@ MEMORY_BOUND_GAIN = 1.10
 CALIBRATED = ("A100", "H100", "TPU v5p")
 # Data-parallel width from which ZeRO-3 / FSDP stacks ran slower than the model predicts.
 ZERO3_WARN_DP = 64
+# The best MFU (model FLOPs over dense BF16 peak) among the calibration set's published runs, per
+# accelerator kind and precision (tests/data/training-throughput.json): above it, the model
+# extrapolates.
+BEST_PUBLISHED_MFU = {("gpu", "bf16"): 0.64, ("gpu", "fp8"): 0.85, ("tpu", "bf16"): 0.71}
 
 
 def _candidate(m: ModelShape, tr: TrainingShape, hw: Hardware, lay: Layout, step: Step, mem) -> Candidate:
@@ -113,6 +117,10 @@ def _caveats(m: ModelShape, tr: TrainingShape, hw: Hardware, best: Candidate) ->
     if best.layout.zero_stage == 3 and best.layout.dp >= ZERO3_WARN_DP:
         out.append(f"ZeRO-3 over {best.layout.dp} data-parallel ranks: such stacks ran up to ~1.5x slower than "
                    "predicted in published runs")
+    ceiling = BEST_PUBLISHED_MFU.get((hw.kind, tr.precision if hw.fp8_tflops else "bf16"))
+    if ceiling and best.mfu > ceiling:
+        out.append(f"predicted MFU {best.mfu:.0%} is above the best published run in the calibration set "
+                   f"({ceiling:.0%} for {hw.kind} {tr.precision}): the layout extrapolates, treat it as optimistic")
     b = best.breakdown
     if best.layout.tp > 1 and b.exposed_tp > 0.1 * b.total:
         out.append("tensor-parallel time is uncertain: published throughput cannot tell TP communication from "

@@ -1,0 +1,147 @@
+"""The described workload of a stack and what the training model (aicluster.perf) says of it.
+
+The workload comes from the aicluster-model and aicluster-training tags (aicluster.perf.tags) on a
+pool's launch template, instance template, node pool or TPU VM; it runs on the largest sized pool
+that carries them (a job spans one pool, as in `aicluster plan`). The hardware is that pool at its
+node count with the fabric it actually wires, the storage the fastest parallel filesystem bounded
+by what the pool's nodes can push to it, and the checkpoint interval and stall budget the
+workload hints (config or tags) give. The rules AIC-MEM-002, AIC-NET-005, AIC-STO-006 and
+AIC-CST-003 share this one estimate.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from aicluster.balance import WorkloadShape, client_gbps, fabric_gbps
+from aicluster.catalog import load_catalog
+from aicluster.errors import SpecError
+from aicluster.perf import (Estimate, Hardware, LayoutHint, ModelShape, Storage, TrainingShape, estimate, from_instance,
+                            from_tpu)
+from aicluster.perf.flops import parameter_count
+from aicluster.perf.tags import MODEL_TAG, TRAINING_TAG, Workload, workload_from_tags
+
+from .cluster import Cluster, Filesystem, Pool
+
+
+@dataclass(frozen=True)
+class Described:
+    """A described workload, where it runs and the training model's answer (None: `refused` says
+    why no layout runs: nothing fits HBM, or the fixed layout is impossible)."""
+    workload: Workload
+    pool: Pool
+    source: str                 # "tags on <pool>"
+    hardware: Hardware
+    storage: Storage | None
+    estimate: Estimate | None
+    refused: str = ""
+
+    def label(self) -> str:
+        """What the job runs on and what runs: '16 x p5.48xlarge (128 H100): 70.6B parameters (tags on gpu)'."""
+        return (f"{self.hardware.name} ({self.hardware.count} {self.hardware.accelerator}): "
+                f"{parameter_count(self.workload.model) / 1e9:.1f}B parameters ({self.source})")
+
+    def layout(self) -> str:
+        lay = self.estimate.best.layout
+        return (f"tp {lay.tp} pp {lay.pp} dp {lay.dp} cp {lay.cp} ep {lay.ep} zero {lay.zero_stage} "
+                f"recompute {lay.recompute} micro-batch {lay.micro_batch}")
+
+
+def described(c: Cluster, config: Mapping[str, Any]) -> tuple[Described | None, str]:
+    """(the described workload and its estimate, "") or (None, why there is none)."""
+    found: list[tuple[Pool, Workload]] = []
+    reasons: list[str] = []
+    for pool in c.pools:
+        tags = _workload_tags(c, pool)
+        if not tags:
+            continue
+        workload, why = workload_from_tags(tags)
+        if workload is None:
+            reasons.append(f"{pool.label()}: {why}")
+        else:
+            found.append((pool, workload))
+    sized = [(p, w) for p, w in found if p.nodes]
+    if not sized:
+        if reasons:
+            return None, "; ".join(reasons)
+        if found:
+            return None, f"{found[0][0].label()} carries the workload but its size is unknown (set poolNodes)"
+        hints, _ = c.workload(config)
+        return None, ("the workload gives model_params_b only: describe workload.model (tags aicluster-model, "
+                      "aicluster-training) for the training model" if hints is not None else
+                      "no described workload (tags aicluster-model and aicluster-training)")
+    pool, workload = max(sized, key=lambda pw: (pw[0].accelerators, pw[0].instance.accelerator.bf16_tflops or 0.0))
+    # Checkpoint interval and stall budget from the config or the tags; the model size they are
+    # read with is not needed here (the described model counts its own), so any stands in for it.
+    hints, _ = c.workload({"modelParamsB": 1, **config})
+    hw = hardware(pool)
+    fs = storage(c, pool, hints)
+    result, refused = _estimate_or_refusal(workload, hw, fs)
+    return Described(workload, pool, f"tags on {pool.key}", hw, fs, result, refused), ""
+
+
+def _estimate_or_refusal(workload: Workload, hw: Hardware, fs: Storage | None) -> tuple[Estimate | None, str]:
+    try:
+        return _estimate(workload.model, workload.training, workload.hint, hw, fs), ""
+    except SpecError as exc:   # no layout runs on this cluster; anything else is a bug and propagates
+        return None, "; ".join(map(str, exc.problems))
+
+
+def with_headroom(d: Described, headroom_pct: float) -> tuple[Estimate | None, str]:
+    """The best layout that leaves `headroom_pct` of each accelerator's HBM free: the same search
+    on accelerators with that much less memory. (None, why) when no layout does."""
+    tighter = dataclasses.replace(d.hardware, hbm_gib=d.hardware.hbm_gib * (1 - headroom_pct / 100))
+    return _estimate_or_refusal(d.workload, tighter, d.storage)
+
+
+def storage_superseded(c: Cluster, config: Mapping[str, Any]) -> bool:
+    """True when AIC-STO-006 judges storage from the described workload, in the place of AIC-STO-002
+    (a per-GPU floor) and AIC-STO-003 (a checkpoint sized from model_params_b)."""
+    d, _ = described(c, config)
+    return d is not None and d.estimate is not None and d.storage is not None
+
+
+SUPERSEDED = "superseded by AIC-STO-006 (workload described)"
+
+
+def _workload_tags(c: Cluster, pool: Pool) -> dict[str, str]:
+    """The two workload tags of the pool's anchor, else of another member (a launcher)."""
+    for member in [pool.anchor, *pool.members]:
+        tags = c.index.tags(member)
+        picked = {k: tags[k] for k in (MODEL_TAG, TRAINING_TAG) if k in tags}
+        if picked:
+            return picked
+    return {}
+
+
+def hardware(pool: Pool) -> Hardware:
+    """The pool at its node count. GPUs and Trainium: the fabric as wired (EFA devices, GPU NICs).
+    TPUs: one slice of all its chips (ICI within, the catalog's DCN between hosts)."""
+    if pool.tpu:
+        generation = load_catalog().tpus[pool.instance.accelerator.model.removeprefix("TPU ")]
+        return from_tpu(generation, pool.accelerators)
+    wired, _ = fabric_gbps(pool.instance, max(0, pool.fabric.wired))
+    return from_instance(pool.instance, pool.nodes or 0, wired)
+
+
+def storage(c: Cluster, pool: Pool, hints: WorkloadShape | None) -> Storage | None:
+    """The fastest parallel filesystem of known size, bounded by the pool's clients' network."""
+    sized = [f for f in c.parallel_filesystems if f.throughput_mbps]
+    if not sized:
+        return None
+    fs: Filesystem = max(sized, key=lambda f: f.throughput_mbps)
+    client = 0.0 if pool.tpu else (pool.nodes or 0) * client_gbps(pool.instance) / 8
+    extra = {} if hints is None else {"checkpoint_interval_min": hints.checkpoint_interval_min,
+                                      "max_checkpoint_stall_pct": hints.max_checkpoint_stall_pct}
+    # A TPU host's storage network is not a fact the catalog holds: unbounded, as balance does.
+    return Storage(name=fs.key, throughput_gbs=fs.throughput_mbps / 1000,
+                   client_gbs=client if client > 0 and client != float("inf") else None, **extra)
+
+
+@functools.lru_cache(maxsize=32)
+def _estimate(model: ModelShape, training: TrainingShape, hint: LayoutHint, hw: Hardware,
+              fs: Storage | None) -> Estimate:
+    # Four rules ask for the same estimate of the same stack: the layout search runs once.
+    return estimate(model, training, hw, hint=hint, storage=fs, top=1, at="aicluster-training")

@@ -1,0 +1,52 @@
+"""AIC-CST-003 train-cost-ceiling, over hand-written stacks."""
+from __future__ import annotations
+
+import pytest
+
+from tests.support import handwritten as hw
+from tests.support import workloads as wl
+
+RULE = "AIC-CST-003"
+TO_15T = lambda: wl.cluster(nodes=16, lt_tags=wl.tags(training=wl.TO_15T))   # noqa: E731
+
+
+def test_without_a_ceiling_it_is_off():
+    verdict = hw.check(RULE, TO_15T)
+    assert verdict.status == "n/a" and "no maxTrainUsd" in verdict.not_applicable
+
+
+def test_passes_under_a_generous_ceiling():
+    assert hw.check(RULE, TO_15T, {"maxTrainUsd": 1e9}).status == "pass"
+
+
+def test_a_big_token_count_fails_a_low_ceiling_with_days_rate_and_mfu():
+    verdict = hw.check(RULE, TO_15T, {"maxTrainUsd": 1e6})
+    assert verdict.status == "fail"
+    text = hw.messages(verdict)
+    assert "16 x p5.48xlarge (128 H100): 70.6B parameters (tags on hw-lt): 1.5e+13 tokens at" in text
+    assert "days x $880.64/h = $" in text and "> $1,000,000 ceiling" in text and "MFU" in text
+
+
+def test_a_described_workload_without_tokens_is_not_applicable():
+    verdict = hw.check(RULE, lambda: wl.cluster(nodes=16), {"maxTrainUsd": 1e6})
+    assert verdict.status == "n/a" and "training.tokens" in verdict.not_applicable
+
+
+def test_model_params_b_alone_fails_by_six_p_d_at_the_assumed_mfu():
+    # 6 x 70e9 x 15e12 = 6.3e24 FLOPs / (0.4 x 128 x 989 TFLOP/s) = 1,440 days x $880.64/h = $30.4M
+    program = lambda: hw.efa_cluster(nodes=16, model_b=70)   # noqa: E731
+    verdict = hw.check(RULE, program, {"maxTrainUsd": 1e6, "trainTokens": 15e12})
+    assert verdict.status == "fail"
+    text = hw.messages(verdict)
+    assert "6 x 70B parameters (tag on hw-lt) x 1.5e+13 tokens = 6.3e+24 FLOPs at an assumed 40 % MFU" in text
+    days = float(text.split("TFLOP/s = ")[1].split(" days")[0].replace(",", ""))
+    assert days == pytest.approx(6.3e24 / (0.4 * 128 * 989e12) / 86400, rel=0.01)
+    assert hw.check(RULE, program, {"maxTrainUsd": 1e9, "trainTokens": 15e12}).status == "pass"
+    # a higher assumed MFU makes it cheaper: 2.5 x 40 % -> under a ceiling 40 % MFU misses
+    cost = float(text.split("= $")[-1].split(" >")[0].replace(",", ""))
+    assert hw.check(RULE, program, {"maxTrainUsd": cost * 0.5, "trainTokens": 15e12, "assumedMfu": 1.0}).status == "pass"
+
+
+def test_model_params_b_without_train_tokens_is_not_applicable():
+    verdict = hw.check(RULE, lambda: hw.efa_cluster(nodes=16, model_b=70), {"maxTrainUsd": 1e6})
+    assert verdict.status == "n/a" and "trainTokens" in verdict.not_applicable
