@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from .catalog import InstanceType
+# One checkpoint size for the balance report, the training model and the policy pack.
+from .perf.estimate import CHECKPOINT_BYTES_PER_PARAM
 
 # DGX SuperPOD RA "good" read: 15 GBps per 32-node unit of 256 GPUs = 15000 / 256 ~ 58.6 MB/s per
 # GPU (NVIDIA DGX SuperPOD Reference Architecture RA-11333-001 V11, 2023-09-22, storage performance).
@@ -19,9 +21,6 @@ GOOD_READ_MBPS_PER_ACCELERATOR = 15000 / 256
 # Mixed-precision Adam: fp16 params 2 + fp16 grads 2 + fp32 params, momentum, variance 12 B/param
 # (ZeRO paper, arXiv:1910.02054 section 3.1).
 TRAINING_STATE_BYTES_PER_PARAM = 16
-# Resumable checkpoint (no gradients): upper end of 12-14 B/param, derived from the same breakdown
-# (derived from the ZeRO breakdown above: weights, fp32 master weights and Adam moments; not quoted).
-CHECKPOINT_BYTES_PER_PARAM = 14
 # Share of aggregate accelerator memory kept free for activations and buffers. A design choice of
 # aicluster, not a sourced figure.
 DEFAULT_MEMORY_HEADROOM_PCT = 20

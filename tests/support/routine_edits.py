@@ -222,6 +222,40 @@ def _accounting(spec: dict) -> Pair:
     return before, after
 
 
+def _needs_model(spec: dict) -> dict:
+    workload = spec.get("workload") or {}
+    if "model" not in workload:
+        raise NotApplicable("the workload describes no model")
+    return workload
+
+
+def _training_plan(spec: dict) -> Pair:
+    """What a team edits between runs: more tokens, a bigger batch, FP8."""
+    workload = _needs_model(spec)
+    after = _copy(spec)
+    training = after["workload"].setdefault("training", {})
+    training["tokens"] = 2 * float(workload.get("training", {}).get("tokens") or 1e12)
+    training["global_batch_seqs"] = 2 * int(workload.get("training", {}).get("global_batch_seqs") or 512)
+    training["precision"] = "fp8" if workload.get("training", {}).get("precision") != "fp8" else "bf16"
+    return spec, after
+
+
+def _fixed_layout(spec: dict) -> Pair:
+    _needs_model(spec)
+    after = _copy(spec)
+    after["workload"]["parallelism"] = {"pp": 1, "zero_stage": 1, "recompute": "selective"}
+    return spec, after
+
+
+def _describe_model(spec: dict) -> Pair:
+    """From the short form to a described model (the tags on the templates change, nothing else)."""
+    workload = _needs_model(spec)
+    before = _copy(spec)
+    before["workload"] = {k: v for k, v in workload.items() if k not in ("model", "training", "parallelism")}
+    before["workload"].setdefault("model_params_b", 70)
+    return before, spec
+
+
 EDITS = [
     Edit("max-nodes-up", "pools[0].max_nodes x4", _max_nodes_up),
     Edit("max-nodes-down", "pools[0].max_nodes halved", _max_nodes_down),
@@ -236,4 +270,7 @@ EDITS = [
     Edit("change-ssh-cidr", "network.ssh_ingress_cidrs[0] changed", _change_ssh_cidr),
     Edit("idle-time", "slurm.suspend_idle_min +35", _idle_time),
     Edit("accounting", "slurm.accounting false -> true", _accounting),
+    Edit("training-plan", "workload.training: tokens and batch x2, precision switched", _training_plan),
+    Edit("fixed-layout", "workload.parallelism fixed", _fixed_layout),
+    Edit("describe-model", "workload.model_params_b -> a described model", _describe_model),
 ]

@@ -3,6 +3,7 @@ hardware and model allow, with interleaving, ZeRO stage, recompute and micro-bat
 that do not fit HBM are set aside; the rest are ranked by predicted throughput."""
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -43,75 +44,81 @@ class Space:
     virtual: tuple[int, ...]
 
 
-def space(m: ModelShape, hw: Hardware, hint: LayoutHint, at: str) -> Space:
-    """The candidate degrees, or a SpecError naming the fixed value that cannot work."""
-    problems: list[Problem] = []
+def _allowed(m: ModelShape, hw: Hardware) -> dict[str, tuple[list, str]]:
+    """Per degree: the values the hardware and model allow, and the rule in words (for errors)."""
     # TP stays inside the NVLink / ICI domain and must split heads and KV heads evenly.
-    tp_ok = [t for t in _powers_of_two(hw.scale_up_size)
-             if m.heads % t == 0 and (m.kv_heads % t == 0 or t % m.kv_heads == 0)]
-    cp_ok = [c for c in _powers_of_two(min(16, hw.count)) if c == 1 or (m.seq_len // c >= CP_MIN_CHUNK
-                                                                         and m.seq_len % (2 * c) == 0)]
-    # Stages need not hold equal layers: the slowest (ceil(L / pp) layers) sets the pace.
-    pp_ok = [p for p in _divisors(hw.count) if p <= m.layers]
-    ep_ok = [1] if m.moe is None else [e for e in _divisors(m.moe.experts) if e <= hw.count]
+    tp = [t for t in _powers_of_two(hw.scale_up_size) if m.heads % t == 0 and (m.kv_heads % t == 0 or t % m.kv_heads == 0)]
+    cp = [c for c in _powers_of_two(min(16, hw.count))
+          if c == 1 or (m.seq_len // c >= CP_MIN_CHUNK and m.seq_len % (2 * c) == 0)]
+    # Stages need not hold equal layers: the fullest one sets the pace (memory.stage_layers).
+    pp = [p for p in _divisors(hw.count) if p <= m.layers]
+    ep = [1] if m.moe is None else [e for e in _divisors(m.moe.experts) if e <= hw.count]
 
-    def pick(name: str, fixed, allowed: list, rule: str) -> tuple:
+    def listed(values: list) -> str:
+        return ", ".join(map(str, values))
+
+    return {
+        "tp": (tp, f"a power of two within one NVLink/ICI domain ({hw.scale_up_size} accelerators) that divides "
+                   f"heads ({m.heads}) and KV heads ({m.kv_heads}): {listed(tp)}"),
+        "cp": (cp, f"1, or a power of two up to 16 that leaves chunks of at least {CP_MIN_CHUNK} tokens and divides "
+                   f"the sequence in 2 x cp chunks: {listed(cp)}"),
+        "pp": (pp, f"a divisor of the {hw.count} accelerators, at most the {m.layers} layers: {listed(pp)}"),
+        "ep": (ep, f"1 for a dense model, or a divisor of the experts: {listed(ep)}"),
+        "zero_stage": ([0, 1, 2, 3], "0, 1, 2 or 3"),
+        "recompute": (list(RECOMPUTE), "none, selective or full"),
+    }
+
+
+# What the search tries for a key the user left open, when it differs from everything allowed.
+_SEARCHED = {"zero_stage": ZERO_STAGES, "recompute": RECOMPUTE, "micro_batch": MICRO_BATCHES,
+             "virtual_stages": VIRTUAL_STAGES}
+
+
+def space(m: ModelShape, hw: Hardware, hint: LayoutHint, at: str) -> Space:
+    """The candidate degrees, or a SpecError naming every fixed value that cannot work."""
+    problems: list[Problem] = []
+    allowed = _allowed(m, hw)
+    picked: dict[str, tuple] = {}
+    for name in ("tp", "cp", "pp", "ep", "zero_stage", "recompute", "micro_batch", "virtual_stages"):
+        fixed = getattr(hint, name)
+        values, rule = allowed.get(name, (None, ""))
         if fixed is None:
-            return tuple(allowed)
-        if fixed not in allowed:
+            picked[name] = tuple(_SEARCHED.get(name, values))
+            continue
+        if values is not None and fixed not in values:
             problems.append(Problem(f"{at}.{name}", fixed, rule))
-        return (fixed,)
-
-    tp = pick("tp", hint.tp, tp_ok, f"a power of two within one NVLink/ICI domain ({hw.scale_up_size} "
-              f"accelerators) that divides heads ({m.heads}) and KV heads ({m.kv_heads}): "
-              + ", ".join(map(str, tp_ok)))
-    cp = pick("cp", hint.cp, cp_ok, f"1, or a power of two up to 16 that leaves chunks of at least {CP_MIN_CHUNK} "
-              "tokens and divides the sequence in 2 x cp chunks: " + ", ".join(map(str, cp_ok)))
-    pp = pick("pp", hint.pp, pp_ok, f"a divisor of the {hw.count} accelerators, at most the {m.layers} layers: "
-              + ", ".join(map(str, pp_ok)))
-    ep = pick("ep", hint.ep, ep_ok, "1 for a dense model, or a divisor of the experts: " + ", ".join(map(str, ep_ok)))
-    zero = pick("zero_stage", hint.zero_stage, [0, 1, 2, 3], "0, 1, 2 or 3") if hint.zero_stage is not None else ZERO_STAGES
-    recompute = pick("recompute", hint.recompute, list(RECOMPUTE), "none, selective or full") \
-        if hint.recompute is not None else RECOMPUTE
-    micro = (hint.micro_batch,) if hint.micro_batch is not None else MICRO_BATCHES
-    virtual = (hint.virtual_stages,) if hint.virtual_stages is not None else VIRTUAL_STAGES
-    if hint.dp is not None:
-        fixed = [(t, c, p) for t in tp for c in cp for p in pp if t * c * p * hint.dp == hw.count]
-        if not fixed:
-            problems.append(Problem(f"{at}.dp", hint.dp, f"tp x pp x dp x cp equal to the {hw.count} "
-                                    "accelerators of the cluster"))
+        picked[name] = (fixed,)
+    if hint.dp is not None and not any(t * c * p * hint.dp == hw.count
+                                       for t, c, p in itertools.product(picked["tp"], picked["cp"], picked["pp"])):
+        problems.append(Problem(f"{at}.dp", hint.dp, f"tp x pp x dp x cp equal to the {hw.count} accelerators "
+                                "of the cluster"))
     if problems:
         raise SpecError(problems, subject="workload")
-    return Space(tp, cp, pp, ep, zero, recompute, micro, virtual)
+    return Space(picked["tp"], picked["cp"], picked["pp"], picked["ep"], picked["zero_stage"], picked["recompute"],
+                 picked["micro_batch"], picked["virtual_stages"])
+
+
+def _interleaving_ok(m: ModelShape, p: int, v: int, micro_batches: int) -> bool:
+    """Interleaving needs several stages, a layer per chunk at least and a number of micro-batches
+    divisible by pp (Megatron-LM's schedule)."""
+    return v == 1 or (p > 1 and p * v <= m.layers and micro_batches % p == 0)
 
 
 def layouts(m: ModelShape, hw: Hardware, hint: LayoutHint, global_batch: int, *, at: str = "parallelism"
             ) -> Iterator[Layout]:
-    """Every layout of the space that uses all the accelerators."""
+    """Every layout of the space that uses all the accelerators and splits the global batch."""
     sp = space(m, hw, hint, at)
-    for t in sp.tp:
-        for c in sp.cp:
-            for p in sp.pp:
-                if hw.count % (t * c * p):
-                    continue
-                d = hw.count // (t * c * p)
-                if hint.dp is not None and d != hint.dp:
-                    continue
-                if d * c < 1 or global_batch < d:
-                    continue
-                for e in sp.ep:
-                    if (d * c) % e:
-                        continue
-                    for b in sp.micro_batch:
-                        if d * b > global_batch and b > 1:
-                            continue
-                        m_count = -(-global_batch // (d * b))
-                        for v in sp.virtual:
-                            # Interleaving needs several stages, a layer per chunk at least and a
-                            # number of micro-batches divisible by pp (Megatron-LM's schedule).
-                            if v > 1 and (p == 1 or p * v > m.layers or m_count % p):
-                                continue
-                            for z in sp.zero:
-                                for r in sp.recompute:
-                                    yield Layout(tp=t, pp=p, dp=d, cp=c, ep=e, zero_stage=z, recompute=r,
-                                                 micro_batch=b, virtual_stages=v)
+    for t, c, p in itertools.product(sp.tp, sp.cp, sp.pp):
+        if hw.count % (t * c * p):
+            continue
+        d = hw.count // (t * c * p)
+        if (hint.dp is not None and d != hint.dp) or global_batch < d:
+            continue
+        for e, b in itertools.product(sp.ep, sp.micro_batch):
+            if (d * c) % e or (b > 1 and d * b > global_batch):
+                continue
+            micro_batches = -(-global_batch // (d * b))
+            for v, z, r in itertools.product(sp.virtual, sp.zero, sp.recompute):
+                if _interleaving_ok(m, p, v, micro_batches):
+                    yield Layout(tp=t, pp=p, dp=d, cp=c, ep=e, zero_stage=z, recompute=r, micro_batch=b,
+                                 virtual_stages=v)

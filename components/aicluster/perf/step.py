@@ -72,17 +72,28 @@ def ceiling_for(hw: Hardware, cal: Calibration) -> float:
     return cal.tpu_ceiling if hw.kind == "tpu" else cal.gemm_ceiling
 
 
-def step_time(m: ModelShape, tr: TrainingShape, hw: Hardware, lay: Layout, cal: Calibration) -> Step:
-    t, p, d, c, e, v, b = lay.tp, lay.pp, lay.dp, lay.cp, lay.ep, lay.virtual_stages, lay.micro_batch
-    mb = micro_batches(tr.global_batch_seqs, lay)
-    batch = mb * d * b
-    n = t * p * d * c
-    tokens = batch * m.seq_len                                   # per step, whole job
-    peak = hw.bf16_tflops * 1e12
+class _Exposed:
+    """Exposed communication time, by the network it waits on."""
 
-    # Compute: weight GEMMs, attention, recompute, memory-bound elementwise work.
+    def __init__(self) -> None:
+        self.intra = self.inter = 0.0
+
+    def add(self, seconds: float, leaves_domain: bool) -> float:
+        if leaves_domain:
+            self.inter += seconds
+        else:
+            self.intra += seconds
+        return seconds
+
+
+def _compute_s(m: ModelShape, tr: TrainingShape, hw: Hardware, lay: Layout, cal: Calibration,
+               tokens: float) -> tuple[float, float]:
+    """(compute, attention) seconds per step of one accelerator: weight GEMMs, attention,
+    recompute and memory-bound elementwise work; the fullest pipeline stage sets the pace."""
+    n = lay.tp * lay.pp * lay.dp * lay.cp
+    peak = hw.bf16_tflops * 1e12
     gemm_rc, attn_rc = recompute_flops_per_token(m, lay.recompute)
-    width = m.hidden / t
+    width = m.hidden / lay.tp
     ceiling = ceiling_for(hw, cal)
     gemm_eff = ceiling * width / (width + cal.gemm_width)
     if tr.precision == "fp8" and hw.fp8_tflops:
@@ -93,72 +104,90 @@ def step_time(m: ModelShape, tr: TrainingShape, hw: Hardware, lay: Layout, cal: 
     # XLA fuses elementwise work into the matmuls on TPUs; GPUs run it as separate HBM-bound kernels.
     unfused = hw.kind != "tpu" and hw.hbm_gbs
     elem_s = elementwise * tokens * m.layers * m.hidden / n / (hw.hbm_gbs * 1e9) if unfused else 0.0
-    # Uneven stages: the fullest one sets the pace of the pipeline.
-    compute = (gemm_s + attn_s + elem_s) * stage_layers(m, lay) * p / m.layers
+    imbalance = stage_layers(m, lay) * lay.pp / m.layers
+    return (gemm_s + attn_s + elem_s) * imbalance, attn_s
 
-    intra = inter = 0.0
-    # Tensor parallel: 4 collectives per layer and micro-batch (2 forward, 2 backward; +2 with full
-    # recompute) of b s h 2 B, reduce-scatter + all-gather pairs under sequence parallelism.
-    tp_bw, tp_out = _group_gbs(hw, 1, t)
+
+def _tensor_parallel_s(m: ModelShape, hw: Hardware, lay: Layout, mb: int, cal: Calibration, net: _Exposed) -> float:
+    """4 collectives per layer and micro-batch (2 forward, 2 backward; +2 with full recompute) of
+    b s h 2 B, reduce-scatter + all-gather pairs under sequence parallelism; a calibrated share is
+    exposed."""
+    bw, leaves = _group_gbs(hw, 1, lay.tp)
+    if not bw:
+        return 0.0
     collectives = 6 if lay.recompute == "full" else 4
-    tp_s = mb * stage_layers(m, lay) * collectives * _ring_s(b * m.seq_len / c * m.hidden * 2, t, tp_bw) if tp_bw else 0.0
-    exposed_tp = cal.tp_exposed * tp_s
-    intra, inter = (intra, inter + exposed_tp) if tp_out else (intra + exposed_tp, inter)
+    volume = lay.micro_batch * m.seq_len / lay.cp * m.hidden * 2
+    total = mb * stage_layers(m, lay) * collectives * _ring_s(volume, lay.tp, bw)
+    return net.add(cal.tp_exposed * total, leaves)
 
-    bubble = (p - 1) / (v * mb) * (compute + exposed_tp) if p > 1 else 0.0
 
-    # Pipeline sends: activations forward and gradients back per micro-batch and virtual stage,
-    # scattered over the TP ranks.
-    p2p = 0.0
-    if p > 1:
-        bw, out = _group_gbs(hw, t * c * d, p)
-        p2p = 2 * mb * v * (b * m.seq_len / c * m.hidden * 2 / t) / (bw * 1e9) if bw else 0.0
-        intra, inter = (intra, inter + p2p) if out else (intra + p2p, inter)
+def _pipeline_sends_s(m: ModelShape, hw: Hardware, lay: Layout, mb: int, net: _Exposed) -> float:
+    """Activations forward and gradients back per micro-batch and virtual stage, scattered over
+    the TP ranks."""
+    if lay.pp == 1:
+        return 0.0
+    bw, leaves = _group_gbs(hw, lay.tp * lay.cp * lay.dp, lay.pp)
+    volume = lay.micro_batch * m.seq_len / lay.cp * m.hidden * 2 / lay.tp
+    return net.add(2 * mb * lay.virtual_stages * volume / (bw * 1e9), leaves) if bw else 0.0
 
-    # Data parallel (over dp x cp ranks): gradient reduce-scatter + parameter all-gather (ZeRO 1/2,
-    # the same volume as an all-reduce); ZeRO-3 gathers the weights twice and reduce-scatters the
-    # gradients for every micro-batch. On TPUs, FSDP stays inside a slice (ICI) and only gradients
-    # cross the data-center network, once per step (MaxText's dcn_data_parallelism).
+
+def _data_parallel_s(m: ModelShape, hw: Hardware, lay: Layout, mb: int, cal: Calibration, compute: float,
+                     net: _Exposed) -> float:
+    """Over dp x cp ranks: gradient reduce-scatter + parameter all-gather (ZeRO 1/2, the volume of
+    an all-reduce); ZeRO-3 gathers the weights twice and reduce-scatters the gradients for every
+    micro-batch. On TPUs, FSDP stays inside a slice (ICI) and only gradients cross the data-center
+    network, once per step (MaxText's dcn_data_parallelism). A calibrated share of compute hides it."""
     dense, experts = stage_params(m, lay)
-    ranks = d * c
-    grad_bytes = 2 * (dense + experts / max(1, e))   # experts reduce over fewer ranks; same order
-    in_domain = max(1, min(ranks, hw.scale_up_size // t))
+    ranks = lay.dp * lay.cp
+    grad_bytes = 2 * (dense + experts / max(1, lay.ep))   # experts reduce over fewer ranks; same order
+    passes = mb * 1.5 if lay.zero_stage == 3 else 1
+
+    def exposed(seconds: float) -> float:
+        return max(0.0, seconds - cal.dp_overlap * compute)
+
+    in_domain = max(1, min(ranks, hw.scale_up_size // lay.tp))
     if hw.kind == "tpu" and ranks > in_domain:
-        ici_bw = (hw.scale_up_gbs or 0.0) * SCALE_UP_EFFICIENCY
-        inner = (mb * 1.5 if lay.zero_stage == 3 else 1) * _ring_s(grad_bytes, in_domain, ici_bw)
+        ici = (hw.scale_up_gbs or 0.0) * SCALE_UP_EFFICIENCY
+        inner = net.add(exposed(passes * _ring_s(grad_bytes, in_domain, ici)), False)
         outer = _ring_s(grad_bytes / in_domain, ranks // in_domain, _nic_gbs_per_accelerator(hw))
-        exposed_inner = max(0.0, inner - cal.dp_overlap * compute)
-        exposed_outer = max(0.0, outer - cal.dp_overlap * compute)
-        exposed_dp = exposed_inner + exposed_outer
-        intra, inter = intra + exposed_inner, inter + exposed_outer
-    else:
-        dp_bw, dp_out = _group_gbs(hw, t, ranks)
-        dp_s = (mb * 1.5 if lay.zero_stage == 3 else 1) * _ring_s(grad_bytes, ranks, dp_bw)
-        exposed_dp = max(0.0, dp_s - cal.dp_overlap * compute)
-        intra, inter = (intra, inter + exposed_dp) if dp_out else (intra + exposed_dp, inter)
+        return inner + net.add(exposed(outer), True)
+    bw, leaves = _group_gbs(hw, lay.tp, ranks)
+    return net.add(exposed(passes * _ring_s(grad_bytes, ranks, bw)), leaves)
 
-    # Context parallel: K and V blocks go round the ring (forward, and twice backward), hidden
-    # behind attention compute when the local sequence is long.
-    cp_ep = 0.0
+
+def _context_and_expert_s(m: ModelShape, hw: Hardware, lay: Layout, mb: int, attn_s: float, net: _Exposed) -> float:
+    """Context parallel: K and V blocks go round the ring (forward, and twice backward), hidden
+    behind attention when the local sequence is long. Expert parallel: two all-to-alls forward and
+    two backward per MoE layer."""
+    seconds = 0.0
+    b, c, e, layers = lay.micro_batch, lay.cp, lay.ep, stage_layers(m, lay)
     if c > 1:
-        bw, out = _group_gbs(hw, t, c)
-        kv = 2 * b * (m.seq_len / c) * m.kv_heads * m.head_dim * 2 / t
-        cp_s = mb * stage_layers(m, lay) * 3 * (c - 1) * kv / (bw * 1e9) if bw else 0.0
-        exposed = max(0.0, cp_s - attn_s)
-        cp_ep += exposed
-        intra, inter = (intra, inter + exposed) if out else (intra + exposed, inter)
-    # Expert parallel: two all-to-alls forward and two backward per MoE layer.
+        bw, leaves = _group_gbs(hw, lay.tp, c)
+        kv = 2 * b * (m.seq_len / c) * m.kv_heads * m.head_dim * 2 / lay.tp
+        ring = mb * layers * 3 * (c - 1) * kv / (bw * 1e9) if bw else 0.0
+        seconds += net.add(max(0.0, ring - attn_s), leaves)
     if m.moe is not None and e > 1:
-        bw, out = _group_gbs(hw, t * c, e)
-        volume = (e - 1) / e * b * (m.seq_len / c) * m.moe.top_k * m.hidden * 2 / t
-        ep_s = mb * stage_layers(m, lay) * 4 * volume / (bw * 1e9) if bw else 0.0
-        cp_ep += ep_s
-        intra, inter = (intra, inter + ep_s) if out else (intra + ep_s, inter)
+        bw, leaves = _group_gbs(hw, lay.tp * c, e)
+        volume = (e - 1) / e * b * (m.seq_len / c) * m.moe.top_k * m.hidden * 2 / lay.tp
+        seconds += net.add(mb * layers * 4 * volume / (bw * 1e9) if bw else 0.0, leaves)
+    return seconds
 
-    shards = ranks if lay.zero_stage >= 1 else 1
+
+def step_time(m: ModelShape, tr: TrainingShape, hw: Hardware, lay: Layout, cal: Calibration) -> Step:
+    mb = micro_batches(tr.global_batch_seqs, lay)
+    batch = mb * lay.dp * lay.micro_batch          # the global batch actually run
+    net = _Exposed()
+    compute, attn_s = _compute_s(m, tr, hw, lay, cal, batch * m.seq_len)
+    exposed_tp = _tensor_parallel_s(m, hw, lay, mb, cal, net)
+    bubble = (lay.pp - 1) / (lay.virtual_stages * mb) * (compute + exposed_tp)
+    p2p = _pipeline_sends_s(m, hw, lay, mb, net)
+    exposed_dp = _data_parallel_s(m, hw, lay, mb, cal, compute, net)
+    cp_ep = _context_and_expert_s(m, hw, lay, mb, attn_s, net)
+    dense, experts = stage_params(m, lay)
+    shards = lay.dp * lay.cp if lay.zero_stage >= 1 else 1
     optimizer = OPTIMIZER_BYTES_PER_PARAM * (dense + experts) / shards / (hw.hbm_gbs * 1e9) if hw.hbm_gbs else 0.0
-
     breakdown = Breakdown(compute=compute, exposed_tp=exposed_tp, bubble=bubble, exposed_dp=exposed_dp,
                           p2p=p2p, optimizer=optimizer, exposed_cp_ep=cp_ep)
+    gemm_rc, attn_rc = recompute_flops_per_token(m, lay.recompute)
     hfu = matmul_flops_per_token(m) + attention_flops_per_token(m) + gemm_rc + attn_rc
-    return Step(breakdown, intra, inter, batch, hfu)
+    return Step(breakdown, net.intra, net.inter, batch, hfu)
