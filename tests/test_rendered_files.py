@@ -120,7 +120,10 @@ def test_heads_of_both_clouds_share_their_cloud_config(rendered):
         heads[stack.split("-")[0]] = yaml.safe_load(files[name])
     assert set(heads) == {"aws", "gcp"}
     aws, gcp = heads["aws"], heads["gcp"]
-    assert set(aws["packages"]) - set(gcp["packages"]) == {"python3-boto3"}
+    def packages(head):   # a pinned package is [name, version] (catalog/slurm_release.yaml)
+        return {p if isinstance(p, str) else tuple(p) for p in head["packages"]}
+
+    assert packages(aws) - packages(gcp) == {"python3-boto3"}
 
     def boot(head):   # the boot commands but the fetch, with the munge secret's name left out
         return [[a for a in c if not (a.startswith("arn:") or a.startswith("projects/"))]
@@ -150,8 +153,9 @@ def test_the_published_manifest_is_one_shape_on_both_clouds(rendered):
 
     for stack, files in _slurm_stacks(rendered).items():
         keys = AWS_KEYS if stack.startswith("aws") else GCP_KEYS
-        # (AWS: the programs the head and the nodes fetch at boot are under boot/ and compute/.)
-        published = {n for n in files if not n.startswith(("user-data/", "boot/", "compute/"))}
+        # (AWS: the programs the head, the nodes and the login nodes fetch at boot are under boot/,
+        # compute/ and login/.)
+        published = {n for n in files if not n.startswith(("user-data/", "boot/", "compute/", "login/"))}
         assert published == set(keys), stack                      # one bucket object per published file
         manifest = json.loads(files["manifest.json"])
         entries = {e["key"]: e for e in manifest["files"]}

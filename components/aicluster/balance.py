@@ -218,9 +218,10 @@ def from_design(design) -> ClusterBalance:
     """Balance of a ClusterDesign at each pool's max_nodes (worst per-GPU storage, cost ceiling)."""
     pools = [PoolShape(p.name, p.instance, p.max_nodes,
                        p.efa_devices if design.cloud == "aws" else p.instance.gpu_nics) for p in design.pools]
-    # Parallel filesystems only: Filestore (NFS) holds homes, not training data or checkpoints.
+    # Parallel filesystems only: Filestore and EFS (NFS) hold homes, not training data or checkpoints;
+    # an NFS home shared by every node is no data path for a GPU fleet, so counting it would flatter it.
     filesystems = [FilesystemShape(s.name, s.capacity_gib, s.throughput_mbps_per_tib) for s in design.storage
-                   if s.kind != "filestore"]
+                   if s.kind not in ("filestore", "efs")]
     w = design.workload
     # model_params_b as written, or counted from a described model: the design counts it, since the
     # spec-to-model conversion (aicluster.workload_inputs) sits above what the policy pack may load.

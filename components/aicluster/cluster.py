@@ -12,7 +12,7 @@ CONFIG_KEY = "cluster"   # stack config `aicluster:cluster`
 
 # What build_cluster builds per cloud: the Kubernetes platform and the filesystem kinds.
 _PLATFORM = {"aws": "eks", "gcp": "gke"}
-_STORAGE_KINDS = {"aws": ("fsx-lustre",), "gcp": ("managed-lustre", "filestore")}
+_STORAGE_KINDS = {"aws": ("fsx-lustre", "efs"), "gcp": ("managed-lustre", "filestore")}
 
 
 def check_buildable(design: ClusterDesign) -> None:

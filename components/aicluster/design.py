@@ -17,7 +17,9 @@ from .catalog import FsxDeploymentType, InstanceType, load_catalog
 from .errors import Problem, SpecError, join_path
 from .gke_design import design_gke_kubernetes
 from .kubernetes_design import KubernetesDesign, design_kubernetes, versions as kubernetes_versions
+from .login_design import LoginDesign, design_login
 from .perf.tags import workload_tags
+from .slurm_settings import rendered_settings
 from .spec import CapacitySpec, ClusterSpec, PoolSpec, StorageSpec, WorkloadSpec
 from .tpu import TpuSlice, host_instance, tpu_slice
 from .workload_inputs import params_b, shapes
@@ -153,9 +155,9 @@ class PoolDesign:
 @dataclass(frozen=True)
 class StorageDesign:
     name: str
-    kind: Literal["fsx-lustre", "managed-lustre", "filestore"]
+    kind: Literal["fsx-lustre", "managed-lustre", "filestore", "efs"]
     mount: str
-    capacity_gib: int
+    capacity_gib: int                 # 0 for EFS (elastic: no size to set)
     throughput_mbps_per_tib: int      # 0 for Filestore (not a parallel filesystem)
     deployment_type: str | None       # FSx only
     import_path: str | None
@@ -209,6 +211,9 @@ class SlurmNodeSet:
     switch: str                      # topology/tree: one switch per placement group
     cloud: bool = True               # State=CLOUD (powered by Slurm); TPU slices exist as long as the stack
     switches: tuple[tuple[str, str], ...] = ()   # (switch, hostlist) per TPU slice; else one `switch`
+    sockets: int | None = None       # CPU sockets (catalog); None: unknown, declared as one socket
+    gpus_per_socket: int | None = None   # GPUs 0..n-1 on socket 0, ... (catalog); None: no Cores= binding
+    partition_settings: tuple[tuple[str, str], ...] = ()   # pools[].slurm_settings (slurm_settings.py)
 
 
 @dataclass(frozen=True)
@@ -220,6 +225,8 @@ class SlurmDesign:
     head_instance_type: str
     head_root_volume_gib: int
     head_public_ip: bool
+    login: LoginDesign | None = None    # login nodes (login_design.py); None: a design built by hand
+    settings: tuple[tuple[str, str], ...] = ()   # slurm.settings, rendered (slurm_settings.py)
 
     @property
     def suspend_exc_nodes(self) -> tuple[str, ...]:
@@ -516,6 +523,9 @@ def _design_slurm(spec: ClusterSpec, pools: tuple[PoolDesign, ...]) -> SlurmDesi
             features=tuple(dict.fromkeys(features)),   # unique, in order
             exclusive=pool.max_nodes >= 2,
             switch=pool.name,
+            sockets=pool.instance.sockets,
+            gpus_per_socket=pool.instance.gpus_per_socket if is_gpu else None,
+            partition_settings=rendered_settings(next(p for p in spec.pools if p.name == pool.name).slurm_settings),
         ))
     head = spec.slurm.head_node
     return SlurmDesign(
@@ -526,6 +536,8 @@ def _design_slurm(spec: ClusterSpec, pools: tuple[PoolDesign, ...]) -> SlurmDesi
         head_instance_type=head.instance_type or DEFAULT_HEAD_TYPE[spec.cloud],
         head_root_volume_gib=head.root_volume_gib,
         head_public_ip=head.public_ip,
+        login=design_login(spec.cloud, spec.slurm.login),
+        settings=rendered_settings(spec.slurm.settings),
     )
 
 
@@ -601,6 +613,9 @@ def _gcp_network(spec: ClusterSpec, base: NetworkDesign, pools: tuple[PoolDesign
 
 def _design_storage(spec: ClusterSpec, index: int, fs: StorageSpec, problems: list[Problem]) -> StorageDesign | None:
     at = f"storage[{index}]"
+    if fs.type == "efs":   # the shared /home (aws/home.py); spec.py refused it off aws Slurm
+        # Elastic: no capacity, and no throughput counted as training data's (not a parallel filesystem).
+        return StorageDesign(fs.name, "efs", fs.mount, 0, 0, None, None, fs.protect)
     if spec.cloud == "aws":
         tier = load_catalog().fsx[fs.deployment_type]
         throughput = _fsx_throughput(tier, fs, at, problems)

@@ -11,6 +11,8 @@ from .balance import report_lines, to_dict
 from .check import verdict_lines
 from .design import ClusterDesign, PoolDesign, StorageDesign
 from .errors import SpecError
+from .login_design import login_plan_lines
+from .node_local_files import pool_plan_lines
 from .offline.capture import reveal
 from .offline.report import resource_table_markdown, resource_tree
 from .out_dir import OutDir, write_tree
@@ -69,6 +71,7 @@ def pool_lines(design: ClusterDesign) -> list[str]:
                      f"{pool.instance.accelerator.model}), nodes {pool.min_nodes}..{pool.max_nodes} "
                      f"as {pool.hostlist}")
         lines.append(f"    fabric {_fabric(pool)}; {placement}; capacity {capacity}")
+        lines.extend(pool_plan_lines(design, pool))     # /scratch and containers (Slurm)
     return lines
 
 
@@ -92,8 +95,11 @@ def _storage_line(fs: StorageDesign) -> str:
     if fs.kind == "filestore":
         guard = "protected + retained" if fs.protect else "NOT protected"
         return f"  {fs.name}: Filestore {fs.filestore_tier} (NFS), {fs.capacity_gib} GiB, mounted at {fs.mount}; {guard}"
-    kind = f"FSx for Lustre {fs.deployment_type}" if fs.kind == "fsx-lustre" else "Managed Lustre"
     guard = "protected + retained" if fs.protect else "NOT protected"
+    if fs.kind == "efs":   # aws/home.py: elastic, so no size; daily AWS Backup
+        return (f"  {fs.name}: Amazon EFS (NFS 4.1), elastic, encrypted, AWS Backup on, mounted at {fs.mount}; "
+                f"{guard}; not training-data throughput")
+    kind = f"FSx for Lustre {fs.deployment_type}" if fs.kind == "fsx-lustre" else "Managed Lustre"
     return (f"  {fs.name}: {kind}, {fs.capacity_gib} GiB x {fs.throughput_mbps_per_tib} MB/s/TiB = "
             f"{fs.throughput_mbps / 1000:.1f} GB/s, mounted at {fs.mount}; {guard}")
 
@@ -103,6 +109,8 @@ def _storage_label(fs: StorageDesign) -> tuple[str, ...]:
     a Lustre filesystem by capacity, per-TiB throughput and aggregate throughput."""
     if fs.kind == "filestore":
         return f"{fs.name}: Filestore {fs.filestore_tier} (NFS)", f"{fs.capacity_gib} GiB"
+    if fs.kind == "efs":
+        return f"{fs.name}: Amazon EFS (NFS)", "elastic"
     kind = f"FSx for Lustre {fs.deployment_type}" if fs.kind == "fsx-lustre" else "Managed Lustre"
     return (f"{fs.name}: {kind}", f"{fs.capacity_gib} GiB x {fs.throughput_mbps_per_tib} MB/s/TiB",
             f"{fs.throughput_mbps / 1000:.1f} GB/s")
@@ -127,6 +135,7 @@ def text(result: PlanResult) -> list[str]:
         "Storage",
         *([_storage_line(fs) for fs in d.storage] or ["  none"]),
         *_kubernetes_lines(d),
+        *login_plan_lines(d.name, d.cloud, d.slurm.login if d.slurm else None),
         "",
         f"Resources: {len(custom)} to create, in {len(plan.components())} components",
         *["  " + line for line in resource_tree(plan)],

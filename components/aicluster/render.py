@@ -8,6 +8,7 @@ from typing import Any
 
 import jinja2
 
+from .catalog.slurm_release import slurm_release
 from .resources import shipped_dir
 
 TEMPLATES = shipped_dir("templates")
@@ -15,7 +16,7 @@ TEMPLATES = shipped_dir("templates")
 
 @functools.lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
@@ -23,6 +24,10 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
         autoescape=False,  # configs and scripts, not HTML
     )
+    # The one pinned Slurm (catalog/slurm_release.yaml), in every template: each role's install
+    # line takes it from here, so head, login and compute nodes cannot drift apart.
+    env.globals["slurm_release"] = slurm_release()
+    return env
 
 
 def render(template: str, **context: Any) -> str:

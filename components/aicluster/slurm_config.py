@@ -14,9 +14,11 @@ from typing import Mapping
 
 from aicluster import balance
 from aicluster.design import ClusterDesign, SlurmNodeSet
+from aicluster.catalog.node_local import containers
 from aicluster.render import render
+from aicluster.slurm_settings import merge_conf_settings, merge_line_settings
 
-SLURM_CONFIG_FILES = ("slurm.conf", "gres.conf", "cgroup.conf", "topology.conf")
+SLURM_CONFIG_FILES = ("slurm.conf", "gres.conf", "cgroup.conf", "topology.conf", "plugstack.conf")
 
 # SlurmctldParameters=cloud_dns: Slurm hands no node addresses to srun and step launches, so every
 # node name must resolve on the head and on every node. Each cluster has a private DNS zone under
@@ -105,14 +107,58 @@ def render_slurm_configs(design: ClusterDesign, runtime: SlurmRuntime) -> dict[s
         "accounting_host": runtime.accounting_host or runtime.controller_addr,
         "suspend_timeout_s": SUSPEND_TIMEOUT_S,
         "gpu_nodesets": [n for n in slurm.nodesets if n.gres],
+        "gpu_bindings": gpu_bindings,
         "switches": _switches(slurm.nodesets),
         "health_check_interval_s": HEALTH_CHECK_INTERVAL_S,
         "dcgm_max_timeout_s": DCGM_MAX_TIMEOUT_S,
         "batch_start_timeout_s": BATCH_START_TIMEOUT_S,
         "kill_wait_s": kill_wait_s(design),
         "checkpoint_margin": CHECKPOINT_MARGIN,
+        "pyxis_plugin": containers().pyxis.plugin,     # plugstack.conf (catalog/node_local.yaml)
     }
-    return {name: render(f"slurm/{name}.j2", **context) for name in SLURM_CONFIG_FILES}
+    files = {name: render(f"slurm/{name}.j2", **context) for name in SLURM_CONFIG_FILES}
+    files["slurm.conf"] = _with_settings(files["slurm.conf"], slurm)
+    return files
+
+
+def _with_settings(text: str, slurm) -> str:
+    """slurm.conf with the spec's custom settings merged (slurm_settings.py): pools[].slurm_settings
+    into their PartitionName lines, slurm.settings into the file."""
+    lines = text.split("\n")
+    for ns in slurm.nodesets:
+        if ns.partition_settings:
+            lines = [merge_line_settings(ln, ns.partition_settings) if ln.startswith(f"PartitionName={ns.pool} ")
+                     else ln for ln in lines]
+    return merge_conf_settings("\n".join(lines), slurm.settings)
+
+
+@dataclass(frozen=True)
+class GpuBinding:
+    """One gres.conf line: GPUs `first`..`last` of a node and the cores of their socket."""
+    first: int
+    last: int
+    cores: str | None      # Slurm's core indexes "0-47" (gres.conf(5) Cores=); None: not bound
+
+    @property
+    def file(self) -> str:
+        return f"/dev/nvidia{self.first}" if self.first == self.last else f"/dev/nvidia[{self.first}-{self.last}]"
+
+
+def gpu_bindings(ns: SlurmNodeSet) -> list[GpuBinding]:
+    """The GPUs of a node set, bound to the cores of their socket where the catalog sources both
+    the socket count and which GPUs sit on which socket; one unbound line otherwise.
+
+    gres.conf(5) Cores=: Slurm's own core indexes, socket by socket (socket s holds cores
+    s*CoresPerSocket .. (s+1)*CoresPerSocket-1 whatever the OS numbers them), so they follow from
+    the node line's SocketsPerBoard and CoresPerSocket."""
+    if ns.gpu_count == 0:
+        return []
+    per_socket, sockets = ns.gpus_per_socket, ns.sockets
+    if not (per_socket and sockets and ns.cores and per_socket * sockets == ns.gpu_count):
+        return [GpuBinding(0, ns.gpu_count - 1, None)]
+    cores_per_socket = ns.cores // sockets
+    return [GpuBinding(s * per_socket, (s + 1) * per_socket - 1,
+                       f"{s * cores_per_socket}-{(s + 1) * cores_per_socket - 1}") for s in range(sockets)]
 
 
 def kill_wait_s(design: ClusterDesign) -> int:

@@ -19,6 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
+from aicluster.catalog.slurm_release import nccl_check_config
 from aicluster.design import ClusterContext, ClusterDesign, PoolDesign
 from aicluster.mounts import Mount
 from aicluster.render import render, static
@@ -42,7 +43,9 @@ RECONCILE_POOL_REPLACING_FRACTION = 0.25
 HEAD_PROGRAMS = {"aicluster_slurm.py": "scripts/aicluster_slurm.py",
                  "aicluster_reconcile.py": "scripts/aicluster_reconcile.py",
                  "aicluster-secret": "scripts/aicluster-secret.py",
-                 "aicluster-accounting": "scripts/aicluster-accounting"}
+                 "aicluster-accounting": "scripts/aicluster-accounting",
+                 # The fabric check users run (docs/fabric-check.md); its expectations: cluster.json.
+                 "aicluster-nccl-check": "scripts/aicluster-nccl-check"}
 LIBRARY_MODE, PROGRAM_MODE, DATA_MODE = "0644", "0755", "0644"
 
 
@@ -148,6 +151,8 @@ def published_files(design: ClusterDesign, *, controller_addr: str, cluster: dic
         # A resume must finish well inside it, or slurmctld calls resume-fail on nodes it launched.
         "resume_timeout_s": design.slurm.resume_timeout_s,
         "reconcile": reconcile_facts(design),
+        # aicluster-nccl-check: the busbw the cluster's instance types should reach (catalog).
+        "nccl_check": nccl_check_config(p.instance.name for p in slurm_pools(design)),
         **cluster,
     }
     scripts = {**programs, **HEAD_PROGRAMS}

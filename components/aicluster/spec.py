@@ -18,6 +18,8 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from . import limits
 from .catalog import load_catalog
 from .errors import Problem, SpecError, close_match, join_path
+from .login_spec import LoginSpec, login_problems
+from .slurm_settings import SlurmSettings, settings_problems
 from .workload_spec import ModelSpec, ParallelismSpec, SpecModel, TrainingSpec, model_problems
 
 # Names become Slurm partitions, hostnames, Kubernetes labels and cloud resource names.
@@ -46,7 +48,7 @@ class NetworkSpec(_Model):
         None, description="CIDR of the new VPC (default 10.0.0.0/16), /16 to /24. Not with `existing`.")
     existing: ExistingNetwork | None = Field(None, description="Reuse an existing VPC and subnet.")
     ssh_ingress_cidrs: tuple[Text, ...] = Field(
-        (), description="CIDRs allowed to reach the head node on TCP 22. Empty (default): no SSH "
+        (), description="CIDRs allowed to reach the head and login nodes on TCP 22. Empty (default): no SSH "
                         "ingress at all; use SSM Session Manager on aws, IAP on gcp.")
 
 
@@ -83,6 +85,11 @@ class PoolSpec(_Model):
                                                  "path (/aws/...) or a GCP image / family self link.")
     root_volume_gib: Annotated[int, Field(strict=True, ge=75, le=16_384)] = Field(
         200, description="Encrypted root volume size.")
+    slurm_settings: SlurmSettings = Field(
+        default_factory=dict, description="Partition parameters of slurm.conf(5) added to this pool's "
+                                          "PartitionName line (MaxTime, DefaultTime, PriorityTier, AllowAccounts, "
+                                          "...; a value replaces aicluster's own). Not Nodes, Default, State or the "
+                                          "power-saving keys. Slurm only.")
 
     @field_validator("capacity", mode="before")
     @classmethod
@@ -92,10 +99,12 @@ class PoolSpec(_Model):
 
 class StorageSpec(_Model):
     name: Name
-    type: Literal["lustre", "filestore"] = Field(
-        description="lustre: FSx for Lustre on AWS, Managed Lustre on GCP. filestore: Filestore (NFS, gcp only).")
+    type: Literal["lustre", "filestore", "efs"] = Field(
+        description="lustre: FSx for Lustre on AWS, Managed Lustre on GCP. filestore: Filestore (NFS, gcp only). "
+                    "efs: Amazon EFS (NFS, aws Slurm only), the shared /home: elastic, no capacity to size.")
     mount: Annotated[str, Field(strict=True, pattern=r"^/[A-Za-z0-9._/-]*$", max_length=128)]
-    capacity_gib: Annotated[int, Field(strict=True, ge=1, le=10_000_000)]
+    capacity_gib: Annotated[int, Field(strict=True, ge=1, le=10_000_000)] | None = Field(
+        None, description="Size in GiB. Required for lustre and filestore; leave it out for efs (elastic).")
     throughput_mbps_per_tib: Annotated[int, Field(strict=True, ge=1)] | None = Field(
         None, description="Per-TiB throughput tier (Lustre only). Default: aws 250 on PERSISTENT_2 (200 on "
                           "PERSISTENT_1); gcp 500.")
@@ -150,6 +159,13 @@ class SlurmSpec(_Model):
     accounting: Annotated[bool, Field(strict=True)] = Field(
         False, description="slurmdbd accounting with MariaDB on the head node.")
     head_node: HeadNodeSpec = HeadNodeSpec()
+    login: LoginSpec = Field(LoginSpec(), description="Login nodes (login_spec.py): count, instance_type, root_volume_gib.")
+    settings: SlurmSettings = Field(
+        default_factory=dict, description="slurm.conf(5) parameters merged into slurm.conf (ParallelCluster's "
+                                          "CustomSlurmSettings), e.g. {MaxJobCount: 20000}. Keys aicluster owns "
+                                          "(ClusterName, SlurmctldHost, AuthType, the power-saving programs, ...) "
+                                          "are refused; SchedulerParameters and LaunchParameters add to aicluster's "
+                                          "items.")
 
 
 class SystemNodesSpec(_Model):
@@ -399,6 +415,12 @@ def _slurm_problems(spec: ClusterSpec) -> list[Problem]:
     if head.public_ip and spec.network.existing:
         problems.append(Problem("slurm.head_node.public_ip", True,
                                 "false with network.existing (aicluster only knows the private subnet)"))
+    problems += login_problems(spec.cloud, spec.slurm.login, controllers)
+    problems += settings_problems(spec.slurm.settings, "slurm.settings")
+    for i, pool in enumerate(spec.pools):
+        problems += settings_problems(pool.slurm_settings, f"pools[{i}].slurm_settings", partition=True)
+        if pool.slurm_settings and spec.scheduler != "slurm":
+            problems.append(Problem(f"pools[{i}].slurm_settings", "<section>", "leave it out unless scheduler is slurm"))
     return problems
 
 
@@ -812,14 +834,37 @@ def _storage_problems(spec: ClusterSpec) -> list[Problem]:
             problems.append(Problem(f"{at}.mount", fs.mount, "an absolute path outside the system "
                                     f"directories ({', '.join(sorted(_RESERVED_MOUNTS))}), such as /fsx"))
         if fs.type == "filestore" and spec.cloud != "gcp":
-            problems.append(Problem(f"{at}.type", fs.type, "lustre (filestore is Google Cloud Filestore, gcp only)"))
+            problems.append(Problem(f"{at}.type", fs.type, "lustre, or efs for /home (filestore is Google Cloud Filestore, "
+                                                           "gcp only)", "efs"))
         if fs.filestore_tier and fs.type != "filestore":
             problems.append(Problem(f"{at}.filestore_tier", fs.filestore_tier, "leave it out unless type is filestore"))
+        problems += _efs_problems(spec, fs, at)
         scheme = "s3://" if spec.cloud == "aws" else "gs://"
         if fs.import_path and not re.fullmatch(re.escape(scheme) + r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/\S*)?",
                                                fs.import_path):
             problems.append(Problem(f"{at}.import_path", fs.import_path, f"a bucket URL such as {scheme}my-bucket/prefix"))
     return problems + _mount_overlap_problems(spec)
+
+
+def _efs_problems(spec: ClusterSpec, fs: StorageSpec, at: str) -> list[Problem]:
+    """EFS is the shared /home of an AWS Slurm cluster (components/aicluster/aws/home.py): elastic,
+    so it takes no size and none of Lustre's settings; every other type needs its size."""
+    if fs.type != "efs":
+        return [] if fs.capacity_gib is not None else [
+            Problem(f"{at}.capacity_gib", None, f"a size in GiB for type {fs.type}, such as 1200")]
+    problems: list[Problem] = []
+    if spec.cloud != "aws":
+        problems.append(Problem(f"{at}.type", fs.type, "lustre or filestore (efs is Amazon EFS, aws only)", "filestore"))
+    elif spec.scheduler != "slurm":
+        problems.append(Problem(f"{at}.type", fs.type, "lustre (efs is the shared /home of a Slurm cluster; "
+                                                       "EKS mounts FSx for Lustre only)", "lustre"))
+    if fs.capacity_gib is not None:
+        problems.append(Problem(f"{at}.capacity_gib", fs.capacity_gib, "leave it out for type efs (EFS grows "
+                                                                       "and shrinks with its files)"))
+    for key in ("throughput_mbps_per_tib", "deployment_type", "import_path"):   # filestore_tier: checked above
+        if key in fs.model_fields_set and getattr(fs, key) is not None:
+            problems.append(Problem(f"{at}.{key}", getattr(fs, key), "leave it out for type efs"))
+    return problems
 
 
 def _mount_overlap_problems(spec: ClusterSpec) -> list[Problem]:

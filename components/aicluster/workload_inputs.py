@@ -113,8 +113,8 @@ def hardware(design: ClusterDesign) -> tuple[Hardware, tuple[str, ...]]:
 
 
 def _parallel_filesystems(design: ClusterDesign) -> list[StorageDesign]:
-    # Filestore (NFS) holds homes, not training data or checkpoints (as in balance.from_design).
-    return [s for s in design.storage if s.kind != "filestore" and s.throughput_mbps > 0]
+    # Filestore and EFS (NFS) hold homes, not training data or checkpoints (as in balance.from_design).
+    return [s for s in design.storage if s.kind not in ("filestore", "efs") and s.throughput_mbps > 0]
 
 
 def storage(design: ClusterDesign, workload: WorkloadSpec | None = None) -> Storage | None:

@@ -14,7 +14,7 @@ from ._props import kind, plain, tags_of
 ID = "AIC-CST-001"
 SUPPORTED = ("aws:ec2/launchTemplate", "aws:ec2/instance", "aws:autoscaling/group", "aws:eks/nodeGroup",
              "aws:ec2/placementGroup", "aws:ec2/securityGroup", "aws:ec2/vpc", "aws:ec2/subnet",
-             "aws:fsx/lustreFileSystem", "aws:ebs/volume", "gcp:compute/instance", "gcp:compute/instanceTemplate",
+             "aws:fsx/lustreFileSystem", "aws:efs/fileSystem", "aws:ebs/volume", "gcp:compute/instance", "gcp:compute/instanceTemplate",
              "gcp:container/nodePool", "gcp:tpu/v2Vm", "gcp:lustre/instance", "gcp:filestore/instance")
 DEFAULT_TAGS = ["aicluster-cluster", "aicluster-role"]
 

@@ -12,7 +12,7 @@ from ._base import POOL_NODES, cluster, gpus, not_applicable, schema
 
 ID = "AIC-STO-001"
 SUPPORTED = ("aws:ec2/launchTemplate", "aws:ec2/instance", "aws:autoscaling/group", "aws:eks/nodeGroup",
-             "aws:fsx/lustreFileSystem", "gcp:compute/instance", "gcp:compute/instanceTemplate",
+             "aws:fsx/lustreFileSystem", "aws:efs/fileSystem", "gcp:compute/instance", "gcp:compute/instanceTemplate",
              "gcp:container/nodePool", "gcp:lustre/instance", "gcp:filestore/instance")
 
 

@@ -96,7 +96,8 @@ def test_fetch_installs_exactly_the_pinned_programs(node, tmp_path, role):
         assert installed.stat().st_mode & 0o7777 == 0o755
     expected = {"head": {"aicluster-sync", "aicluster-secret"},
                 "compute": {"aicluster-secret", "aicluster-node-bootstrap", "aicluster-gpu-healthcheck",
-                            "aicluster-mount-storage", "aicluster-resume-job"}}[role]
+                            "aicluster-mount-storage", "aicluster-resume-job", "aicluster-task-prolog",
+                            "aicluster-scratch", "aicluster-containers"}}[role]
     assert {Path(e["path"]).name for e in listing["files"]} == expected
 
 

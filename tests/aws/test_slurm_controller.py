@@ -149,9 +149,9 @@ def test_published_slurm_conf_has_the_pool(plan_spec, base_spec):
     assert cluster["pools"]["gpu"]["placement_group"] == plan.named("demo-gpu-placement").outputs["name"]
     manifest = json.loads(files["head/manifest.json"])
     # Every published file is in the manifest; the programs fetched at boot are not (they are named
-    # by the user data of the head node and of the compute nodes).
+    # by the user data of the head node, the compute nodes and the login nodes).
     assert {f"head/{e['key']}" for e in manifest["files"]} | {"head/manifest.json"} == {
-        k for k in files if not k.startswith(("head/boot/", "compute/"))}
+        k for k in files if not k.startswith(("head/boot/", "compute/", "login/"))}
     assert {l["path"] for l in manifest["links"]} == {
         "/opt/aicluster/bin/aicluster-resume", "/opt/aicluster/bin/aicluster-suspend",
         "/opt/aicluster/bin/aicluster-resume-fail", "/opt/aicluster/bin/aicluster-reconcile"}
@@ -248,12 +248,14 @@ def test_compute_user_data_joins_the_controller(plan_spec, base_spec):
     assert f"AICLUSTER_CONTROLLER={head(plan).outputs['privateIp']}:6817" in env
     assert f"AICLUSTER_MUNGE_SECRET={plan.named('demo-slurm-munge').outputs['arn']}" in env
     assert "AICLUSTER_GPUS=8" in env and "AICLUSTER_FABRIC_DEVICES=32" in env
-    assert "export FI_EFA_USE_DEVICE_RDMA=1" in files["/etc/profile.d/aicluster-nccl.sh"]
+    # One NCCL env file: the TaskProlog gives it to every job, the profile to login shells.
+    assert "export FI_EFA_USE_DEVICE_RDMA=1" in files["/etc/aicluster/nccl.env"]
+    assert ". /etc/aicluster/nccl.env" in files["/etc/profile.d/aicluster-nccl.sh"]
     listing = fetch_list(text, "/etc/aicluster/node-files.json")
-    assert {f["path"] for f in listing["files"]} == {
+    assert {f["path"] for f in listing["files"]} >= {
         "/opt/aicluster/bin/aicluster-secret", "/opt/aicluster/bin/aicluster-node-bootstrap",
         "/opt/aicluster/bin/aicluster-gpu-healthcheck", "/usr/local/sbin/aicluster-mount-storage",
-        "/opt/aicluster/bin/aicluster-resume-job"}
+        "/opt/aicluster/bin/aicluster-resume-job", "/opt/aicluster/bin/aicluster-task-prolog"}
     assert doc["runcmd"][-1][-1].endswith(
         "exec /opt/aicluster/bin/aicluster-node-bootstrap --mount /usr/local/sbin/aicluster-mount-storage")
 

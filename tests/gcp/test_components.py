@@ -278,7 +278,9 @@ def test_munge_key_lives_in_secret_manager_and_only_the_cluster_reads_it(plan_sp
     readers = {m.inputs["member"] for m in plan.of_type("gcp:secretmanager/secretIamMember:SecretIamMember")
                if m.inputs["secretId"] == secret.id}
     accounts = {a.name: a.outputs["member"] for a in plan.of_type("gcp:serviceaccount/account:Account")}
-    assert readers == {accounts["test-compute-account"], accounts["test-slurm-head-account"]}
+    # The login nodes' sackd authenticates with munge too (gcp/login.py).
+    assert readers == {accounts["test-compute-account"], accounts["test-slurm-head-account"],
+                       accounts["test-login-account"]}
     files = rendered_files(plan)
     munge = reveal(plan.named("test-slurm-munge-bytes", "random:index/randomBytes:RandomBytes").outputs["base64"])
     assert munge and all(munge not in text for text in files.values())

@@ -60,7 +60,11 @@ def node(tmp_path, fake, stack, host_nics, gpu_nics, names, lib_dir="/var/lib/x/
     env = {**os.environ, **fake.env(), "AICLUSTER_NODE_ENV": str(env_file), "AICLUSTER_ROOT": str(tmp_path / "root"),
            "AICLUSTER_SYSFS": str(sysfs)}
     run = subprocess.run(["bash", str(FABRIC), "--env-only"], env=env, capture_output=True, text=True, timeout=60)
-    profile = tmp_path / "root" / "etc" / "profile.d" / "aicluster-nccl.sh"
+    # The env file the TaskProlog reads; the login profile only sources it.
+    profile = tmp_path / "root" / "etc" / "aicluster" / "nccl.env"
+    login = tmp_path / "root" / "etc" / "profile.d" / "aicluster-nccl.sh"
+    if profile.exists():
+        assert ". /etc/aicluster/nccl.env" in login.read_text()
     return run, profile.read_text() if profile.exists() else ""
 
 

@@ -107,7 +107,7 @@ def test_p5_stack_slurm_conf():
     assert not any(k.startswith("AccountingStorage") for k in s)
 
     assert starting(conf, "NodeName=") == [
-        "NodeName=gpu-[1-16] CPUs=192 Boards=1 SocketsPerBoard=1 CoresPerSocket=96 ThreadsPerCore=2 RealMemory=1992294 Gres=gpu:h100:8 "
+        "NodeName=gpu-[1-16] CPUs=192 Boards=1 SocketsPerBoard=2 CoresPerSocket=48 ThreadsPerCore=2 RealMemory=1992294 Gres=gpu:h100:8 "
         "Features=p5.48xlarge,gpu,h100,efa,dynamic State=CLOUD",
     ]
     assert starting(conf, "PartitionName=") == [
@@ -130,9 +130,9 @@ def test_p4d_stack_static_and_dynamic_nodes():
     conf = files["slurm.conf"]
     assert settings(conf)["ClusterName"] == "p4d-small"
     assert starting(conf, "NodeName=") == [
-        "NodeName=a100-1 CPUs=96 Boards=1 SocketsPerBoard=1 CoresPerSocket=48 ThreadsPerCore=2 RealMemory=1120665 Gres=gpu:a100:8 "
+        "NodeName=a100-1 CPUs=96 Boards=1 SocketsPerBoard=2 CoresPerSocket=24 ThreadsPerCore=2 RealMemory=1120665 Gres=gpu:a100:8 "
         "Features=p4d.24xlarge,a100,gpu,efa,static State=CLOUD",
-        "NodeName=a100-2 CPUs=96 Boards=1 SocketsPerBoard=1 CoresPerSocket=48 ThreadsPerCore=2 RealMemory=1120665 Gres=gpu:a100:8 "
+        "NodeName=a100-2 CPUs=96 Boards=1 SocketsPerBoard=2 CoresPerSocket=24 ThreadsPerCore=2 RealMemory=1120665 Gres=gpu:a100:8 "
         "Features=p4d.24xlarge,a100,gpu,efa,dynamic State=CLOUD",
     ]
     assert settings(conf)["SuspendExcNodes"] == "a100-1"

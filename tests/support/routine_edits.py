@@ -222,6 +222,15 @@ def _accounting(spec: dict) -> Pair:
     return before, after
 
 
+def _slurm_settings(spec: dict) -> Pair:
+    """Custom Slurm settings at both levels (slurm_settings.py): only slurm.conf changes."""
+    _needs_slurm(spec)
+    after = _copy(spec)
+    after.setdefault("slurm", {})["settings"] = {"MaxJobCount": 20000, "SchedulerParameters": "bf_max_job_test=500"}
+    _pool0(after)["slurm_settings"] = {"MaxTime": "2-00:00:00", "PriorityTier": 10}
+    return spec, after
+
+
 def _needs_model(spec: dict) -> dict:
     workload = spec.get("workload") or {}
     if "model" not in workload:
@@ -270,6 +279,7 @@ EDITS = [
     Edit("change-ssh-cidr", "network.ssh_ingress_cidrs[0] changed", _change_ssh_cidr),
     Edit("idle-time", "slurm.suspend_idle_min +35", _idle_time),
     Edit("accounting", "slurm.accounting false -> true", _accounting),
+    Edit("slurm-settings", "slurm.settings and pools[0].slurm_settings added", _slurm_settings),
     Edit("training-plan", "workload.training: tokens and batch x2, precision switched", _training_plan),
     Edit("fixed-layout", "workload.parallelism fixed", _fixed_layout),
     Edit("describe-model", "workload.model_params_b -> a described model", _describe_model),

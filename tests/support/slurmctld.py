@@ -191,6 +191,11 @@ class Controller:
             status = 1 if prog == "aicluster-gpu-healthcheck" and self.failing_prolog else 0
             path.write_text(f'#!/bin/sh\necho "$(basename "$0") $*" >> {self.calls}\nexit {status}\n')
             path.chmod(0o755)     # slurmctld refuses programs that group or others may write
+        # The TaskProlog (NCCL environment): silent, as on a node without a fabric. Newer slurmd
+        # releases fail a task whose TaskProlog cannot run (tests/slurm/test_task_prolog.py runs the real one).
+        prolog = bin_dir / "aicluster-task-prolog"
+        prolog.write_text("#!/bin/sh\nexit 0\n")
+        prolog.chmod(0o755)
 
     def diagnostics(self) -> str:
         parts = []

@@ -20,12 +20,16 @@ _EXPORTS = {
     "GpuPoolArgs": "gpu_pool",
     "LustreFilesystem": "storage",
     "LustreFilesystemArgs": "storage",
+    "HomeFilesystem": "home",
+    "HomeFilesystemArgs": "home",
     "SlurmController": "slurm",
     "SlurmControllerArgs": "slurm",
     "SlurmNodeFiles": "slurm",
     "SlurmNodeFilesArgs": "slurm",
     "SlurmConfiguration": "slurm",
     "SlurmConfigurationArgs": "slurm",
+    "LoginNodes": "login",
+    "LoginNodesArgs": "login",
     "EksCluster": "eks",
     "EksClusterArgs": "eks",
     "EksNodeGroup": "eks_nodes",
@@ -41,7 +45,9 @@ if TYPE_CHECKING:
     from .iam import NodeIdentity, NodeIdentityArgs
     from .gpu_pool import GpuPool, GpuPoolArgs
     from .storage import LustreFilesystem, LustreFilesystemArgs
+    from .home import HomeFilesystem, HomeFilesystemArgs
     from .slurm import SlurmController, SlurmControllerArgs, SlurmNodeFiles, SlurmNodeFilesArgs, SlurmConfiguration, SlurmConfigurationArgs
+    from .login import LoginNodes, LoginNodesArgs
     from .eks import EksCluster, EksClusterArgs
     from .eks_nodes import EksNodeGroup, EksNodeGroupArgs
     from .eks_addons import KubernetesAddons, KubernetesAddonsArgs

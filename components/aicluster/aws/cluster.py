@@ -12,9 +12,11 @@ from __future__ import annotations
 import pulumi
 
 from ..design import ClusterDesign
+from ..node_local_files import local_nvme_devices
 from ..render import render, static
 from ..slurm_config import SLURMCTLD_PORT, node_domain
 from .gpu_pool import GpuPool, GpuPoolArgs
+from .home import HomeFilesystem, HomeFilesystemArgs
 from .iam import NodeIdentity, NodeIdentityArgs
 from .network import Network, NetworkArgs
 from .slurm import (BIN, MOUNT_SCRIPT, NODE_TAG, SlurmConfiguration, SlurmConfigurationArgs, SlurmController,
@@ -39,13 +41,20 @@ def compute_user_data(design: ClusterDesign, pool_name: str, *, controller_addr:
                   fabric_devices=pool.efa_devices, gpudirect_rdma=bool(pool.instance.gpudirect_rdma),
                   slurm=slurm, fetch_list=fetch_list(design, bucket, files),
                   fetch_script=static("scripts/aicluster-fetch.py"), fetch_bin=f"{BIN}/aicluster-fetch",
-                  mount_script=MOUNT_SCRIPT, bootstrap_bin=f"{BIN}/aicluster-node-bootstrap")
+                  mount_script=MOUNT_SCRIPT, bootstrap_bin=f"{BIN}/aicluster-node-bootstrap",
+                  local_nvme_devices=local_nvme_devices(pool.instance.name))     # aicluster-scratch
 
 
 def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
     network = Network(f"{design.name}-network", NetworkArgs(design.context, design.network))
     nodes = NodeIdentity(f"{design.name}-compute", NodeIdentityArgs(design.context))
     filesystems = [
+        # EFS: the shared /home (aws/home.py), mounted by everything in the nodes' group (compute,
+        # head, login); spec.py allows it on Slurm clusters only.
+        HomeFilesystem(f"{design.name}-{fs.name}", HomeFilesystemArgs(
+            context=design.context, storage=fs, vpc_id=network.vpc_id, subnet_ids=[network.subnet_id],
+            client_security_group_ids=[network.nodes_security_group_id]))
+        if fs.kind == "efs" else
         LustreFilesystem(f"{design.name}-{fs.name}", LustreFilesystemArgs(
             context=design.context, storage=fs, subnet_id=network.subnet_id,
             security_group_id=network.storage_security_group_id))
@@ -100,4 +109,14 @@ def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
             subnet_id=network.subnet_id, mounts=mounts))
         outputs["slurm_controller"] = controller.controller_addr
         outputs["slurm_config_bucket"] = controller.bucket_name
+        if design.slurm.login and design.slurm.login.count:
+            # Login nodes (aws/login.py): from the controller's ids only, never the pools.
+            from .login import LoginNodes, LoginNodesArgs
+            login = LoginNodes(f"{design.name}-login", LoginNodesArgs(
+                context=design.context, login=design.slurm.login, vpc_id=network.vpc_id,
+                subnet_id=network.subnet_id, nodes_security_group_id=network.nodes_security_group_id,
+                controller_addr=controller.controller_addr, munge_secret_arn=controller.munge_secret_arn,
+                bucket_name=controller.bucket_name, bucket_arn=controller.bucket_arn,
+                ssh_ingress_cidrs=design.network.ssh_ingress_cidrs))
+            outputs["login_nodes"] = login.private_ips
     return outputs

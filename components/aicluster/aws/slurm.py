@@ -29,6 +29,7 @@ import pulumi_aws as aws
 from ..catalog import load_catalog
 from ..design import Cluster, ClusterContext, ClusterDesign, SlurmDesign
 from ..mounts import Mount
+from ..node_local_files import node_local_programs
 from ..render import render, static
 from ..slurm_config import node_domain
 from ..slurm_controller import SlurmConfigurationShape, SlurmControllerShape, pool_facts
@@ -51,6 +52,8 @@ _HEAD_PROGRAMS = {"aicluster-secret": "scripts/aicluster-secret.py", "aicluster-
 _NODE_PROGRAMS = {"aicluster-secret": "scripts/aicluster-secret.py",
                   "aicluster-node-bootstrap": "scripts/aicluster-node-bootstrap",
                   "aicluster-gpu-healthcheck": "scripts/aicluster-gpu-healthcheck",
+                  # slurm.conf TaskProlog: the NCCL environment of every task.
+                  "aicluster-task-prolog": "scripts/aicluster-task-prolog",
                   # Runs inside a job's batch script (opt-in auto-resume; docs/jobs-and-health.md).
                   "aicluster-resume-job": "scripts/aicluster-resume-job"}
 
@@ -81,7 +84,8 @@ def head_boot_files() -> list[tuple[dict, str]]:
 
 def node_program_files() -> list[tuple[dict, str]]:
     """(entry, content) of the compute nodes' programs that do not depend on the cluster."""
-    texts = {name: static(src) for name, src in _NODE_PROGRAMS.items()}
+    # | node_local_programs(): /scratch on local NVMe, enroot and pyxis (node_local_files.py).
+    texts = {name: static(src) for name, src in _NODE_PROGRAMS.items()} | node_local_programs()
     return [(boot_file(COMPUTE_PREFIX, name, f"{BIN}/{name}", text), text) for name, text in texts.items()]
 
 

@@ -55,6 +55,8 @@ class InstanceType:
     source: str
     cores: int | None = None
     threads_per_core: int | None = None
+    sockets: int | None = None          # CPU sockets; None: not sourced (Slurm is told one socket)
+    gpus_per_socket: int | None = None  # GPUs 0..n-1 on socket 0, the next n on socket 1, ...; None: not sourced
     # AWS fabric
     network_cards: int = 1
     max_efa_interfaces: int = 0
@@ -266,6 +268,20 @@ def _sourced(entry: dict, where: str) -> str:
     return source
 
 
+def _sockets(entry: dict, where: str) -> int | None:
+    """CPU sockets: sourced on their own (`socket_source:`), and a whole number of cores each, as
+    slurm.conf's CoresPerSocket must be."""
+    sockets = entry.get("sockets")
+    if sockets is None:
+        return None
+    if not entry.get("socket_source"):
+        raise CatalogError(f"{where}: `sockets:` needs a `socket_source:`")
+    cores = entry.get("cores")
+    if not isinstance(sockets, int) or sockets < 1 or not cores or cores % sockets:
+        raise CatalogError(f"{where}: sockets {sockets!r} must divide cores {cores!r}")
+    return sockets
+
+
 def _read(name: str) -> dict:
     with open(_HERE / name, encoding="utf-8") as fh:
         # libyaml's parser when PyYAML has it: the same documents, ~10x faster than pure Python
@@ -289,6 +305,8 @@ def _instance(cloud: Cloud, name: str, e: dict, accelerators: Mapping[str, Accel
         memory_gib=e.get("memory_gib"),
         cores=e.get("cores"),
         threads_per_core=e.get("threads_per_core"),
+        sockets=_sockets(e, where),
+        gpus_per_socket=e.get("gpus_per_socket"),
         network_gbps=float(_need(e, "network_gbps", where)),
         source=_sourced(e, where),
         network_cards=int(e.get("network_cards", 1)),

@@ -28,6 +28,8 @@ _EXPORTS = {
     "SlurmControllerArgs": "slurm",
     "SlurmConfiguration": "slurm",
     "SlurmConfigurationArgs": "slurm",
+    "LoginNodes": "login",
+    "LoginNodesArgs": "login",
     "GkeCluster": "gke",
     "GkeClusterArgs": "gke",
     "GkeNodePools": "gke_nodes",
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
     from .tpu_slice import TpuSlice, TpuSliceArgs
     from .storage import ManagedLustre, ManagedLustreArgs, Filestore, FilestoreArgs
     from .slurm import SlurmController, SlurmControllerArgs, SlurmConfiguration, SlurmConfigurationArgs
+    from .login import LoginNodes, LoginNodesArgs
     from .gke import GkeCluster, GkeClusterArgs
     from .gke_nodes import GkeNodePools, GkeNodePoolArgs
     from .gke_addons import GkeAddons, GkeAddonsArgs

@@ -12,6 +12,7 @@ import pulumi
 from ..catalog import load_catalog
 from ..design import ClusterDesign
 from ..mounts import Mount
+from ..node_local_files import local_nvme_devices, node_local_programs
 from ..render import render, static
 from ..slurm_config import SLURMCTLD_PORT, node_domain
 from .gpu_pool import GpuPool, GpuPoolArgs
@@ -64,13 +65,16 @@ def compute_user_data(design: ClusterDesign, pool_name: str, mounts: list[Mount]
             "bootstrap_script": static("scripts/aicluster-gcp-node-bootstrap"),
             "healthcheck_script": static("scripts/aicluster-gpu-healthcheck"),
             "resume_job_script": static("scripts/aicluster-resume-job"),
+            "task_prolog_script": static("scripts/aicluster-task-prolog"),   # slurm.conf TaskProlog
+            "node_local": node_local_programs(),     # /scratch, enroot and pyxis
         }
     kind, devices = fabric_check(design, pool_name)
     gpus = pool.instance.accelerator_count if pool.instance.accelerator.kind == "gpu" else 0
     return render("cloud-init/compute.yaml.j2", cloud="gcp", cluster=design.name, pool=pool.name, gpus=gpus,
                   fabric_kind=kind, fabric_devices=devices, nic=nic_settings(design, pool_name),
                   fabric_script=static("scripts/aicluster-gcp-fabric"),
-                  mount_script=render("scripts/mount-storage.sh.j2", mounts=mounts), slurm=slurm)
+                  mount_script=render("scripts/mount-storage.sh.j2", mounts=mounts), slurm=slurm,
+                  local_nvme_devices=local_nvme_devices(pool.instance.name))     # aicluster-scratch
 
 
 def build_gcp_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
@@ -141,4 +145,13 @@ def build_gcp_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
             lustre_imports=imports, node_addrs=node_addrs))
         outputs["slurm_controller"] = controller.controller_addr
         outputs["slurm_config_bucket"] = controller.bucket_name
+        if design.slurm.login and design.slurm.login.count:
+            # Login nodes (gcp/login.py): from the controller's ids only, never the pools.
+            from .login import LoginNodes, LoginNodesArgs
+            login = LoginNodes(f"{design.name}-login", LoginNodesArgs(
+                context=design.context, login=design.slurm.login, network=network.network_id,
+                subnetwork=network.subnetwork_self_link, controller_addr=controller.controller_addr,
+                munge_secret=controller.munge_secret, bucket_name=controller.bucket_name,
+                ssh_ingress_cidrs=design.network.ssh_ingress_cidrs))
+            outputs["login_nodes"] = login.private_ips
     return outputs

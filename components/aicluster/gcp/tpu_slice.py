@@ -39,6 +39,7 @@ def startup_script(design: ClusterDesign, pool: PoolDesign, mounts: list[Mount],
                   controller=controller, munge_secret=munge_secret, dns_domain=node_domain(design.name),
                   secret_script=static("scripts/aicluster-secret.py"),
                   healthcheck_script=static("scripts/aicluster-gpu-healthcheck"),
+                  task_prolog_script=static("scripts/aicluster-task-prolog"),
                   node_name_script=static("scripts/aicluster-tpu-node-name"),
                   bootstrap_script=static("scripts/aicluster-gcp-node-bootstrap"),
                   mount_script=render("scripts/mount-storage.sh.j2", mounts=mounts))

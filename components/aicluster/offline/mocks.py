@@ -385,6 +385,25 @@ def _lustre(r: _Res):
     }
 
 
+def _efs(r: _Res):
+    """EFS: the DNS name a client mounts is <id>.efs.<region>.amazonaws.com (EFS user guide, "Mounting
+    on Amazon EC2 Linux instances using NFS")."""
+    fid = f"fs-{r.hex(17)}"
+    return fid, {**_tags(r), "arn": r.arn("elasticfilesystem", f"file-system/{fid}"),
+                 "dnsName": f"{fid}.efs.{r.region}.amazonaws.com", "ownerId": ACCOUNT,
+                 "performanceMode": r.get("performanceMode", "generalPurpose"),
+                 "throughputMode": r.get("throughputMode", "bursting"), "numberOfMountTargets": 0}
+
+
+def _efs_mount_target(r: _Res):
+    subnet = r.cloud.lookup(r.get("subnetId"))
+    mid = f"fsmt-{r.hex(17)}"
+    return mid, {"ipAddress": r.ip_in(subnet.get("cidrBlock"), "10.0.0.0/24", "efs"),
+                 "networkInterfaceId": r.aws_id("eni"), "ownerId": ACCOUNT,
+                 "availabilityZoneName": subnet.get("availabilityZone", f"{r.region}a"),
+                 "vpcId": subnet.get("vpcId", r.aws_id("vpc"))}
+
+
 def _dra(r: _Res):
     did = f"dra-{r.hex(17)}"
     return did, {**_tags(r), "associationId": did,
@@ -823,6 +842,8 @@ RESOURCES: dict[str, Handler] = {
     "aws:iam/instanceProfile:InstanceProfile": _instance_profile,
     "aws:fsx/lustreFileSystem:LustreFileSystem": _lustre,
     "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": _dra,
+    "aws:efs/fileSystem:FileSystem": _efs,
+    "aws:efs/mountTarget:MountTarget": _efs_mount_target,
     "aws:secretsmanager/secret:Secret": _sm_secret,
     "aws:secretsmanager/secretVersion:SecretVersion": _sm_secret_version,
     "aws:ssm/parameter:Parameter": _ssm_parameter,

@@ -70,6 +70,8 @@ SUMMARIES: dict[str, Callable[[dict], str]] = {
     "aws:ec2/launchTemplate:LaunchTemplate": _launch_template,
     "aws:ec2/placementGroup:PlacementGroup": _key("strategy", fmt="strategy={}"),
     "aws:fsx/lustreFileSystem:LustreFileSystem": _lustre,
+    "aws:efs/fileSystem:FileSystem": lambda i: ", ".join(
+        p for p in (_show(i.get("throughputMode", "")), "encrypted" if i.get("encrypted") is True else "") if p),
     "aws:ec2/vpc:Vpc": _key("cidrBlock"),
     "aws:ec2/subnet:Subnet": _subnet,
     "aws:ec2/securityGroup:SecurityGroup": _key("description", fmt='"{}"'),

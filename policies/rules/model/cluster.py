@@ -75,7 +75,7 @@ class Pool:
 class Filesystem:
     key: str
     resource: Any
-    kind: str                           # fsx-lustre | gcp-lustre | filestore
+    kind: str                           # fsx-lustre | gcp-lustre | filestore | efs
     parallel: bool
     capacity_gib: float | None
     throughput_mbps_per_tib: float | None

@@ -1,4 +1,4 @@
-"""Filesystems, one finder per kind: FSx for Lustre, Managed Lustre (GCP), Filestore (NFS)."""
+"""Filesystems, one finder per kind: FSx for Lustre, Managed Lustre (GCP), Filestore and EFS (NFS)."""
 from __future__ import annotations
 
 from typing import Any
@@ -9,7 +9,7 @@ from .._props import get, items, number
 from .cluster import Filesystem
 from .common import gcp_zone, hints, subnet_zones
 from .index import Index
-from .kinds import FILESTORE, FSX, GCP_LUSTRE, SUBNET
+from .kinds import EFS, FILESTORE, FSX, GCP_LUSTRE, SUBNET
 
 
 def _fsx(ix: Index, r: Any) -> Filesystem:
@@ -43,7 +43,15 @@ def _filestore(ix: Index, r: Any) -> Filesystem:
                       hints=hints(ix.tags(r)), detail=f"Filestore {get(p, 'tier')} (NFS)")
 
 
-FINDERS = ((FSX, _fsx), (GCP_LUSTRE, _gcp_lustre), (FILESTORE, _filestore))
+def _efs(ix: Index, r: Any) -> Filesystem:
+    """NFS for homes, not a parallel filesystem; elastic, so no capacity. Regional: no one zone."""
+    p = ix.props(r)
+    return Filesystem(key=r.name, resource=r, kind="efs", parallel=False, capacity_gib=None,
+                      throughput_mbps_per_tib=None, zones=set(), hints=hints(ix.tags(r)),
+                      detail=f"Amazon EFS {get(p, 'throughputMode') or 'bursting'} (NFS)")
+
+
+FINDERS = ((FSX, _fsx), (GCP_LUSTRE, _gcp_lustre), (FILESTORE, _filestore), (EFS, _efs))
 
 
 def find(ix: Index) -> list[Filesystem]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 LT, ASG, NODE_GROUP, INSTANCE = "aws:ec2/launchTemplate", "aws:autoscaling/group", "aws:eks/nodeGroup", "aws:ec2/instance"
 PLACEMENT_GROUP, SUBNET, SG, ENI = "aws:ec2/placementGroup", "aws:ec2/subnet", "aws:ec2/securityGroup", "aws:ec2/networkInterface"
 FSX = "aws:fsx/lustreFileSystem"
+EFS = "aws:efs/fileSystem"
 # GCP
 GCE, GCE_TEMPLATE, GCE_REGION_TEMPLATE = "gcp:compute/instance", "gcp:compute/instanceTemplate", "gcp:compute/regionInstanceTemplate"
 MIG, REGION_MIG, RESOURCE_POLICY = "gcp:compute/instanceGroupManager", "gcp:compute/regionInstanceGroupManager", "gcp:compute/resourcePolicy"

@@ -1,0 +1,111 @@
+"""What a Slurm node runs locally beside Slurm (node_local.yaml): the container stack's pins
+(enroot, pyxis, the documented example image, the fabric directories mounted into containers) and
+each instance type's local NVMe devices (assembled at /scratch). Pure: no Pulumi, no spec.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from . import CatalogError, load_catalog
+
+_FILE = Path(__file__).parent / "node_local.yaml"
+SCRATCH = "/scratch"
+
+
+@dataclass(frozen=True)
+class Enroot:
+    version: str
+    deb_url: str          # {version} {package} {arch}
+    packages: tuple[str, ...]
+    source: str
+
+    def url(self, package: str, arch: str = "amd64") -> str:
+        return self.deb_url.format(version=self.version, package=package, arch=arch)
+
+
+@dataclass(frozen=True)
+class Pyxis:
+    version: str
+    git_url: str
+    commit: str
+    plugin: str           # where `make install` puts the SPANK plugin
+    source: str
+
+
+@dataclass(frozen=True)
+class Containers:
+    enroot: Enroot
+    pyxis: Pyxis
+    example_image: str
+    example_source: str
+    fabric_mounts_aws: tuple[str, ...]
+    fabric_source: str
+
+
+@dataclass(frozen=True)
+class LocalNvme:
+    """The local NVMe of one instance type: `devices` of `device_gb` each, bundled with the type."""
+
+    devices: int
+    device_gb: int
+    source: str
+
+    @property
+    def total_gb(self) -> int:
+        return self.devices * self.device_gb
+
+
+def _sourced(entry: dict, where: str) -> str:
+    source = entry.get("source")
+    if not source:
+        raise CatalogError(f"node_local.yaml: {where} has no source")
+    return source
+
+
+@functools.lru_cache(maxsize=1)
+def _doc() -> dict:
+    return yaml.safe_load(_FILE.read_text())
+
+
+@functools.lru_cache(maxsize=1)
+def containers() -> Containers:
+    c = _doc()["containers"]
+    e, p, img, fab = c["enroot"], c["pyxis"], c["example_image"], c["fabric_mounts"]
+    return Containers(
+        enroot=Enroot(str(e["version"]), e["deb_url"], tuple(e["packages"]), _sourced(e, "containers.enroot")),
+        pyxis=Pyxis(str(p["version"]), p["git_url"], p["commit"], p["plugin"], _sourced(p, "containers.pyxis")),
+        example_image=img["image"], example_source=_sourced(img, "containers.example_image"),
+        fabric_mounts_aws=tuple(fab["aws"]), fabric_source=_sourced(fab, "containers.fabric_mounts"))
+
+
+@functools.lru_cache(maxsize=1)
+def _local_nvme() -> dict[str, LocalNvme]:
+    out = {}
+    for name, e in _doc()["local_nvme"].items():
+        out[name] = LocalNvme(int(e["devices"]), int(e["device_gb"]), _sourced(e, f"local_nvme.{name}"))
+    return out
+
+
+def local_nvme(instance_type: str) -> LocalNvme | None:
+    """The type's local NVMe (None: it has none, or the catalog does not know its devices)."""
+    return _local_nvme().get(instance_type)
+
+
+def local_nvme_types() -> tuple[str, ...]:
+    return tuple(_local_nvme())
+
+
+def check() -> None:
+    """Every device count matches the instance type's total in aws.yaml/gcp.yaml where it gives one."""
+    catalog = load_catalog()
+    for name, nvme in _local_nvme().items():
+        itype = catalog.find(name)
+        if itype is None:
+            raise CatalogError(f"node_local.yaml: local_nvme.{name} is not an instance type of the catalog")
+        if itype.local_nvme_gb is not None and itype.local_nvme_gb != nvme.total_gb:
+            raise CatalogError(f"node_local.yaml: local_nvme.{name}: {nvme.devices} x {nvme.device_gb} GB = "
+                               f"{nvme.total_gb} GB, but the instance type says {itype.local_nvme_gb} GB")

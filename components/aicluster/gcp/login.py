@@ -1,0 +1,126 @@
+"""aicluster:gcp:LoginNodes - where a Slurm cluster's users log in (never on the head node).
+
+Private by default: no external IP; SSH arrives through Identity-Aware Proxy TCP forwarding (the
+network's `<cluster>-iap-ssh` rule admits 35.235.240.0/20, IAP's range, to every node of the
+cluster, login nodes included) or from `network.ssh_ingress_cidrs` (a rule of their own, targeting
+the login nodes' tag only; none by default). OS Login decides who may log in (IAM), project SSH
+keys are refused. Shielded VM (secure boot, vTPM, integrity monitoring).
+
+Least privilege: a service account of their own (logs and metrics, gcp/identity.py), given the read
+of the munge key and of exactly one object of the configuration bucket (the filesystems' mount
+script the head publishes, through an IAM condition on the object's name).
+
+Not stateful (users' files belong on /home), and routine edits never replace them: the user data
+depends on the cluster's name, the controller's address, the munge key and the bucket only
+(login_files.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+
+from ..catalog import load_catalog
+from ..design import Cluster, ClusterContext
+from ..login_design import LoginDesign
+from ..login_files import MOUNT_SCRIPT_KEY, login_user_data
+from .common import labels, node_tag
+from .identity import CLOUD_PLATFORM, NodeIdentity, NodeIdentityArgs
+
+ROLE = "login"
+SECRET_ACCESSOR = "roles/secretmanager.secretAccessor"
+OBJECT_VIEWER = "roles/storage.objectViewer"
+
+
+def login_tag(cluster: Cluster) -> str:
+    """The network tag of the login nodes: the SSH rule from network.ssh_ingress_cidrs targets it."""
+    return f"{cluster.name}-login"
+
+
+def mount_script_condition(bucket: str) -> str:
+    """CEL: the one object the login nodes may read (Cloud Storage resource names in IAM conditions,
+    https://cloud.google.com/storage/docs/access-control/iam#conditions)."""
+    return f'resource.name == "projects/_/buckets/{bucket}/objects/{MOUNT_SCRIPT_KEY}"'
+
+
+@dataclass(frozen=True)
+class LoginNodesArgs:
+    """The login nodes of a Slurm cluster.
+
+    context: the cluster's name, zone and labels (`ClusterDesign.context`, or your own).
+    login: how many, of which machine type, with which boot disk (`ClusterDesign.slurm.login`).
+    network: the system network (the SSH firewall rule).
+    subnetwork: the system subnetwork their NIC is on.
+    controller_addr: slurmctld's address (`SlurmController.controller_addr`).
+    munge_secret: the munge key, projects/<p>/secrets/<id> (`SlurmController.munge_secret`).
+    bucket_name: the configuration bucket the head's files are published to.
+    ssh_ingress_cidrs: the CIDRs allowed SSH besides IAP (`network.ssh_ingress_cidrs`).
+    """
+    context: ClusterContext
+    login: LoginDesign
+    network: pulumi.Input[str]
+    subnetwork: pulumi.Input[str]
+    controller_addr: pulumi.Input[str]
+    munge_secret: pulumi.Input[str]
+    bucket_name: pulumi.Input[str]
+    ssh_ingress_cidrs: tuple[str, ...] = ()
+
+
+class LoginNodes(pulumi.ComponentResource):
+    private_ips: list[pulumi.Output[str]]
+
+    def __init__(self, name: str, args: LoginNodesArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("aicluster:gcp:LoginNodes", name, None, opts)
+        cluster, login = args.context, args.login
+        child = pulumi.ResourceOptions(parent=self)
+        node_labels = labels(cluster, ROLE)
+
+        identity = NodeIdentity(name, NodeIdentityArgs(cluster, ROLE), opts=child)
+        munge_read = gcp.secretmanager.SecretIamMember(f"{name}-munge", secret_id=args.munge_secret,
+                                                       role=SECRET_ACCESSOR, member=identity.member, opts=child)
+        script_read = gcp.storage.BucketIAMMember(
+            f"{name}-mount-script", bucket=args.bucket_name, role=OBJECT_VIEWER, member=identity.member,
+            condition=gcp.storage.BucketIAMMemberConditionArgs(
+                title="aicluster-login-mount-script", description="The published mount script only",
+                expression=pulumi.Output.from_input(args.bucket_name).apply(mount_script_condition)),
+            opts=child)
+        if args.ssh_ingress_cidrs:
+            gcp.compute.Firewall(
+                f"{name}-ssh", name=f"{cluster.name}-login-ssh", network=args.network, direction="INGRESS",
+                allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["22"])],
+                source_ranges=list(args.ssh_ingress_cidrs), target_tags=[login_tag(cluster)],
+                description=f"aicluster {cluster.name}: SSH to the login nodes (network.ssh_ingress_cidrs)",
+                opts=child)
+
+        image = load_catalog().gcp_images["head"].image   # Ubuntu 24.04: the head's Slurm release (23.11)
+        self.private_ips = []
+        for number, hostname in enumerate(login.names(cluster.name), start=1):
+            user_data = pulumi.Output.all(args.controller_addr, args.munge_secret, args.bucket_name).apply(
+                lambda a, h=hostname: login_user_data(cloud="gcp", cluster=cluster.name, region=cluster.region,
+                                                      hostname=h, controller_addr=a[0], munge_secret=a[1],
+                                                      bucket=a[2]))
+            instance = gcp.compute.Instance(
+                f"{name}-{number}",
+                name=hostname,
+                zone=cluster.zone,
+                machine_type=login.instance_type,
+                boot_disk=gcp.compute.InstanceBootDiskArgs(
+                    auto_delete=True,   # nothing of value lives on it: /home is shared
+                    initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
+                        image=image, size=login.root_volume_gib, type="pd-balanced", labels=node_labels)),
+                network_interfaces=[gcp.compute.InstanceNetworkInterfaceArgs(
+                    subnetwork=args.subnetwork, nic_type="GVNIC")],   # no access_configs: no external IP
+                service_account=gcp.compute.InstanceServiceAccountArgs(email=identity.email, scopes=[CLOUD_PLATFORM]),
+                shielded_instance_config=gcp.compute.InstanceShieldedInstanceConfigArgs(
+                    enable_secure_boot=True, enable_vtpm=True, enable_integrity_monitoring=True),
+                metadata={"user-data": user_data, "enable-oslogin": "TRUE", "block-project-ssh-keys": "TRUE"},
+                tags=[node_tag(cluster), login_tag(cluster)],
+                labels=node_labels,
+                # The image family resolves to a dated image at creation: a newer Ubuntu release is
+                # for a new login node, never a reason to replace this one. Its first boot reads the
+                # munge key and the mount script: the grants exist before it is created.
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[munge_read, script_read],
+                                            ignore_changes=["bootDisk.initializeParams.image"]))
+            self.private_ips.append(instance.network_interfaces.apply(lambda nics: nics[0].network_ip))
+        self.register_outputs({"private_ips": self.private_ips})
