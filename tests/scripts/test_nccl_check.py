@@ -145,9 +145,13 @@ if cfg.get("fail"):
 opts = dict(a[2:].split("=", 1) for a in args if a.startswith("--") and "=" in a)
 nodes = opts["nodelist"].split(",") if "nodelist" in opts else cfg["nodes"][:int(opts["nodes"])]
 factor = min(cfg["slow"].get(n, 1.0) for n in nodes)
-counter = state / "jobid"
-job = int(counter.read_text()) + 1 if counter.exists() else 100
-counter.write_text(str(job))
+# Job ids unique under concurrent submissions (the pair tests run at once), as slurmctld's are.
+import fcntl
+with open(state / "jobid.lock", "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    counter = state / "jobid"
+    job = int(counter.read_text()) + 1 if counter.exists() else 100
+    counter.write_text(str(job))
 def scale(line):
     f = line.split()
     if len(f) == 13 and f[0].isdigit():

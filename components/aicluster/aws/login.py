@@ -109,7 +109,7 @@ class LoginNodes(pulumi.ComponentResource):
             server_side_encryption="AES256", opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True))
             for entry, text in login_programs()]
 
-        image = load_catalog().images["head"]   # Ubuntu 24.04: the head's Slurm release (23.11)
+        image = load_catalog().images["head"]   # the head's image: the same Ubuntu, the same Slurm release
         # Image, root volume and metadata options in a launch template, as for the head node (an
         # instance given a "resolve:ssm:" image with a root_block_device fails at create,
         # terraform-provider-aws #43488).

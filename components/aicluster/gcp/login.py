@@ -93,7 +93,7 @@ class LoginNodes(pulumi.ComponentResource):
                 description=f"aicluster {cluster.name}: SSH to the login nodes (network.ssh_ingress_cidrs)",
                 opts=child)
 
-        image = load_catalog().gcp_images["head"].image   # Ubuntu 24.04: the head's Slurm release (23.11)
+        image = load_catalog().gcp_images["head"].image   # the head's image: the same Ubuntu, the same Slurm release
         self.private_ips = []
         for number, hostname in enumerate(login.names(cluster.name), start=1):
             user_data = pulumi.Output.all(args.controller_addr, args.munge_secret, args.bucket_name).apply(
