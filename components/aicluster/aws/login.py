@@ -23,11 +23,11 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from ..catalog import load_catalog
 from ..design import ClusterContext
 from ..login_design import LoginDesign
 from ..login_files import LOGIN_PREFIX, MOUNT_SCRIPT_KEY, login_programs, login_user_data
 from .gpu_pool import within_user_data_limit
+from .launch_template import ubuntu_launch_template
 from .iam import ec2_assume_role_policy, partition
 
 ROLE = "login"
@@ -109,23 +109,12 @@ class LoginNodes(pulumi.ComponentResource):
             server_side_encryption="AES256", opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True))
             for entry, text in login_programs()]
 
-        image = load_catalog().images["head"]   # the head's image: the same Ubuntu, the same Slurm release
-        # Image, root volume and metadata options in a launch template, as for the head node (an
-        # instance given a "resolve:ssm:" image with a root_block_device fails at create,
-        # terraform-provider-aws #43488).
-        template = aws.ec2.LaunchTemplate(
-            f"{name}-template",
-            description=f"aicluster {cluster.name}: Slurm login nodes (image, root volume, metadata options)",
-            image_id=f"resolve:ssm:{image['ssm_parameter']}",
-            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
-                http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1),
-            block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
-                device_name=image["root_device"],
-                ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
-                    volume_size=login.root_volume_gib, volume_type="gp3", encrypted="true",
-                    delete_on_termination="true"),   # nothing of value lives on it: /home is shared
-            )],
-            tags=tags, opts=child)
+        # The launch template (launch_template.py says why one): nothing of value lives on the
+        # root volume (/home is shared), so it goes with the instance.
+        template = ubuntu_launch_template(
+            f"{name}-template", description=f"aicluster {cluster.name}: Slurm login nodes (image, root volume, "
+                                            "metadata options)",
+            root_volume_gib=login.root_volume_gib, keep_root_volume=False, tags=tags, opts=child)
 
         self.instance_ids, self.private_ips = [], []
         for number, hostname in enumerate(login.names(cluster.name), start=1):

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from ..catalog import load_catalog
 from ..design import Cluster, ClusterContext, ClusterDesign, SlurmDesign
 from ..mounts import Mount
 from ..node_local_files import node_local_programs
@@ -39,6 +38,7 @@ from ..slurm_files import head_user_data as _head_user_data
 from ..slurm_files import published_files as _published_files
 from .gpu_pool import within_user_data_limit
 from .iam import ec2_assume_role_policy, partition
+from .launch_template import ubuntu_launch_template
 
 NODE_TAG = "aicluster-node"
 CLUSTER_TAG = "aicluster-cluster"
@@ -224,7 +224,6 @@ class SlurmController(SlurmControllerShape):
             f"{name}-head", description=f"aicluster {cluster.name}: head node (SSH only from the CIDRs the spec names)",
             vpc_id=args.vpc_id, ingress=ssh_rules, tags=head_tags, opts=child)
 
-        image = load_catalog().images["head"]
         # The head's programs (the sync, the secret helper) are fetched by its user data, which
         # stays a small bootstrap (EC2 takes at most 16 KB) and names them by SHA-256.
         boot = [_boot_object(f"{name}-boot-{entry['path'].rsplit('/', 1)[1]}", bucket.bucket, entry["key"], text, self)
@@ -236,27 +235,12 @@ class SlurmController(SlurmControllerShape):
         user_data = pulumi.Output.all(bucket.bucket, munge.arn, *[o.key for o in boot]).apply(
             lambda a: within_user_data_limit(f"{name}-head", head_user_data(cluster, bucket=a[0], munge_secret=a[1])))
         public = slurm.head_public_ip and args.public_subnet_id is not None
-        # Image, root volume and metadata options in a launch template, the instance launched from
-        # it. An instance given an "resolve:ssm:" image together with a root_block_device fails at
-        # create: the provider looks the image up with DescribeImages to find its root device
-        # (InvalidAMIID.Malformed, terraform-provider-aws #43488, open). Launch templates take
-        # "resolve:ssm:" themselves and resolve it at launch; EC2 keeps the parameter, not the AMI
-        # id, in the template, so a new Ubuntu release changes nothing here.
-        template = aws.ec2.LaunchTemplate(
-            f"{name}-head-template",
-            description=f"aicluster {cluster.name}: Slurm head node (image, root volume, metadata options)",
-            image_id=f"resolve:ssm:{image['ssm_parameter']}",
-            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
-                http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1),
-            block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
-                device_name=image["root_device"],
-                ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
-                    volume_size=slurm.head_root_volume_gib, volume_type="gp3", encrypted="true",
-                    delete_on_termination="false"),   # slurmctld state survives an accidental termination
-            )],
-            tags=head_tags,
-            opts=child,
-        )
+        # The launch template (launch_template.py says why one): the root volume survives an
+        # accidental termination, slurmctld's state lives on it.
+        template = ubuntu_launch_template(
+            f"{name}-head-template", description=f"aicluster {cluster.name}: Slurm head node (image, root volume, "
+                                                 "metadata options)",
+            root_volume_gib=slurm.head_root_volume_gib, keep_root_volume=True, tags=head_tags, opts=child)
         head = aws.ec2.Instance(
             f"{name}-head",
             launch_template=aws.ec2.InstanceLaunchTemplateArgs(id=template.id,
