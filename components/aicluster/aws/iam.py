@@ -23,6 +23,12 @@ def partition(region: str) -> str:
     return "aws"
 
 
+def ssm_core_policy_arn(region: str) -> str:
+    """The managed policy that lets SSM Session Manager reach an instance (head, login and compute
+    nodes all take it: no SSH port is needed to log in)."""
+    return f"arn:{partition(region)}:iam::aws:policy/AmazonSSMManagedInstanceCore"
+
+
 def ec2_assume_role_policy(region: str) -> str:
     service = "ec2.amazonaws.com.cn" if partition(region) == "aws-cn" else "ec2.amazonaws.com"
     return json.dumps({
@@ -64,7 +70,7 @@ class NodeIdentity(pulumi.ComponentResource):
         aws.iam.RolePolicyAttachment(
             f"{name}-ssm",
             role=role.name,
-            policy_arn=f"arn:{partition(cluster.region)}:iam::aws:policy/AmazonSSMManagedInstanceCore",
+            policy_arn=ssm_core_policy_arn(cluster.region),
             opts=child,
         )
         profile = aws.iam.InstanceProfile(f"{name}-profile", role=role.name, tags=tags, opts=child)

@@ -28,7 +28,7 @@ from ..login_design import LoginDesign
 from ..login_files import LOGIN_PREFIX, MOUNT_SCRIPT_KEY, login_programs, login_user_data
 from .gpu_pool import within_user_data_limit
 from .launch_template import ubuntu_launch_template
-from .iam import ec2_assume_role_policy, partition
+from .iam import ec2_assume_role_policy, ssm_core_policy_arn
 
 ROLE = "login"
 
@@ -84,7 +84,7 @@ class LoginNodes(pulumi.ComponentResource):
                             assume_role_policy=ec2_assume_role_policy(cluster.region), tags=tags, opts=child)
         aws.iam.RolePolicyAttachment(
             f"{name}-ssm", role=role.name,
-            policy_arn=f"arn:{partition(cluster.region)}:iam::aws:policy/AmazonSSMManagedInstanceCore", opts=child)
+            policy_arn=ssm_core_policy_arn(cluster.region), opts=child)
         read = aws.iam.RolePolicy(f"{name}-read", role=role.name,
                                   policy=pulumi.Output.all(args.munge_secret_arn, args.bucket_arn).apply(
                                       lambda a: json.dumps(login_read_policy(a[0], a[1]))),

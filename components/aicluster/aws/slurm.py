@@ -37,7 +37,7 @@ from ..slurm_files import (BIN, CONFIG_PREFIX, MOUNT_SCRIPT, BootFile, head_host
 from ..slurm_files import head_user_data as _head_user_data
 from ..slurm_files import published_files as _published_files
 from .gpu_pool import within_user_data_limit
-from .iam import ec2_assume_role_policy, partition
+from .iam import ec2_assume_role_policy, partition, ssm_core_policy_arn
 from .launch_template import ubuntu_launch_template
 
 NODE_TAG = "aicluster-node"
@@ -187,7 +187,7 @@ class SlurmController(SlurmControllerShape):
                             assume_role_policy=ec2_assume_role_policy(cluster.region), tags=head_tags, opts=child)
         aws.iam.RolePolicyAttachment(
             f"{name}-head-ssm", role=role.name,
-            policy_arn=f"arn:{partition(cluster.region)}:iam::aws:policy/AmazonSSMManagedInstanceCore", opts=child)
+            policy_arn=ssm_core_policy_arn(cluster.region), opts=child)
         head_read = aws.iam.RolePolicy(f"{name}-head-read", role=role.name,
                                        policy=pulumi.Output.all(role.arn, bucket.arn).apply(
                                            lambda a: json.dumps(head_read_policy(cluster, account_of(a[0]), a[1]))),
