@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STACK  ?= aws-p5-slurm
 PYTEST_ARGS ?=
-# The programs the tests run for real (shellcheck, cloud-init, Slurm, munge, curl), before anything else:
+# The programs the tests run for real (shellcheck, cloud-init, Slurm, munge, MariaDB, openssl, curl), before anything else:
 #   install  (default) install the missing ones with apt-get (sudo when not root), or fail at once
 #            with the command to run
 #   check    fail at once with that command instead of installing

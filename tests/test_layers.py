@@ -35,17 +35,18 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # the TPU slice arithmetic that only reads the catalog; no spec, no Pulumi.
     ("catalog", ("aicluster.catalog", "aicluster.tpu")),
     # Raw YAML -> ClusterSpec or SpecError; checks read the catalog, never a design.
-    ("spec", ("aicluster.workload_spec", "aicluster.login_spec", "aicluster.slurm_settings", "aicluster.spec")),
+    ("spec", ("aicluster.workload_spec", "aicluster.login_spec", "aicluster.pod_identity_spec", "aicluster.slurm_settings", "aicluster.spec")),
     # The training model: FLOPs, memory, step time, layout search; reads the catalog, never a design.
     ("perf", ("aicluster.perf",)),
     # ClusterSpec -> ClusterDesign, pure; the balance and stateful models the policy pack shares.
     ("design", ("aicluster.balance", "aicluster.stateful", "aicluster.critical_path", "aicluster.workload_inputs",
-                "aicluster.kubernetes_design", "aicluster.gke_design", "aicluster.login_design", "aicluster.design")),
+                "aicluster.zone_subnets", "aicluster.accounting_design", "aicluster.kubernetes_design", "aicluster.pod_identity_design", "aicluster.gke_design", "aicluster.login_design", "aicluster.design")),
     # ClusterDesign -> file texts (templates, slurm.conf).
     ("render", ("aicluster.render", "aicluster.slurm_config", "aicluster.slurm_files", "aicluster.login_files",
                 "aicluster.node_local_files")),
     # Pulumi components: per cloud, and the in-cluster Kubernetes objects both clusters share.
-    ("components", ("aicluster.aws", "aicluster.gcp", "aicluster.k8s_resources", "aicluster.slurm_controller")),
+    ("components", ("aicluster.aws", "aicluster.gcp", "aicluster.k8s_capacity", "aicluster.k8s_resources", "aicluster.k8s_data", "aicluster.k8s_health",
+                    "aicluster.k8s_jobs", "aicluster.slurm_controller")),
     # The composition root: stack config -> spec -> design -> components.
     ("program", ("aicluster.cluster",)),
     # Runs any Pulumi program offline: engine, capture, fake clouds, the policy bridge.

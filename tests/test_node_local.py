@@ -53,8 +53,29 @@ def test_a_device_count_that_disagrees_is_refused(monkeypatch):
 
 def test_plan_summary():
     assert scratch_summary("p5.48xlarge") == "RAID0 of 8 x 3800 GB local NVMe = 30400 GB"
-    assert scratch_summary("a3-ultragpu-8g") == "RAID0 of 32 x 375 GB local NVMe = 12000 GB"
+    assert scratch_summary("a3-ultragpu-8g") == "RAID0 of 32 x 375 GiB local NVMe = 12000 GiB"
+    assert scratch_summary("m7i.2xlarge").startswith("none (no local NVMe")
     assert LocalNvme(1, 100, "x").total_gb == 100
+
+
+@pytest.mark.parametrize("itype", ["a3-highgpu-8g", "a3-megagpu-8g", "a3-ultragpu-8g", "a4-highgpu-8g"])
+def test_gcp_local_ssd_sizes_are_gib_as_google_states_them(itype):
+    """A Local SSD disk is 375 GiB (402.7 GB): the plan must not call it 375 GB."""
+    nvme = local_nvme(itype)
+    assert (nvme.device_gb, nvme.unit) == (375, "GiB") and "GiB" in nvme.source
+
+
+def test_an_unknown_size_unit_is_refused(monkeypatch):
+    doc = node_local._doc()
+    bad = {**doc, "local_nvme": {**doc["local_nvme"], "p5.48xlarge": {**doc["local_nvme"]["p5.48xlarge"], "unit": "TB"}}}
+    monkeypatch.setattr(node_local, "_doc", lambda: bad)
+    node_local._local_nvme.cache_clear()
+    try:
+        with pytest.raises(CatalogError, match="local_nvme.p5.48xlarge.unit is 'TB'"):
+            node_local._local_nvme()
+    finally:
+        monkeypatch.undo()
+        node_local._local_nvme.cache_clear()
 
 
 def test_containers_program_is_pinned_and_passes_shellcheck(tmp_path):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from .catalog import InstanceType
+from .catalog.object_store import DRIVERS, load_object_store
 # One checkpoint size for the balance report, the training model and the policy pack.
 from .perf.estimate import CHECKPOINT_BYTES_PER_PARAM
 
@@ -39,6 +40,16 @@ class FilesystemShape:
     name: str
     capacity_gib: float
     throughput_mbps_per_tib: float
+
+
+@dataclass(frozen=True)
+class ObjectStoreShape:
+    """Datasets read from a bucket through an object-store CSI driver (Mountpoint for S3, GCS FUSE):
+    every node reads at the driver's published per-client figure (catalog storage.yaml
+    `object_store`; None: as fast as its storage network), never faster than its storage network
+    (client_gbps). Read-only data: it counts toward the read floor, never as checkpoint storage."""
+    driver: str
+    read_gbps_per_client: float | None
 
 
 @dataclass(frozen=True)
@@ -82,6 +93,7 @@ class ClusterBalance:
     checkpoint_stall_budget_pct: float | None
     usd_per_hour: float | None
     findings: tuple[str, ...]
+    object_store_gbs: float = 0.0        # datasets' aggregate read, decimal GB/s (in fs_mbps_per_accelerator)
 
 
 def fabric_gbps(instance: InstanceType, wired: int) -> tuple[float, float]:
@@ -111,6 +123,17 @@ def client_gbps(instance: InstanceType) -> float:
     return instance.network_gbps - instance.gpu_network_gbps
 
 
+def object_store_mbps(pools: Sequence[PoolShape], store: ObjectStoreShape) -> float:
+    """Aggregate MB/s every node of the pools reads from buckets: per node the driver's figure
+    (GB/s) or, when it has none or the network is slower, the node's storage network (Gbps / 8)."""
+    total = 0.0
+    for p in pools:
+        network = client_gbps(p.instance) / 8
+        per_node = network if store.read_gbps_per_client is None else min(store.read_gbps_per_client, network)
+        total += p.nodes * per_node * 1000
+    return total
+
+
 def _pool(p: PoolShape) -> PoolBalance:
     it, acc = p.instance, p.instance.accelerator
     count = p.nodes * it.accelerator_count
@@ -130,7 +153,8 @@ def assess(pools: Sequence[PoolShape], filesystems: Sequence[FilesystemShape],
            workload: WorkloadShape | None = None, *,
            floor_mbps_per_accelerator: float = GOOD_READ_MBPS_PER_ACCELERATOR,
            memory_headroom_pct: float = DEFAULT_MEMORY_HEADROOM_PCT,
-           checkpoint_bytes_per_param: float = CHECKPOINT_BYTES_PER_PARAM) -> ClusterBalance:
+           checkpoint_bytes_per_param: float = CHECKPOINT_BYTES_PER_PARAM,
+           object_stores: Sequence[ObjectStoreShape] = ()) -> ClusterBalance:
     findings: list[str] = []
     pbs = tuple(_pool(p) for p in pools)
     unit = "GPU" if all(pb.accelerator_kind == "gpu" for pb in pbs) else "accelerator"
@@ -152,7 +176,10 @@ def assess(pools: Sequence[PoolShape], filesystems: Sequence[FilesystemShape],
     # Aggregate throughput = capacity TiB x per-TiB throughput [FSx user guide, PerUnitStorageThroughput].
     fs_mbps = [f.capacity_gib / 1024 * f.throughput_mbps_per_tib for f in filesystems]
     fs_total = sum(fs_mbps)
-    per_acc = fs_total / accelerators if accelerators else 0.0
+    # Datasets read through the same client NICs whatever their bucket: the fastest driver's figure,
+    # once, never one per dataset.
+    objects_total = max((object_store_mbps(pools, o) for o in object_stores), default=0.0)
+    per_acc = (fs_total + objects_total) / accelerators if accelerators else 0.0
     meets = None if not accelerators else per_acc >= floor_mbps_per_accelerator
     if meets is False:
         need = floor_mbps_per_accelerator * accelerators
@@ -160,7 +187,7 @@ def assess(pools: Sequence[PoolShape], filesystems: Sequence[FilesystemShape],
         tiers = sorted({t for t in (best, 500, 1000) if t >= best and t > 0})   # this tier and faster ones
         sizes = " or ".join(f">= {-(-need * 1024 // t):.0f} GiB at {t:g} MB/s/TiB" for t in tiers)
         findings.append(
-            f"filesystem gives {per_acc:.1f} MB/s per {unit}, below the {floor_mbps_per_accelerator:.1f} MB/s "
+            f"{'filesystems and datasets give' if objects_total else 'filesystem gives'} {per_acc:.1f} MB/s per {unit}, below the {floor_mbps_per_accelerator:.1f} MB/s "
             f"floor: add capacity or a higher throughput tier (needs {need / 1000:.1f} GB/s: {sizes})")
 
     state_gb = fits = ckpt_gb = write_s = stall = within = None
@@ -211,7 +238,7 @@ def assess(pools: Sequence[PoolShape], filesystems: Sequence[FilesystemShape],
         checkpoint_gb=ckpt_gb, checkpoint_write_s=write_s, checkpoint_stall_pct=stall,
         checkpoint_within_budget=within,
         checkpoint_stall_budget_pct=None if workload is None else workload.max_checkpoint_stall_pct,
-        usd_per_hour=usd, findings=tuple(findings))
+        usd_per_hour=usd, findings=tuple(findings), object_store_gbs=objects_total / 1000)
 
 
 def from_design(design) -> ClusterBalance:
@@ -227,7 +254,17 @@ def from_design(design) -> ClusterBalance:
     # spec-to-model conversion (aicluster.workload_inputs) sits above what the policy pack may load.
     workload = None if w is None else WorkloadShape(design.model_params_b, w.checkpoint_interval_min,
                                                     w.max_checkpoint_stall_pct)
-    return assess(pools, filesystems, workload)
+    return assess(pools, filesystems, workload, object_stores=dataset_stores(design))
+
+
+def dataset_stores(design) -> list[ObjectStoreShape]:
+    """The object store of the design's datasets (kubernetes.datasets), with the driver's per-client
+    read figure from the catalog; none without datasets."""
+    kd = getattr(design, "kubernetes", None)
+    if kd is None or not kd.datasets:
+        return []
+    client = load_object_store()[DRIVERS[design.cloud]]
+    return [ObjectStoreShape(client.driver, client.read_gbps_per_client)]
 
 
 def _n(value: float | None, fmt: str, none: str = "?") -> str:
@@ -249,7 +286,8 @@ def report_lines(b: ClusterBalance) -> list[str]:
                      f"{p.fabric_fraction_wired:>7.0%} {_n(p.usd_per_hour, ',.2f'):>10}")
     lines.append(f"{'total':<12} {'':<26} {b.accelerators:>6} {_n(b.bf16_pflops, '.1f'):>8} "
                  f"{b.hbm_gib / 1024:>8.2f} {'':>9} {'':>7} {_n(b.usd_per_hour, ',.2f'):>10}")
-    lines.append(f"{'storage':<12} {b.fs_throughput_gbs:.2f} GB/s = {b.fs_mbps_per_accelerator:.1f} MB/s per {unit} "
+    datasets = f" + {b.object_store_gbs:.2f} GB/s datasets" if b.object_store_gbs else ""
+    lines.append(f"{'storage':<12} {b.fs_throughput_gbs:.2f} GB/s{datasets} = {b.fs_mbps_per_accelerator:.1f} MB/s per {unit} "
                  f"(floor {b.fs_floor_mbps_per_accelerator:.1f}): {_ok(b.fs_meets_floor)}")
     if b.training_state_gb is not None:
         usable = (1 - b.memory_headroom_pct / 100) * b.hbm_gib * 2**30 / 1e9

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from .catalog import FsxDeploymentType, InstanceType, load_catalog
 from .errors import Problem, SpecError, join_path
 from .gke_design import design_gke_kubernetes
+from .accounting_design import AccountingDesign, design_accounting
 from .kubernetes_design import KubernetesDesign, design_kubernetes, versions as kubernetes_versions
 from .login_design import LoginDesign, design_login
 from .perf.tags import workload_tags
@@ -227,6 +228,9 @@ class SlurmDesign:
     head_public_ip: bool
     login: LoginDesign | None = None    # login nodes (login_design.py); None: a design built by hand
     settings: tuple[tuple[str, str], ...] = ()   # slurm.settings, rendered (slurm_settings.py)
+    # slurm.accounting when on: the database (RDS / Cloud SQL, or None: MariaDB on the head), the
+    # default account and QoS (accounting_design.py); None when accounting is off
+    accounting_settings: AccountingDesign | None = None
 
     @property
     def suspend_exc_nodes(self) -> tuple[str, ...]:
@@ -375,7 +379,7 @@ def design_cluster(spec: ClusterSpec) -> ClusterDesign:
         storage=storage,
         workload=spec.workload,
         tags=dict(spec.tags),
-        slurm=_design_slurm(spec, pools) if spec.scheduler == "slurm" else None,
+        slurm=_design_slurm(spec, pools, network.vpc_cidr) if spec.scheduler == "slurm" else None,
         kubernetes=_design_kubernetes(spec, pools, network) if spec.scheduler == "kubernetes" else None,
     )
 
@@ -495,7 +499,7 @@ def gcp_nics(instance: InstanceType) -> tuple[GcpNic, ...]:
 SLURM_MEMORY_SHARE = 0.95
 
 
-def _design_slurm(spec: ClusterSpec, pools: tuple[PoolDesign, ...]) -> SlurmDesign:
+def _design_slurm(spec: ClusterSpec, pools: tuple[PoolDesign, ...], vpc_cidr: str | None) -> SlurmDesign:
     nodesets = []
     for pool in pools:
         if pool.tpu is not None:
@@ -532,7 +536,8 @@ def _design_slurm(spec: ClusterSpec, pools: tuple[PoolDesign, ...]) -> SlurmDesi
         nodesets=tuple(nodesets),
         suspend_time_s=int(round(spec.slurm.suspend_idle_min * 60)),
         resume_timeout_s=spec.slurm.resume_timeout_min * 60,
-        accounting=spec.slurm.accounting,
+        accounting=spec.slurm.accounting is not False,
+        accounting_settings=design_accounting(spec, vpc_cidr),
         head_instance_type=head.instance_type or DEFAULT_HEAD_TYPE[spec.cloud],
         head_root_volume_gib=head.root_volume_gib,
         head_public_ip=head.public_ip,

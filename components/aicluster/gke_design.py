@@ -25,8 +25,10 @@ from typing import TYPE_CHECKING, Literal
 
 from .kubernetes_design import (ACCELERATOR_LABEL, DEFAULT_SYSTEM_TYPE, GPU_TAINT, INSTANCE_TYPE_LABEL, POOL_LABEL,
                                 SHM_SHARE, TPU_TAINT, WORKER_CPU_MARGIN, WORKER_MEMORY_SHARE, KubernetesDesign,
-                                KubernetesPool, versions)
+                                KubernetesPool, kubernetes_teams, versions)
 from .catalog.kubernetes import MAX_NODES, MAX_PODS_PER_NODE, POD_RANGE_PREFIX, SYSTEM_POOL  # noqa: F401
+from .pod_identity_design import design_datasets, design_identities
+from .catalog.node_local import local_nvme
 from .tpu import TpuSlice
 
 if TYPE_CHECKING:
@@ -78,6 +80,8 @@ class GkeNodePool:
     disk_type: str
     disk_size_gib: int
     secure_boot: bool = True                   # off on non-GPU node pools that mount Managed Lustre
+    local_ssds: int = 0                        # bundled Local SSDs as RAID0 ephemeral storage (0: none)
+    image_streaming: bool = True               # GKE image streaming (gcfs_config)
 
     @property
     def slices(self) -> int:
@@ -195,7 +199,19 @@ def _node_pool(pool: "PoolDesign", net: "NetworkDesign", accelerators, managed_l
         min_nodes=pool.min_nodes, max_nodes=pool.max_nodes, capacity=pool.capacity.type,
         reservation=pool.capacity.reservation_id if pool.capacity.type == "reservation" else None,
         disk_type=boot_disk_type(pool), disk_size_gib=pool.root_volume_gib,
-        secure_boot=secure_boot(pool, managed_lustre, lustre_secure_boot))
+        secure_boot=secure_boot(pool, managed_lustre, lustre_secure_boot),
+        local_ssds=0 if pool.tpu else ephemeral_local_ssds(itype.name))
+
+
+def ephemeral_local_ssds(machine_type: str) -> int:
+    """The Local SSDs a GPU machine type bundles (catalog/node_local.yaml), all given to ephemeral
+    storage: GKE assembles them as one RAID0 array for the kubelet's emptyDirs, container images
+    and writable layers (GKE docs, About local SSDs: ephemeral_storage_local_ssd_config); Cluster
+    Toolkit's gke-node-pool sets the same counts (disk_definitions.tf: a3-highgpu-8g and
+    a3-megagpu-8g 16, a3-ultragpu-8g and a4-highgpu-8g 32). A bundled count cannot be changed, so
+    the catalog's device count is the only valid value."""
+    nvme = local_nvme(machine_type)
+    return nvme.devices if nvme else 0
 
 
 def free_range(prefix: int, taken: list, after=None) -> str:
@@ -238,7 +254,8 @@ def _kubernetes_pool(pool: "PoolDesign", gke: GkeNodePool) -> KubernetesPool:
         taints=(TPU_TAINT,) if tpu else (GPU_TAINT,),
         gpus=gke.gpus, efa=0, vcpu=vcpu, memory_gib=memory, hugepages_per_node=0, local_nvme=False,
         worker_cpu=max(1, vcpu - WORKER_CPU_MARGIN), worker_memory_gib=worker_memory,
-        shm_gib=max(1, int(worker_memory * SHM_SHARE)), tpus=tpu.chips_per_host if tpu else 0)
+        shm_gib=max(1, int(worker_memory * SHM_SHARE)), tpus=tpu.chips_per_host if tpu else 0,
+        bought_nodes=pool.capacity.nodes)
 
 
 def design_gke_kubernetes(spec: "ClusterSpec", pools: "tuple[PoolDesign, ...]",
@@ -262,4 +279,5 @@ def design_gke_kubernetes(spec: "ClusterSpec", pools: "tuple[PoolDesign, ...]",
         api_access_cidrs=gke.api_access_cidrs, admins=(), system_instance_type=gke.system_machine_type,
         system_nodes=gke.system_nodes, control_plane_subnets=(), control_plane_subnet_ids=(),
         pools=tuple(_kubernetes_pool(p, g) for p, g in zip(pools, node_pools)), platform="gke", gke=gke,
-        api_access=k8s.api_access)
+        api_access=k8s.api_access, teams=kubernetes_teams(spec), identities=design_identities(spec),
+        datasets=design_datasets(spec))

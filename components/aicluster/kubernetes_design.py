@@ -12,8 +12,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
 from .tpu import TPU_RESOURCE
+from .zone_subnets import two_zone_subnets
 from .catalog.kubernetes import (_VERSIONS_FILE, Chart, GkeVersions, NcclInstaller, Versions,  # noqa: F401
                                  second_zone, versions, versions_from)
+
+from .pod_identity_design import Dataset, PodIdentity, design_datasets, design_identities
 
 if TYPE_CHECKING:   # design.py imports this module; only type names flow the other way
     from .design import PoolDesign
@@ -53,7 +56,6 @@ WORKER_MEMORY_SHARE = 0.9
 # counted against the worker's memory limit.
 SHM_SHARE = 1 / 8
 
-CONTROL_PLANE_SUBNETS = 2      # EKS: subnets in at least two Availability Zones
 
 # How the `pulumi up` that creates the in-cluster objects (Helm releases, volumes, queues) reaches
 # the Kubernetes API (spec `kubernetes.api_access`):
@@ -68,6 +70,36 @@ CONTROL_PLANE_SUBNETS = 2      # EKS: subnets in at least two Availability Zones
 API_ACCESS = ("endpoint", "vpc", "private")
 
 EXAMPLES_CONFIGMAP = "aicluster-examples"   # the ConfigMap that publishes the example jobs
+
+# Priorities: Kueue WorkloadPriorityClasses, set on a job with the label
+# `kueue.x-k8s.io/priority-class`. Kueue orders its queues and preempts by the workload's priority,
+# and a Kueue preemption evicts a whole workload (every pod of the gang, requeued together). A
+# Kubernetes PriorityClass would also give the pods that priority in kube-scheduler, which
+# preempts pod by pod and could kill one rank of a running gang; a WorkloadPriorityClass does not
+# touch the pods' priority (Kueue docs, concepts/workload_priority_class). A job without the label
+# gets priority 0 (no globalDefault PriorityClass exists), so `training` is 0: the default.
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+
+
+@dataclass(frozen=True)
+class WorkloadPriority:
+    name: str
+    value: int
+    description: str
+
+
+WORKLOAD_PRIORITIES = (
+    WorkloadPriority("preemptible", -1000, "Opportunistic work (sweeps, evaluation, debugging): any job of a "
+                     "higher class may preempt it, also one borrowing quota from another team's queue."),
+    WorkloadPriority("training", 0, "The default (also for jobs without a priority label): preempted only by "
+                     "critical jobs of the same queue, or when another team reclaims its quota."),
+    WorkloadPriority("critical", 1000, "Production and deadline runs: preempts preemptible and training jobs "
+                     "of its own queue to start."),
+)
+DEFAULT_PRIORITY = "training"
+# A queue that borrows idle quota from the cohort may preempt only jobs at or below this priority
+# in the queues it borrows from (ClusterQueue preemption.borrowWithinCohort.maxPriorityThreshold).
+BORROW_PREEMPTS_UP_TO = WORKLOAD_PRIORITIES[0].value
 
 
 @dataclass(frozen=True)
@@ -112,6 +144,7 @@ class KubernetesPool:
     worker_memory_gib: int
     shm_gib: int
     tpus: int = 0                     # TPU chips per node (GKE TPU node pools)
+    bought_nodes: int | None = None   # instances a reservation or capacity block holds (capacity.nodes)
 
     @property
     def flavor(self) -> str:
@@ -131,10 +164,19 @@ class KubernetesPool:
         return 0 if self.capacity_type == "CAPACITY_BLOCK" else self.min_nodes
 
     @property
+    def quota_nodes(self) -> int:
+        """The nodes Kueue may count on: max_nodes, or fewer when the pool buys from a reservation or
+        capacity block that holds fewer (a quota above it would admit jobs no instance can start)."""
+        return min(self.max_nodes, self.bought_nodes) if self.bought_nodes else self.max_nodes
+
+    @property
     def quota(self) -> dict[str, str]:
-        """The ClusterQueue's nominal quota for this flavor: the pool's totals at max_nodes
+        """The ClusterQueue's nominal quota for this flavor: the pool's totals at quota_nodes
         (memory only where the catalog knows it; TPU chips for TPU pools)."""
-        n = self.max_nodes
+        return self.quota_at(self.quota_nodes)
+
+    def quota_at(self, n: int) -> dict[str, str]:
+        """The quota of `n` of this pool's nodes (a team's guaranteed share; `quota` is all of them)."""
         quota = {"cpu": str(self.vcpu * n)}
         if self.memory_gib:
             quota["memory"] = f"{self.memory_gib * n}Gi"
@@ -165,6 +207,21 @@ class KubernetesPool:
 
 
 @dataclass(frozen=True)
+class KueueQueue:
+    """The queues of one namespace (the training namespace's, or a team's): its LocalQueue and the
+    ClusterQueue behind it, in the cluster's cohort, with the nodes of each pool that the
+    ClusterQueue's nominal quota guarantees."""
+
+    namespace: str
+    cluster_queue: str
+    nodes: Mapping[str, int]           # pool name -> guaranteed nodes
+    local_queue: str = "default"
+
+    def quota(self, pool: KubernetesPool) -> dict[str, str]:
+        return pool.quota_at(self.nodes.get(pool.name, 0))
+
+
+@dataclass(frozen=True)
 class KubernetesDesign:
     version: str
     cluster_name: str
@@ -180,6 +237,9 @@ class KubernetesDesign:
     platform: str = "eks"                                # eks | gke
     gke: GkeDesign | None = None                         # GKE only (platform "gke")
     api_access: str = "endpoint"                         # endpoint | vpc | private (API_ACCESS)
+    teams: tuple[tuple[str, Mapping[str, int]], ...] = ()  # (namespace, pool -> guaranteed nodes), spec order
+    identities: tuple[PodIdentity, ...] = ()              # kubernetes.service_accounts (pod_identity_design)
+    datasets: tuple[Dataset, ...] = ()                    # kubernetes.datasets: object-store volumes
 
     @property
     def in_cluster(self) -> bool:
@@ -198,6 +258,21 @@ class KubernetesDesign:
     @property
     def local_queue(self) -> str:
         return "default"
+
+    @property
+    def cohort(self) -> str:
+        """Every ClusterQueue's cohort: queues lend their idle quota to each other and reclaim it."""
+        return self.cluster_name
+
+    @property
+    def queues(self) -> tuple[KueueQueue, ...]:
+        """The training namespace's queue (the ClusterQueue named after the cluster), then one per
+        team. Each team's ClusterQueue guarantees the team's nodes; the training queue keeps the rest
+        of every pool, so the cohort's quota is the pools' totals, whatever the teams."""
+        teams = tuple(KueueQueue(namespace, f"{self.cluster_name}-{namespace}", dict(nodes))
+                      for namespace, nodes in self.teams)
+        rest = {p.name: p.quota_nodes - sum(q.nodes.get(p.name, 0) for q in teams) for p in self.pools}
+        return (KueueQueue(self.namespace, self.cluster_queue, rest, self.local_queue), *teams)
 
     @property
     def resources(self) -> tuple[str, ...]:
@@ -241,12 +316,8 @@ def design_kubernetes(spec: "ClusterSpec", pools: "tuple[PoolDesign, ...]", vpc_
     k8s = spec.kubernetes
     subnets: tuple[tuple[str, str], ...] = ()
     if vpc_cidr:
-        # The last quarter of the VPC is left free by the network design; two of its quarters
-        # hold the control plane's cross-account interfaces, one per zone.
-        last_quarter = list(ipaddress.ip_network(vpc_cidr).subnets(prefixlen_diff=2))[3]
-        parts = list(last_quarter.subnets(prefixlen_diff=2))[:CONTROL_PLANE_SUBNETS]
-        zones = (spec.zone, k8s.control_plane_zone or second_zone(spec.zone))
-        subnets = tuple((str(net), zone) for net, zone in zip(parts, zones))
+        # The control plane's cross-account interfaces, one per zone (zone_subnets.py).
+        subnets = two_zone_subnets(vpc_cidr, spec.zone, k8s.control_plane_zone, first=0)
     return KubernetesDesign(
         version=versions().kubernetes,
         cluster_name=spec.name,
@@ -260,7 +331,15 @@ def design_kubernetes(spec: "ClusterSpec", pools: "tuple[PoolDesign, ...]", vpc_
         control_plane_subnet_ids=tuple(k8s.control_plane_subnet_ids),
         pools=tuple(_pool(p) for p in pools),
         api_access=k8s.api_access,
+        teams=kubernetes_teams(spec),
+        identities=design_identities(spec),
+        datasets=design_datasets(spec),
     )
+
+
+def kubernetes_teams(spec: "ClusterSpec") -> tuple[tuple[str, Mapping[str, int]], ...]:
+    """The spec's `kubernetes.teams`: each team's namespace and its guaranteed nodes per pool."""
+    return tuple((team.name, dict(team.nodes)) for team in spec.kubernetes.teams)
 
 
 _CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "reservation": "ON_DEMAND", "spot": "SPOT",
@@ -288,6 +367,7 @@ def _pool(pool: "PoolDesign") -> KubernetesPool:
         min_nodes=pool.min_nodes,
         max_nodes=pool.max_nodes,
         capacity_type=_CAPACITY_TYPES[pool.capacity.type],
+        bought_nodes=pool.capacity.nodes,
         labels=labels,
         taints=(GPU_TAINT,),
         gpus=gpus,

@@ -66,6 +66,10 @@ ADMINS = Limit(32, "kubernetes.admins",
 CONTROL_PLANE_SUBNETS = Limit(
     16, "kubernetes.control_plane_subnet_ids",
     "aicluster's own: EKS needs two subnets in two zones; no region has 16 zones")
+TEAMS = Limit(
+    32, "kubernetes.teams",
+    "aicluster's own: each team is a namespace, a LocalQueue and a ClusterQueue that lists every pool's "
+    "flavor; Kueue re-evaluates a cohort's queues on every admission, so a cohort is kept to a few dozen")
 
 # The lists above by their path in the spec: checked on the raw data before the spec's models
 # see it, so an over-long list costs one len() and never reaches a per-item check.
@@ -76,6 +80,7 @@ SPEC_LISTS: dict[tuple[str, ...], Limit] = {
     ("kubernetes", "api_access_cidrs"): API_ACCESS_CIDRS,
     ("kubernetes", "admins"): ADMINS,
     ("kubernetes", "control_plane_subnet_ids"): CONTROL_PLANE_SUBNETS,
+    ("kubernetes", "teams"): TEAMS,
 }
 
 # --- waivers -----------------------------------------------------------------------------------

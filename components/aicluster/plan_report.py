@@ -11,8 +11,9 @@ from .balance import report_lines, to_dict
 from .check import verdict_lines
 from .design import ClusterDesign, PoolDesign, StorageDesign
 from .errors import SpecError
-from .login_design import login_plan_lines
-from .node_local_files import pool_plan_lines
+from .accounting_design import accounting_facts, accounting_plan_lines
+from .login_design import login_facts, login_plan_lines
+from .node_local_files import pool_node_local_json, pool_plan_lines
 from .offline.capture import reveal
 from .offline.report import resource_table_markdown, resource_tree
 from .out_dir import OutDir, write_tree
@@ -135,7 +136,8 @@ def text(result: PlanResult) -> list[str]:
         "Storage",
         *([_storage_line(fs) for fs in d.storage] or ["  none"]),
         *_kubernetes_lines(d),
-        *login_plan_lines(d.name, d.cloud, d.slurm.login if d.slurm else None),
+        *_login_lines(d),
+        *_accounting_lines(d),
         "",
         f"Resources: {len(custom)} to create, in {len(plan.components())} components",
         *["  " + line for line in resource_tree(plan)],
@@ -180,6 +182,10 @@ def markdown(result: PlanResult) -> list[str]:
         *([f"- {_storage_line(fs).strip()}" for fs in d.storage] or ["- none"]),
         *(["", f"### {_kubernetes_title(d)}", "",
             *[f"- {line.strip()}" for line in _kubernetes_lines(d)[2:]]] if d.kubernetes else []),
+        *(["", "### Login nodes", "", *[f"- {line.strip()}" for line in _login_lines(d)[2:]]]
+          if _login_lines(d) else []),
+        *(["", "### Accounting", "", *[f"- {line.strip()}" for line in _accounting_lines(d)[2:]]]
+          if _accounting_lines(d) else []),
         "",
         f"### Resources ({len(result.plan.custom_resources())})",
         "",
@@ -226,13 +232,18 @@ def to_json(result: PlanResult) -> dict[str, Any]:
                 **({"tpu": {"type": p.tpu.name, "topology": p.tpu.topology, "chips_per_slice": p.tpu.chips,
                             "hosts_per_slice": p.tpu.hosts, "slices": p.slices, "machine_type": p.tpu.machine_type}}
                    if p.tpu else {}),
+                **pool_node_local_json(d, p),     # "scratch" and "containers": null off Slurm
             } for p in d.pools],
             "networks": [{"name": n.name, "key": n.key, "mtu": n.mtu, "roce": n.roce,
                           "subnets": [s.cidr for s in n.subnets]} for n in d.network.fabric_networks],
             "storage": [{
                 "name": s.name, "kind": s.kind, "mount": s.mount, "capacity_gib": s.capacity_gib,
+                "elastic": s.kind == "efs",     # capacity_gib 0: EFS grows with its files
                 "throughput_mbps_per_tib": s.throughput_mbps_per_tib, "protect": s.protect,
+                "deployment_type": s.deployment_type, "filestore_tier": s.filestore_tier,
             } for s in d.storage],
+            "login": _login_json(d),
+            "accounting": accounting_facts(d.slurm.accounting_settings) if d.slurm else None,
         },
         "plan": result.plan.to_json(),
         "balance": to_dict(result.balance),
@@ -246,6 +257,21 @@ def to_json(result: PlanResult) -> dict[str, Any]:
         **({"kubernetes": _kubernetes_json(d)} if d.kubernetes else {}),
         "critical_path": _critical_path(result).to_json(),
     }
+
+
+def _accounting_lines(d: ClusterDesign) -> list[str]:
+    return accounting_plan_lines(d.slurm.accounting_settings) if d.slurm else []
+
+
+def _login_lines(d: ClusterDesign) -> list[str]:
+    return login_plan_lines(d.name, d.cloud, d.slurm.login if d.slurm else None)
+
+
+def _login_json(d: ClusterDesign) -> dict[str, Any] | None:
+    """The login nodes (login_design.login_facts, as the text prints them) and the filesystems
+    they mount (every one of the cluster's); null without Slurm."""
+    facts = login_facts(d.name, d.cloud, d.slurm.login if d.slurm else None)
+    return None if facts is None else {**facts, "mounts": [fs.mount for fs in d.storage]}
 
 
 def _kubernetes_json(d: ClusterDesign) -> dict[str, Any]:

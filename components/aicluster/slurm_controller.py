@@ -24,6 +24,7 @@ class SlurmControllerShape(pulumi.ComponentResource):
 
     munge: pulumi.Resource
     accounting: pulumi.Resource | None
+    accounting_password: pulumi.Output[str] | None
 
     def __init__(self, type_: str, name: str, context: ClusterContext, slurm: SlurmDesign, store: StoreSecret,
                  opts: pulumi.ResourceOptions | None = None):
@@ -38,12 +39,14 @@ class SlurmControllerShape(pulumi.ComponentResource):
                            stateful)
         # The accounting password exists only once accounting is on; its name is under the
         # cluster's secrets, so the head's permissions do not change when it appears.
-        self.accounting = None
+        self.accounting = self.accounting_password = None
         if slurm.accounting:
             # Letters and digits only: it goes into SQL and slurmdbd.conf unquoted.
             password = random.RandomPassword(f"{name}-slurmdbd-password", length=40, special=False, opts=stateful)
             self.accounting = store(f"{name}-slurmdbd", "slurmdbd-password", "slurmdbd database password",
                                     password.result, stateful)
+            # A managed database (RDS, Cloud SQL) is created with the same password.
+            self.accounting_password = password.result
 
 
 def pool_facts(pools: dict, *attributes: str) -> pulumi.Output[dict]:

@@ -19,6 +19,8 @@ import json
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
+from aicluster.accounting_design import AccountingDesign
+from aicluster.catalog.accounting_db import accounting_catalog
 from aicluster.catalog.slurm_release import nccl_check_config
 from aicluster.design import ClusterContext, ClusterDesign, PoolDesign
 from aicluster.mounts import Mount
@@ -126,17 +128,40 @@ def reconcile_facts(design: ClusterDesign) -> dict:
             "pool_replacing_fraction": RECONCILE_POOL_REPLACING_FRACTION, "log_file": RECONCILE_LOG}
 
 
+def accounting_settings(design: ClusterDesign, password_secret: str | None,
+                        endpoint: Mapping[str, str] | None) -> dict:
+    """/etc/aicluster/accounting.json, what aicluster-accounting converges on: whether accounting
+    is on, the password's secret, the database (null: MariaDB on the head) and the QoS and default
+    account it creates."""
+    acc = design.slurm.accounting_settings
+    if acc is None and design.slurm.accounting:      # a SlurmDesign made by hand: the head's MariaDB
+        acc = AccountingDesign(database=None, account=accounting_catalog().account, qos=accounting_catalog().qos)
+    if acc is None:
+        return {"enabled": False, "password_secret": password_secret}
+    database = None
+    if acc.database is not None:
+        db = acc.database
+        database = {"port": db.port, "name": db.name, "user": db.user, "tls_ca_url": db.ca_bundle_url,
+                    **(endpoint or {})}
+    return {"enabled": True, "password_secret": password_secret, "cluster": design.name, "database": database,
+            "account": acc.account,
+            "qos": [{"name": q.name, "priority": q.priority, "usage_factor": q.usage_factor} for q in acc.qos]}
+
+
 def _json(value) -> str:
     return json.dumps(value, indent=2, sort_keys=True) + "\n"
 
 
 def published_files(design: ClusterDesign, *, controller_addr: str, cluster: dict, programs: Mapping[str, str],
                     power_program: str, accounting_secret: str | None, mounts: list[Mount] = (),
-                    node_addrs: Mapping[str, str] | None = None, extra: Iterable[Published] = ()) -> dict[str, str]:
+                    node_addrs: Mapping[str, str] | None = None, extra: Iterable[Published] = (),
+                    accounting_endpoint: Mapping[str, str] | None = None) -> dict[str, str]:
     """key -> content of everything the head installs from the bucket, with manifest.json, the list
     aicluster-sync follows. `cluster` is the cloud's part of cluster.json (how to launch a pool's
     nodes); `programs` the cloud's programs (name -> template), installed in BIN beside HEAD_PROGRAMS;
-    `extra` its own files, installed after the accounting settings."""
+    `extra` its own files, installed after the accounting settings. `accounting_endpoint`: the
+    managed accounting database's address and CA ({"host", and "tls_ca_pem" or "tls_ca_url"}),
+    known once the cloud made it; None with the database on the head."""
     # Pid files where Ubuntu's slurm units expect them (/run/slurmctld.pid, /run/slurmd.pid).
     runtime = SlurmRuntime(controller_host=head_hostname(design.name), controller_addr=controller_addr, run_dir="/run",
                            accounting_host=head_hostname(design.name) if design.slurm.accounting else None,
@@ -167,7 +192,7 @@ def published_files(design: ClusterDesign, *, controller_addr: str, cluster: dic
         Published("bin/aicluster-mount-storage", MOUNT_SCRIPT, render("scripts/mount-storage.sh.j2", mounts=list(mounts)),
                   PROGRAM_MODE, run=(MOUNT_SCRIPT,)),
         Published("aicluster/accounting.json", "/etc/aicluster/accounting.json",
-                  _json({"enabled": design.slurm.accounting, "password_secret": accounting_secret}),
+                  _json(accounting_settings(design, accounting_secret, accounting_endpoint)),
                   run=(f"{BIN}/aicluster-accounting",)),
         *extra,
     ]

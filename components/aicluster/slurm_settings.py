@@ -116,6 +116,9 @@ OVERRIDABLE = frozenset({
     "PrivateData", "TreeWidth", "ReturnToService", "JobRequeue", "HealthCheckInterval", "HealthCheckNodeState",
     "BatchStartTimeout", "KillWait", "PropagateResourceLimitsExcept", "SelectTypeParameters", "ResumeRate",
     "SuspendRate",
+    # With accounting on: the fairshare and QoS weights (a site tunes them; slurm.conf.j2 says why these)
+    "PriorityType", "PriorityDecayHalfLife", "PriorityMaxAge", "PriorityWeightFairshare", "PriorityWeightQOS",
+    "PriorityWeightAge", "PriorityWeightJobSize", "PriorityWeightPartition",
 })
 # Comma lists aicluster writes: the user's items are added to aicluster's, never replace them
 # (SchedulerParameters=nohold_on_prolog_fail is what requeues a job whose prolog failed).

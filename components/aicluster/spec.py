@@ -19,6 +19,7 @@ from . import limits
 from .catalog import load_catalog
 from .errors import Problem, SpecError, close_match, join_path
 from .login_spec import LoginSpec, login_problems
+from .pod_identity_spec import DatasetSpec, ServiceAccountSpec, identity_problems
 from .slurm_settings import SlurmSettings, settings_problems
 from .workload_spec import ModelSpec, ParallelismSpec, SpecModel, TrainingSpec, model_problems
 
@@ -57,6 +58,10 @@ class CapacitySpec(_Model):
         "on-demand", description="flex-start: GCP Dynamic Workload Scheduler flex-start VMs (gcp only).")
     reservation_id: Text | None = Field(
         None, description="Required for reservation and capacity-block: AWS cr-..., GCP reservation name.")
+    nodes: Annotated[int, Field(strict=True, ge=1, le=100_000)] | None = Field(
+        None, description="reservation and capacity-block: how many instances the reservation or block "
+                          "holds. Kueue's quota for the pool is then at most this many nodes, so no queue "
+                          "admits a job the reservation cannot start; left out, the plan warns.")
 
 
 class TpuSpec(_Model):
@@ -156,8 +161,17 @@ class SlurmSpec(_Model):
     resume_timeout_min: Annotated[int, Field(strict=True, ge=5, le=120)] = Field(
         30, description="Minutes a node may take to boot and register (ResumeTimeout); large GPU "
                         "nodes need 20-30.")
-    accounting: Annotated[bool, Field(strict=True)] = Field(
-        False, description="slurmdbd accounting with MariaDB on the head node.")
+    accounting: Literal[False, True, "head", "managed"] = Field(
+        False, description="Slurm accounting (sacct, fairshare, QoS). false: off. true or head: slurmdbd with "
+                           "MariaDB on the head node (the history lives and dies with the head). managed: slurmdbd "
+                           "on the head, its database in Amazon RDS for MariaDB (aws) or Cloud SQL for MySQL (gcp): "
+                           "private, encrypted, TLS only, backed up, protected and retained, its password in the "
+                           "secret store, so the history outlives the head. With accounting on: fairshare "
+                           "(priority/multifactor) and the QoS normal (default), high and low (docs/accounting.md).")
+    accounting_subnet_ids: tuple[Text, ...] = Field(
+        (), description="aws, accounting managed, network.existing only: two or more private subnet ids in two "
+                        "zones for the RDS DB subnet group (RDS needs two zones; in a VPC it creates, aicluster "
+                        "makes them in the VPC's free last quarter).")
     head_node: HeadNodeSpec = HeadNodeSpec()
     login: LoginSpec = Field(LoginSpec(), description="Login nodes (login_spec.py): count, instance_type, root_volume_gib.")
     settings: SlurmSettings = Field(
@@ -174,6 +188,18 @@ class SystemNodesSpec(_Model):
                                                          "Default: m7i.xlarge on aws, n2-standard-4 on gcp.")
     count: Annotated[int, Field(strict=True, ge=1, le=20)] = Field(
         2, description="Nodes of the system node group (two: add-on controllers survive losing one).")
+
+
+class TeamSpec(_Model):
+    name: Name = Field(description="The team's namespace (created by aicluster), with the LocalQueue `default` "
+                                   "there and a ClusterQueue <cluster>-<name> in the cluster's cohort.")
+    nodes: Annotated[Mapping[Name, Annotated[int, Field(strict=True, ge=0, le=100_000)]],
+                     Field(max_length=limits.POOLS.value)] = Field(
+        default_factory=dict, description="Nodes of each pool guaranteed to the team (pool name -> nodes; the "
+                                          "ClusterQueue's nominal quota). Pools left out: none guaranteed. Idle "
+                                          "quota of any queue is lent to the others and reclaimed by preemption "
+                                          "when its owner needs it; the training namespace's queue keeps what "
+                                          "no team is guaranteed.")
 
 
 class KubernetesSpec(_Model):
@@ -199,6 +225,17 @@ class KubernetesSpec(_Model):
     system_nodes: SystemNodesSpec = SystemNodesSpec()
     namespace: Name = Field("training", description="Namespace of the training jobs, their filesystem claims "
                                                     "and the Kueue LocalQueue.")
+    teams: tuple[TeamSpec, ...] = Field(
+        (), description="More namespaces for other teams, each with its own Kueue LocalQueue and ClusterQueue; "
+                        "all ClusterQueues share one cohort (docs/eks.md, Priorities and teams).")
+    service_accounts: tuple[ServiceAccountSpec, ...] = Field(
+        (), max_length=100, description="Kubernetes ServiceAccounts with a cloud identity that reaches exactly the "
+                                        "buckets named (aws: EKS Pod Identity; gcp: GKE Workload Identity); "
+                                        "docs/kubernetes-day-two.md, Identity and data for pods.")
+    datasets: tuple[DatasetSpec, ...] = Field(
+        (), max_length=100, description="Buckets mounted read-only as volumes (aws: Mountpoint for S3 on EKS; gcp: "
+                                        "Cloud Storage FUSE on GKE), read with a service account's identity; counted "
+                                        "in the balance report's storage throughput.")
     control_plane_zone: Text | None = Field(
         None, description="aws only: second zone for the EKS control plane's subnets (EKS needs two zones). "
                           "Default: the zone's neighbour (a <-> b). New VPC only.")
@@ -296,8 +333,13 @@ def _problem_from(error: Mapping[str, Any], root: type[BaseModel]) -> Problem:
     if kind == "missing":
         return Problem(join_path(*loc), None, "this key is required")
     if kind == "literal_error":
-        choices = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
-        return Problem(join_path(*loc), value, f"allowed: {', '.join(choices)}", close_match(value, choices))
+        # pydantic spells the choices "False, True, 'head' or 'managed'": quoted strings, bare
+        # booleans (shown as YAML writes them).
+        expected = str(ctx.get("expected", ""))
+        choices = re.findall(r"'([^']*)'", expected)
+        flags = [w.lower() for w in re.findall(r"(?<!')\b(True|False)\b(?!')", expected)]
+        return Problem(join_path(*loc), value, f"allowed: {', '.join(flags + choices)}",
+                       close_match(value, choices) if isinstance(value, str) else None)
     if kind == "string_pattern_mismatch" and loc and loc[-1] == "name":
         return Problem(join_path(*loc), value, "use lowercase letters, digits and '-', starting with a "
                                                "letter and not ending with '-'")
@@ -377,6 +419,9 @@ def _semantic_problems(spec: ClusterSpec) -> list[Problem]:
     problems += _tag_problems(spec)
     problems += _slurm_problems(spec)
     problems += _kubernetes_problems(spec)
+    problems += _team_problems(spec)
+    if spec.scheduler == "kubernetes":
+        problems += identity_problems(spec.cloud, spec.kubernetes, {fs.name for fs in spec.storage})
     if spec.workload is not None:
         problems += workload_problems(spec.workload, "workload")
     return problems
@@ -416,12 +461,28 @@ def _slurm_problems(spec: ClusterSpec) -> list[Problem]:
         problems.append(Problem("slurm.head_node.public_ip", True,
                                 "false with network.existing (aicluster only knows the private subnet)"))
     problems += login_problems(spec.cloud, spec.slurm.login, controllers)
+    problems += _accounting_problems(spec)
     problems += settings_problems(spec.slurm.settings, "slurm.settings")
     for i, pool in enumerate(spec.pools):
         problems += settings_problems(pool.slurm_settings, f"pools[{i}].slurm_settings", partition=True)
         if pool.slurm_settings and spec.scheduler != "slurm":
             problems.append(Problem(f"pools[{i}].slurm_settings", "<section>", "leave it out unless scheduler is slurm"))
     return problems
+
+
+def _accounting_problems(spec: ClusterSpec) -> list[Problem]:
+    """The RDS subnet group spans two zones: in an existing network the user names its subnets."""
+    slurm, at = spec.slurm, "slurm.accounting_subnet_ids"
+    needs_ids = spec.cloud == "aws" and slurm.accounting == "managed" and spec.network.existing
+    if needs_ids and len(slurm.accounting_subnet_ids) < 2:
+        return [Problem(at, list(slurm.accounting_subnet_ids),
+                        "two or more private subnet ids in two zones (the RDS DB subnet group of slurmdbd's "
+                        "database) with accounting managed and network.existing")]
+    if slurm.accounting_subnet_ids and not needs_ids:
+        return [Problem(at, list(slurm.accounting_subnet_ids),
+                        "leave it out unless cloud is aws, accounting is managed and network.existing is set")]
+    return [Problem(f"{at}[{i}]", subnet, "an id such as subnet-0123456789abcdef0")
+            for i, subnet in enumerate(slurm.accounting_subnet_ids) if not re.fullmatch(r"subnet-[0-9a-f]{8,17}", subnet)]
 
 
 _IAM_PRINCIPAL = re.compile(r"arn:aws(-[a-z]+)*:iam::\d{12}:(role|user)/[\w+=,.@/-]{1,512}")
@@ -484,6 +545,61 @@ def _kubernetes_problems(spec: ClusterSpec) -> list[Problem]:
             problems.append(Problem(f"kubernetes.control_plane_subnet_ids[{i}]", subnet,
                                     "an id such as subnet-0123456789abcdef0"))
     return problems
+
+
+# Namespaces a team may not take: Kubernetes' own and those of the charts aicluster installs.
+_SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+def _team_problems(spec: ClusterSpec) -> list[Problem]:
+    """kubernetes.teams: namespaces of their own, pools of the spec, and no pool guaranteed to the
+    teams beyond its max_nodes (TPU pools: in whole slices)."""
+    if spec.scheduler != "kubernetes" or not spec.kubernetes.teams:
+        return []
+    from .catalog.kubernetes import versions
+
+    taken = {**{c.namespace: f"the {c.name} chart's namespace" for c in versions().charts.values()},
+             **{ns: "a Kubernetes namespace" for ns in _SYSTEM_NAMESPACES},
+             spec.kubernetes.namespace: "the training namespace (kubernetes.namespace)"}
+    pools = {p.name: p for p in spec.pools}
+    guaranteed = {name: 0 for name in pools}
+    problems = []
+    for i, team in enumerate(spec.kubernetes.teams):
+        at = f"kubernetes.teams[{i}]"
+        if team.name in taken:
+            problems.append(Problem(f"{at}.name", team.name, f"a namespace of its own, not {taken[team.name]}"))
+        taken.setdefault(team.name, f"the team at {at}")
+        for pool, nodes in team.nodes.items():
+            if pool not in pools:
+                problems.append(Problem(f"{at}.nodes.{pool}", nodes, f"a pool of this spec: {', '.join(pools)}",
+                                        close_match(pool, list(pools))))
+                continue
+            guaranteed[pool] += nodes
+            hosts = _slice_hosts(spec, pools[pool])
+            if nodes % hosts:
+                problems.append(Problem(f"{at}.nodes.{pool}", nodes,
+                                        f"whole slices of pool {pool}: a multiple of {hosts} hosts"))
+    for name, total in guaranteed.items():
+        if total > pools[name].max_nodes:
+            problems.append(Problem("kubernetes.teams", f"{total} nodes of pool {name}",
+                                    f"at most the pool's max_nodes ({pools[name].max_nodes}) guaranteed to the "
+                                    "teams together: a quota beyond the pool admits jobs no node can run"))
+        elif pools[name].capacity.nodes is not None and total > pools[name].capacity.nodes:
+            problems.append(Problem("kubernetes.teams", f"{total} nodes of pool {name}",
+                                    f"at most the {pools[name].capacity.nodes} instances its {pools[name].capacity.type} "
+                                    "holds (capacity.nodes) guaranteed to the teams together: a quota beyond "
+                                    "the reservation admits jobs no instance can start"))
+    return problems
+
+
+def _slice_hosts(spec: ClusterSpec, pool: PoolSpec) -> int:
+    """Hosts of one of the pool's TPU slices (1 for a GPU pool or a TPU pool the pool checks refuse)."""
+    from .tpu import topology_problem, tpu_slice
+
+    gen = load_catalog().tpus.get(pool.tpu.type.lower()) if pool.tpu is not None else None
+    if gen is None or topology_problem(gen, pool.tpu.topology):
+        return 1
+    return tpu_slice(gen, pool.tpu.topology).hosts
 
 
 def _system_nodes_problems(spec: ClusterSpec) -> list[Problem]:
@@ -556,6 +672,13 @@ def _gke_problems(spec: ClusterSpec) -> list[Problem]:
                                     f"on-demand, spot or reservation for a multi-node {itype.name} pool on GKE: "
                                     f"it is placed COMPACT, and GKE places flex-start node pools compact only on "
                                     f"A3 Ultra, A4 and H4D ({', '.join(fits)}); or max_nodes: 1"))
+        # Flex-start pools use queued provisioning (k8s_capacity.py): GKE creates their nodes only
+        # for a gang Kueue's ProvisioningRequest check admits, all at once; the pool starts empty.
+        if pool.capacity.type == "flex-start" and pool.min_nodes:
+            problems.append(Problem(f"pools[{i}].min_nodes", pool.min_nodes,
+                                    "0 with flex-start on GKE: queued provisioning creates the pool's nodes only "
+                                    "for a job Kueue admits, all of them at once (GKE docs, provisioningrequest: "
+                                    "--enable-queued-provisioning --num-nodes=0)", "0"))
     if k8s.gpu_devices != "nvidia-device-plugin":
         problems.append(Problem("kubernetes.gpu_devices", k8s.gpu_devices,
                                 "nvidia-device-plugin (leave it out) on gcp: GKE installs the NVIDIA driver and "
@@ -722,6 +845,9 @@ def _capacity_problems(spec: ClusterSpec, at: str, cap: CapacitySpec) -> list[Pr
     needs_id = cap.type in ("reservation", "capacity-block")
     if needs_id and not cap.reservation_id:
         problems.append(Problem(f"{at}.capacity.reservation_id", None, f"required for capacity type {cap.type}"))
+    if not needs_id and cap.nodes is not None:
+        problems.append(Problem(f"{at}.capacity.nodes", cap.nodes,
+                                "only with capacity type reservation or capacity-block (the instances it holds)"))
     if not needs_id and cap.reservation_id:
         problems.append(Problem(f"{at}.capacity.reservation_id", cap.reservation_id,
                                 "only with capacity type reservation or capacity-block"))

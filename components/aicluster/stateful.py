@@ -43,6 +43,7 @@ STATEFUL_TYPES: Mapping[str, frozenset[str]] = {
         "aws:rds/instance",
         "aws:rds/cluster",
         "gcp:sql/databaseInstance",
+        "gcp:sql/database",                       # dropping it drops the accounting history
     }),
     "secret": frozenset({
         "aws:secretsmanager/secret",

@@ -18,7 +18,7 @@ from pulumi_policy import EnforcementLevel, Severity, StackValidationPolicy
 
 from ._base import POOL_NODES, cluster, config, not_applicable, number_or, schema
 from ._props import number
-from .model.workload import described
+from .model.workload import described, no_layout
 
 ID = "AIC-CST-003"
 SUPPORTED = ("aws:ec2/launchTemplate", "aws:ec2/instance", "aws:autoscaling/group", "aws:eks/nodeGroup",
@@ -42,7 +42,7 @@ def validate(args, report_violation) -> None:
 def _judge_estimate(args, d, ceiling: float, report_violation) -> None:
     e = d.estimate
     if e is None:
-        not_applicable(args, f"no layout runs (AIC-MEM-002 reports it): {d.refused}")
+        not_applicable(args, no_layout(d))
         return
     if e.train_days is None:
         not_applicable(args, "the workload gives no token count (training.tokens): no time or cost to train")

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pulumi_policy import EnforcementLevel, Severity, StackValidationPolicy
 
 from ._base import POOL_NODES, cluster, config, not_applicable, number_or, schema
-from .model.workload import described
+from .model.workload import runnable
 
 ID = "AIC-NET-005"
 SUPPORTED = ("aws:ec2/launchTemplate", "aws:ec2/instance", "aws:autoscaling/group", "aws:eks/nodeGroup",
@@ -26,9 +26,9 @@ DEFAULT_MAX_EXPOSED_PCT = 25
 
 def validate(args, report_violation) -> None:
     c, cfg = cluster(args), config(args)
-    d, why = described(c, cfg)
-    if d is None or d.estimate is None:
-        not_applicable(args, why or f"no layout runs (AIC-MEM-002 reports it): {d.refused}")
+    d, why = runnable(c, cfg)
+    if d is None:
+        not_applicable(args, why)
         return
     ceiling = number_or(cfg, "maxExposedCommPct", DEFAULT_MAX_EXPOSED_PCT)
     best = d.estimate.best

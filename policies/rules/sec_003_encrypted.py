@@ -1,10 +1,13 @@
 """AIC-SEC-003: volumes and filesystems are encrypted at rest.
 
 Judged where encryption is optional: EBS volumes in launch templates (blockDeviceMappings[].ebs),
-instances (root and EBS block devices), aws:ebs/volume and aws:efs/fileSystem. FSx for Lustre and
-every GCP disk and filesystem are always encrypted at rest by the service, so they pass by
-construction. A launch template or instance with no block device mapping takes the image's
-volumes as they are and is not judged.
+instances (root and EBS block devices), aws:ebs/volume, aws:efs/fileSystem, and RDS databases
+(aws:rds/instance, aws:rds/cluster: `storageEncrypted`, unset means unencrypted, except that Aurora
+Serverless v1, engineMode serverless, is always encrypted). FSx for Lustre, every GCP disk and
+filesystem, and Cloud SQL (gcp:sql/databaseInstance: Google-managed keys, or CMEK) are always
+encrypted at rest by the service, so they pass by construction. A launch template or instance with
+no block device mapping takes the image's volumes as they are, and an RDS replica or snapshot
+restore that leaves storageEncrypted unset takes its source's encryption: neither is judged.
 """
 from __future__ import annotations
 
@@ -14,7 +17,12 @@ from ._base import schema
 from ._props import get, is_unknown, items, kind, plain, truthy
 
 ID = "AIC-SEC-003"
-SUPPORTED = ("aws:ec2/launchTemplate", "aws:ec2/instance", "aws:ebs/volume", "aws:efs/fileSystem")
+SUPPORTED = ("aws:ec2/launchTemplate", "aws:ec2/instance", "aws:ebs/volume", "aws:efs/fileSystem", "aws:rds/instance",
+             "aws:rds/cluster")
+# An RDS database created from another one (a read replica, a snapshot or cluster restore) inherits
+# its source's encryption when storageEncrypted is left unset.
+_RDS_SOURCES = ("replicateSourceDb", "snapshotIdentifier", "replicationSourceIdentifier", "restoreToPointInTime",
+                "s3Import")
 
 
 def validate(args, report_violation) -> None:
@@ -37,6 +45,11 @@ def validate(args, report_violation) -> None:
             judge("rootBlockDevice", get(p, "rootBlockDevice", "encrypted"))
         for i, d in enumerate(items(p, "ebsBlockDevices")):
             judge(f"ebsBlockDevices[{i}] {get(d, 'deviceName', default='')}".rstrip(), get(d, "encrypted"))
+    elif k in ("aws:rds/instance", "aws:rds/cluster"):
+        encrypted = get(p, "storageEncrypted")
+        inherited = encrypted is None and any(get(p, key) is not None for key in _RDS_SOURCES)   # from its source
+        if not inherited and get(p, "engineMode") != "serverless":
+            judge("storageEncrypted", encrypted)
     else:
         judge("encrypted", get(p, "encrypted"))
     if plain_text:
@@ -46,12 +59,15 @@ def validate(args, report_violation) -> None:
 POLICY = ResourceValidationPolicy(
     name=ID,
     display_name="storage-encrypted",
-    description="EBS volumes (in launch templates, instances or on their own) and EFS filesystems are encrypted at rest.",
+    description="EBS volumes (in launch templates, instances or on their own), EFS filesystems and RDS databases are "
+                "encrypted at rest.",
     severity=Severity.HIGH,
     enforcement_level=EnforcementLevel.MANDATORY,
     remediation_steps=(
         "Set encrypted='true' on every launch-template EBS mapping (a string in pulumi_aws v7), encrypted=True on "
-        "instance block devices, aws.ebs.Volume and aws.efs.FileSystem (optionally with a KMS key)."),
+        "instance block devices, aws.ebs.Volume and aws.efs.FileSystem, storage_encrypted=True on aws.rds.Instance and "
+        "aws.rds.Cluster (optionally with a KMS key; an existing RDS database is encrypted by restoring an encrypted "
+        "snapshot copy)."),
     config_schema=schema(),
     tags=["security", "aws"],
     validate=validate,

@@ -3,7 +3,8 @@
 Almost every FSx field forces replacement, and replacement loses the data (ParallelCluster #4651,
 #6211, #6357). Filesystems and databases therefore carry Pulumi's `protect` (no delete or replace)
 and `retainOnDelete` (even `pulumi destroy` leaves them). Scratch deployment types (SCRATCH_1,
-SCRATCH_2) are exempt by default: they hold no state worth keeping.
+SCRATCH_2) are exempt by default: they hold no state worth keeping. A Cloud SQL database
+(gcp:sql/database) is judged like its instance: deleting or replacing it drops its tables.
 
 What the engine shows a policy: `protect` is in the resource options CrossGuard receives;
 `retainOnDelete` is not (the analyzer protocol's AnalyzerResourceOptions has no such field). Under
@@ -19,7 +20,7 @@ from ._props import get, kind, plain
 
 ID = "AIC-STO-005"
 SUPPORTED = ("aws:fsx/lustreFileSystem", "aws:efs/fileSystem", "aws:rds/instance", "aws:rds/cluster",
-             "gcp:lustre/instance", "gcp:filestore/instance", "gcp:sql/databaseInstance")
+             "gcp:lustre/instance", "gcp:filestore/instance", "gcp:sql/databaseInstance", "gcp:sql/database")
 _EXEMPT_DEFAULT = ["SCRATCH_1", "SCRATCH_2"]
 
 

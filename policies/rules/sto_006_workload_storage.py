@@ -18,7 +18,7 @@ from __future__ import annotations
 from pulumi_policy import EnforcementLevel, Severity, StackValidationPolicy
 
 from ._base import POOL_NODES, cluster, config, not_applicable, schema
-from .model.workload import described
+from .model.workload import runnable
 
 ID = "AIC-STO-006"
 SUPPORTED = ("aws:fsx/lustreFileSystem", "gcp:lustre/instance", "aws:ec2/launchTemplate", "aws:ec2/instance",
@@ -28,9 +28,9 @@ SUPPORTED = ("aws:fsx/lustreFileSystem", "gcp:lustre/instance", "aws:ec2/launchT
 
 def validate(args, report_violation) -> None:
     c, cfg = cluster(args), config(args)
-    d, why = described(c, cfg)
-    if d is None or d.estimate is None:
-        not_applicable(args, why or f"no layout runs (AIC-MEM-002 reports it): {d.refused}")
+    d, why = runnable(c, cfg)
+    if d is None:
+        not_applicable(args, why)
         return
     if d.storage is None:
         not_applicable(args, "no parallel filesystem of known size (AIC-STO-001 judges its absence)")

@@ -87,11 +87,26 @@ def test_always_on_nodes_in_a_capacity_block_are_refused():
     assert "capacity-block on EKS" in p.allowed and "scheduled action" in p.allowed
 
 
-def test_plan_says_how_to_scale_the_block_up():
+def test_plan_says_karpenter_fills_the_block():
+    """Issue 16: the block's NodePool (capacity type reserved, the block's id) launches into it
+    while it is active; nobody scales the node group by hand."""
     from aicluster.aws.eks_report import kubernetes_lines
     from aicluster.design import design_cluster
 
-    lines = kubernetes_lines(design_cluster(parse_spec(block_spec())))
+    text = "\n".join(kubernetes_lines(design_cluster(parse_spec(block_spec()))))
+    assert "created with desired size 0" in text
+    assert "Karpenter's NodePool gpu launches into the block while it is active" in text
+    assert "update-nodegroup-config" not in text
+
+
+def test_plan_says_how_to_scale_the_block_up():
+    """Phase 1 of api_access private installs no Karpenter: the node group is scaled by hand."""
+    from aicluster.aws.eks_report import kubernetes_lines
+    from aicluster.design import design_cluster
+
+    spec = block_spec()
+    spec["kubernetes"] = {"api_access": "private"}
+    lines = kubernetes_lines(design_cluster(parse_spec(spec)))
     text = "\n".join(lines)
     assert "created with desired size 0" in text
     assert "--nodegroup-name demo-gpu --scaling-config minSize=0,maxSize=16,desiredSize=16" in text

@@ -68,14 +68,34 @@ def test_no_ssh_ingress_unless_the_spec_names_cidrs(plan):
         [("tcp", 22, 22, ["192.0.2.0/24"])]
 
 
-def test_role_reads_the_munge_key_its_programs_and_the_mount_script_only(plan):
+def test_role_reads_the_munge_key_its_programs_and_exactly_the_published_files_it_fetches(plan):
     (read,) = [r for r in plan.of_type(POLICY) if r.name == "demo-login-read"]
     statements = json.loads(read.inputs["policy"])["Statement"]
     munge = plan.named("demo-slurm-munge", "aws:secretsmanager/secret:Secret")
     bucket = plan.named("demo-slurm-config", "aws:s3/bucket:Bucket").outputs["arn"]
+    # Each of the head's objects by its exact key, never head/* (slurm.conf, the manifest, the
+    # power program): the mount script, the fabric check and the facts it reads.
     assert [(s["Action"], s["Resource"]) for s in statements] == [
         ("secretsmanager:GetSecretValue", munge.outputs["arn"]),
-        ("s3:GetObject", [f"{bucket}/login/*", f"{bucket}/head/bin/aicluster-mount-storage"])]
+        ("s3:GetObject", [f"{bucket}/login/*", f"{bucket}/head/bin/aicluster-mount-storage",
+                          f"{bucket}/head/bin/aicluster-nccl-check", f"{bucket}/head/aicluster/cluster.json"])]
+
+
+def test_the_keys_the_login_node_reads_are_the_ones_the_head_publishes_and_its_user_data_names(plan):
+    from aicluster.login_files import HEAD_KEYS_READ
+
+    published = {r.inputs["key"] for r in plan.of_type(OBJECT)}
+    assert set(HEAD_KEYS_READ) <= published
+    (node,) = logins(plan)
+    doc = yaml.safe_load(reveal(node.inputs["userData"]))
+    env = next(f["content"] for f in doc["write_files"] if f["path"] == "/etc/aicluster/login.env")
+    named = {line.split("=", 1)[1] for line in env.splitlines() if line.endswith(HEAD_KEYS_READ)}
+    assert named == set(HEAD_KEYS_READ)
+    # The timer that keeps them current (a pool or filesystem added later) is the bootstrap's --refresh.
+    units = {f["path"]: f["content"] for f in doc["write_files"] if f["path"].startswith("/etc/systemd/")}
+    assert "ExecStart=/opt/aicluster/bin/aicluster-login-bootstrap --refresh" in \
+        units["/etc/systemd/system/aicluster-login-refresh.service"]
+    assert "OnUnitActiveSec=5min" in units["/etc/systemd/system/aicluster-login-refresh.timer"]
     attached = [r.inputs["policyArn"] for r in plan.of_type(ATTACH) if r.name.startswith("demo-login-")]
     assert attached == ["arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"]
 
@@ -90,7 +110,8 @@ def test_user_data_fetches_exactly_the_programs_in_the_bucket(plan):
     for entry in listing["files"]:
         assert hashlib.sha256(objects[entry["key"]].encode()).hexdigest() == entry["sha256"]
     assert {e["path"] for e in listing["files"]} == {"/opt/aicluster/bin/aicluster-secret",
-                                                     "/opt/aicluster/bin/aicluster-login-bootstrap"}
+                                                     "/opt/aicluster/bin/aicluster-login-bootstrap",
+                                                     "/opt/aicluster/bin/aicluster-containers"}
     assert doc["runcmd"][-1] == ["sh", "-ec", "/opt/aicluster/bin/aicluster-fetch /etc/aicluster/login-files.json; "
                                               "exec /opt/aicluster/bin/aicluster-login-bootstrap"]
 
@@ -161,3 +182,16 @@ def test_user_data_joins_with_sackd_never_slurmd_and_holds_no_secret(plan):
     assert not [line for line in code if "slurmd" in line]          # no slurmd started, enabled or installed
     assert not [c for c in doc["runcmd"] if "slurmd" in str(c)]
     assert len(text.encode()) <= 16384 - 6144     # the headroom tests/aws/test_user_data_size.py asks for
+
+
+def test_login_nodes_install_containers_with_the_compute_nodes_own_program(plan):
+    """The same enroot and pyxis as the compute nodes: the same program text, so one pin in
+    catalog/node_local.yaml moves both."""
+    from aicluster.node_local_files import node_local_programs
+
+    (node,) = logins(plan)
+    listing = json.loads(next(f["content"] for f in yaml.safe_load(reveal(node.inputs["userData"]))["write_files"]
+                              if f["path"] == "/etc/aicluster/login-files.json"))
+    (entry,) = [e for e in listing["files"] if e["path"] == "/opt/aicluster/bin/aicluster-containers"]
+    (obj,) = [r for r in plan.of_type(OBJECT) if r.inputs["key"] == entry["key"]]
+    assert reveal(obj.inputs["content"]) == node_local_programs()["aicluster-containers"]

@@ -19,6 +19,7 @@ from aicluster.kubernetes_design import versions
 from aicluster.offline.capture import reveal
 from aicluster.planner import rendered_files
 from tests.support import GCP_MIN, GCP_PROJECT
+from tests.support.manifests import example_jobset, worker_pod
 
 CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -27,7 +28,7 @@ SUBNET = "gcp:compute/subnetwork:Subnetwork"
 PARAM_SET = "kubernetes:networking.gke.io/v1:GKENetworkParamSet"
 K8S_NETWORK = "kubernetes:networking.gke.io/v1:Network"
 DAEMONSET = "kubernetes:apps/v1:DaemonSet"
-CQ = "kubernetes:kueue.x-k8s.io/v1beta1:ClusterQueue"
+CQ = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
 GCP = load_catalog().instance_types["gcp"]
 FAMILIES = ["a3-highgpu-8g", "a3-megagpu-8g", "a3-ultragpu-8g", "a4-highgpu-8g", "a2-highgpu-8g"]
 
@@ -143,15 +144,15 @@ def test_single_node_pool_has_no_compact_placement(plan_spec):
 ])
 def test_gpu_job_attaches_every_gpu_nic_network(family_plans, machine, interfaces):
     files = rendered_files(family_plans[machine])
-    job = next(d for d in yaml.safe_load_all(files["k8s/examples/train-gpu.yaml"]) if d and d["kind"] == "Job")
-    annotations = job["spec"]["template"]["metadata"]["annotations"]
+    jobset = example_jobset([d for d in yaml.safe_load_all(files["k8s/examples/train-gpu.yaml"]) if d])
+    annotations = worker_pod(jobset)["metadata"]["annotations"]
     assert annotations["networking.gke.io/default-interface"] == "eth0"
     attached = [(i["interfaceName"], i["network"]) for i in json.loads(annotations["networking.gke.io/interfaces"])]
     assert attached == interfaces
     # Every network a pod attaches exists as a Network object.
     objects = {reveal(r.inputs)["metadata"]["name"] for r in family_plans[machine].of_type(K8S_NETWORK)}
     assert {net for _, net in attached[1:]} <= objects
-    pod = job["spec"]["template"]["spec"]
+    pod = worker_pod(jobset)["spec"]
     stack = GCP[machine].gpu_nic_stack
     if stack in ("tcpx", "tcpxo"):      # the receive-datapath manager runs as a native sidecar
         (sidecar,) = pod["initContainers"]
@@ -165,7 +166,9 @@ def test_gpu_job_attaches_every_gpu_nic_network(family_plans, machine, interface
 
 @pytest.mark.parametrize("machine", FAMILIES)
 def test_nccl_installer_of_the_family_at_its_pinned_version(family_plans, machine):
-    installers = family_plans[machine].of_type(DAEMONSET)
+    # Every GPU pool also runs the health agent's DaemonSet (tests/k8s/test_node_health_manifests.py).
+    installers = [d for d in family_plans[machine].of_type(DAEMONSET)
+                  if not (reveal(d.inputs).get("metadata") or {}).get("name", "").startswith("aicluster-node-health")]
     stack = GCP[machine].gpu_nic_stack
     if stack == "none":
         assert installers == []

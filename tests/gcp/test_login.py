@@ -4,6 +4,7 @@ and one object of the bucket; count 0 creates nothing."""
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 import yaml
@@ -66,13 +67,18 @@ def test_ssh_only_from_iap_and_the_spec_cidrs(plan):
     assert [a["ports"] for a in rule["allows"]] == [["22"]]
 
 
-def test_service_account_reads_the_munge_key_and_one_object(plan):
+def test_service_account_reads_the_munge_key_and_exactly_the_objects_it_fetches(plan):
     name = GCP_MIN["name"]
     (munge,) = [r for r in plan.of_type(SECRET_IAM) if r.name == f"{name}-login-munge"]
     assert munge.inputs["role"] == "roles/secretmanager.secretAccessor"
     (read,) = [r for r in plan.of_type(BUCKET_IAM) if r.name == f"{name}-login-mount-script"]
     assert read.inputs["role"] == "roles/storage.objectViewer"
-    assert read.inputs["condition"]["expression"].endswith('/objects/head/bin/aicluster-mount-storage"')
+    # Each object by its exact name, never a prefix (slurm.conf, the manifest, the power program).
+    clauses = read.inputs["condition"]["expression"].split(" || ")
+    assert [re.fullmatch(r'resource\.name == "projects/_/buckets/[^/"]+/objects/([^"*]+)"', c)[1] for c in clauses] == \
+        ["head/bin/aicluster-mount-storage", "head/bin/aicluster-nccl-check", "head/aicluster/cluster.json"]
+    published = {r.inputs["name"] for r in plan.of_type("gcp:storage/bucketObject:BucketObject")}
+    assert {"head/bin/aicluster-nccl-check", "head/aicluster/cluster.json"} <= published
 
 
 def test_user_data_joins_with_sackd_and_passes_the_schema(plan, tmp_path):
@@ -98,3 +104,13 @@ def test_count_zero_creates_nothing_and_a_bad_type_is_a_spec_error():
     (problem,) = err.value.problems
     assert problem.path == "slurm.login.instance_type" and problem.value == "n2-standard-9"
     assert problem.suggestion and problem.suggestion.startswith("n2-standard-")
+
+
+def test_user_data_carries_the_compute_nodes_container_installer(plan):
+    from aicluster.node_local_files import node_local_programs
+
+    (node,) = logins(plan)
+    files = {f["path"]: f for f in yaml.safe_load(reveal(node.inputs["metadata"]["user-data"]))["write_files"]}
+    containers = files["/opt/aicluster/bin/aicluster-containers"]
+    assert containers["content"] == node_local_programs()["aicluster-containers"]
+    assert containers["permissions"] == "0755"

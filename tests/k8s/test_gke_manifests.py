@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.support import GCP_MIN
-from tests.support.manifests import rendered_manifests, validate
+from tests.support.manifests import rendered_manifests, validate, worker_pod
 
 VARIANTS = {
     "a3-high-tcpx": [{"name": "gpu", "instance_type": "a3-highgpu-8g", "max_nodes": 4}],
@@ -45,7 +45,7 @@ def test_every_gke_manifest_validates(plan_spec, variant):
     assert {"Namespace", "PersistentVolume", "PersistentVolumeClaim", "ConfigMap", "ResourceFlavor",
             "ClusterQueue", "LocalQueue"} <= kinds
     if any("instance_type" in p for p in VARIANTS[variant]):
-        assert {"Job", "Service"} <= kinds
+        assert {"JobSet", "PodDisruptionBudget"} <= kinds
     if any("tpu" in p for p in VARIANTS[variant]):
         assert "JobSet" in kinds
     if variant not in ("a2-no-gpu-nics", "tpu-multislice"):
@@ -81,8 +81,8 @@ def rdma_docs():
      lambda d: d["spec"]["replicatedJobs"][0]["template"]["spec"].update(parallelism="8"), "parallelism"),
     ("k8s/kube-system/daemonset-nccl-rdma-installer.yaml", "DaemonSet",
      lambda d: d["spec"]["template"]["spec"].update(hostNetwork="true"), "hostNetwork"),
-    ("k8s/examples/train-h100.yaml", "Job",
-     lambda d: d["spec"]["template"]["spec"]["initContainers"][0].update(restartPolicy=True), "restartPolicy"),
+    ("k8s/examples/train-h100.yaml", "JobSet",
+     lambda d: worker_pod(d)["spec"]["initContainers"][0].update(restartPolicy=True), "restartPolicy"),
 ])
 def test_validation_catches_broken_gke_objects(rdma_docs, file, kind, mutate, error):
     doc = copy.deepcopy(next(d for d in rdma_docs[file] if d["kind"] == kind))

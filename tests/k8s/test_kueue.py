@@ -9,11 +9,15 @@ import pytest
 import yaml
 
 from tests.support import BASE_SPEC
+from tests.support.manifests import example_jobset, worker_job, worker_pod
 from aicluster.catalog import load_catalog
+from aicluster.kubernetes_design import EXAMPLES_CONFIGMAP, versions
 
-CQ = "kubernetes:kueue.x-k8s.io/v1beta1:ClusterQueue"
-RF = "kubernetes:kueue.x-k8s.io/v1beta1:ResourceFlavor"
-LQ = "kubernetes:kueue.x-k8s.io/v1beta1:LocalQueue"
+KUEUE = versions().charts["kueue"].api_version
+CQ = f"kubernetes:{KUEUE}:ClusterQueue"
+RF = f"kubernetes:{KUEUE}:ResourceFlavor"
+LQ = f"kubernetes:{KUEUE}:LocalQueue"
+WPC = f"kubernetes:{KUEUE}:WorkloadPriorityClass"
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 POOLS = [
     {"name": "h100", "instance_type": "p5.48xlarge", "max_nodes": 12, "min_nodes": 4},
@@ -65,8 +69,8 @@ def test_quotas_cover_gpus_efa_cpu_and_memory(plan):
     for cm in plan.of_type("kubernetes:core/v1:ConfigMap"):
         for key, text in cm.inputs["data"].items():
             if key.endswith(".yaml"):
-                job = next(d for d in yaml.safe_load_all(text) if d and d["kind"] == "Job")
-                requests = job["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
+                jobset = example_jobset([d for d in yaml.safe_load_all(text) if d])
+                requests = worker_pod(jobset)["spec"]["containers"][0]["resources"]["requests"]
                 assert set(requests) <= set(covered), key
 
 
@@ -90,7 +94,7 @@ def test_local_queue_feeds_the_cluster_queue_from_the_training_namespace(plan):
 
 
 def jobs(plan) -> dict[str, list[dict]]:
-    (cm,) = plan.of_type("kubernetes:core/v1:ConfigMap")
+    (cm,) = [c for c in plan.of_type("kubernetes:core/v1:ConfigMap") if c.inputs["metadata"]["name"] == EXAMPLES_CONFIGMAP]
     return {key: [d for d in yaml.safe_load_all(text) if d] for key, text in cm.inputs["data"].items()
             if key.endswith(".yaml")}
 
@@ -98,10 +102,10 @@ def jobs(plan) -> dict[str, list[dict]]:
 @pytest.mark.parametrize("pool", POOLS, ids=lambda p: p["name"])
 def test_example_job_takes_every_gpu_and_efa_device_of_each_node(plan, pool):
     docs = jobs(plan)[f"train-{pool['name']}.yaml"]
-    job = next(d for d in docs if d["kind"] == "Job")
+    job = example_jobset(docs)
     itype = load_catalog().resolve("aws", pool["instance_type"])
     efa = itype.max_efa_interfaces if pool.get("efa", True) else 0
-    spec, pod = job["spec"], job["spec"]["template"]["spec"]
+    spec, pod = worker_job(job), worker_pod(job)["spec"]
     container = pod["containers"][0]
     limits, requests = container["resources"]["limits"], container["resources"]["requests"]
     assert limits == requests                                  # Guaranteed; hugepages need it
@@ -113,7 +117,7 @@ def test_example_job_takes_every_gpu_and_efa_device_of_each_node(plan, pool):
         assert "vpc.amazonaws.com/efa" not in requests and "hugepages-2Mi" not in requests
     # Gang: all workers in one admission, one per node, indexed ranks.
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == plan.of_type(LQ)[0].inputs["metadata"]["name"]
-    assert spec["suspend"] is True and spec["completionMode"] == "Indexed"
+    assert job["spec"]["suspend"] is True and spec["completionMode"] == "Indexed"
     assert spec["completions"] == spec["parallelism"] == pool["max_nodes"]
     # The workers fit the quota (one per node, max_nodes of them).
     totals = expected_totals(pool)
@@ -130,15 +134,19 @@ def test_example_job_takes_every_gpu_and_efa_device_of_each_node(plan, pool):
     claims = {c.inputs["metadata"]["name"] for c in plan.of_type("kubernetes:core/v1:PersistentVolumeClaim")}
     assert "fsx" in claims
     # The NCCL environment of aws-ofi-nccl doc/efa-env-var.md: no variables it says to leave out.
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
     assert env["NCCL_DEBUG"] == "INFO"
     assert not {"FI_PROVIDER", "NCCL_PROTO", "NCCL_MIN_CHANNELS", "NCCL_BUFFSIZE", "FI_EFA_FORK_SAFE",
                 "FI_EFA_ENABLE_SHM_TRANSFER"} & set(env)
     assert not [k for k in env if k.startswith("RDMAV_")]
     assert ("FI_EFA_USE_DEVICE_RDMA" in env) == bool(efa)
-    # torchrun's rendezvous: worker 0 through the headless service.
-    service = next(d for d in docs if d["kind"] == "Service")
-    assert service["spec"]["clusterIP"] == "None" and pod["subdomain"] == service["metadata"]["name"]
+    # torchrun's rendezvous: worker 0 through the JobSet's headless service (named after the JobSet;
+    # pod hostnames <jobset>-<replicated job>-<job index>-<pod index>), resolvable before it is ready.
+    assert job["spec"]["network"] == {"enableDNSHostnames": True, "publishNotReadyAddresses": True}
+    assert "subdomain" not in pod                 # JobSet sets it
     command = container["args"][0]
     assert f"--nnodes={pool['max_nodes']}" in command and f"--nproc-per-node={itype.accelerator_count}" in command
-    assert f"--master-addr={job['metadata']['name']}-0.{service['metadata']['name']}" in command
+    (replicated,) = job["spec"]["replicatedJobs"]
+    name = job["metadata"]["name"]
+    assert replicated["replicas"] == 1
+    assert f"--master-addr={name}-{replicated['name']}-0-0.{name}" in command

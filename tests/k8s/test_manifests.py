@@ -15,7 +15,7 @@ import yaml
 
 from tests.support import BASE_SPEC, FSX, STACK_NAMES, stack_spec
 from aicluster.kubernetes_design import versions
-from tests.support.manifests import rendered_manifests, validate
+from tests.support.manifests import example_jobset, rendered_manifests, validate, worker_job, worker_pod
 
 EKS_STACKS = [s for s in STACK_NAMES if stack_spec(s).get("scheduler") == "kubernetes"]
 SCHEMA = versions().schema_version
@@ -38,7 +38,7 @@ def test_every_rendered_manifest_of_the_stack_validates(stack):
     expected = {"Namespace", "PersistentVolume", "PersistentVolumeClaim", "ConfigMap", "ResourceFlavor",
                 "ClusterQueue", "LocalQueue"}
     if any("tpu" not in p for p in pools):
-        expected |= {"Job", "Service"}
+        expected |= {"JobSet", "PodDisruptionBudget"}
     if any("tpu" in p for p in pools):
         expected |= {"JobSet"}
     assert expected <= kinds
@@ -83,17 +83,41 @@ def job_docs():
 
 
 @pytest.mark.parametrize("mutate, error", [
-    (lambda job: job["spec"]["template"]["spec"]["containers"][0].update(resource={}), "resource"),
-    (lambda job: job["spec"]["template"]["spec"].update(tolerations={"key": "nvidia.com/gpu"}), "tolerations"),
-    (lambda job: job["spec"]["template"]["spec"]["volumes"][0]["emptyDir"].update(medium=1), "medium"),
-    (lambda job: job["spec"].update(parallelism="16"), "parallelism"),
+    (lambda js: worker_pod(js)["spec"]["containers"][0].update(resource={}), "resource"),
+    (lambda js: worker_pod(js)["spec"].update(tolerations={"key": "nvidia.com/gpu"}), "tolerations"),
+    (lambda js: worker_pod(js)["spec"]["volumes"][0]["emptyDir"].update(medium=1), "medium"),
+    (lambda js: worker_job(js).update(parallelism="16"), "parallelism"),
+    # The JobSet's own fields, against the pinned release's CRD.
+    (lambda js: js["spec"]["failurePolicy"].update(maxRestarts="3"), "maxRestarts"),
+    (lambda js: js["spec"]["failurePolicy"]["rules"][0].update(action="RestartGang"), "RestartGang"),
+    (lambda js: js["spec"]["failurePolicy"]["rules"][0].pop("name"), "name"),
+    (lambda js: js["spec"]["failurePolicy"].update(restartStrategy="Rolling"), "Rolling"),
+    (lambda js: js["spec"]["network"].update(publishNotReady=True), "publishNotReady"),
+    (lambda js: js["spec"]["replicatedJobs"][0].update(replicas="1"), "replicas"),
+    (lambda js: js["spec"].update(failurePolicies={}), "failurePolicies"),
+    (lambda js: worker_job(js)["podFailurePolicy"]["rules"][0].update(onPodConditions="DisruptionTarget"),
+     "DisruptionTarget"),
 ])
-def test_validation_catches_a_broken_job(job_docs, mutate, error):
-    job = copy.deepcopy(next(d for d in job_docs if d["kind"] == "Job"))
-    validate(job)
-    mutate(job)
+def test_validation_catches_a_broken_jobset(job_docs, mutate, error):
+    jobset = copy.deepcopy(example_jobset(job_docs))
+    validate(jobset)
+    mutate(jobset)
+    with pytest.raises((jsonschema.ValidationError, kubernetes_validate.ValidationError)) as info:
+        validate(jobset)
+    assert error in str(info.value)
+
+
+@pytest.mark.parametrize("mutate, error", [
+    (lambda pdb: pdb["spec"].update(minAvailable=[4]), "minAvailable"),
+    (lambda pdb: pdb["spec"].update(unhealthyPodEvictionPolicy=True), "unhealthyPodEvictionPolicy"),
+    (lambda pdb: pdb["spec"]["selector"].update(matchLabel={}), "matchLabel"),
+])
+def test_validation_catches_a_broken_disruption_budget(job_docs, mutate, error):
+    pdb = copy.deepcopy(next(d for d in job_docs if d["kind"] == "PodDisruptionBudget"))
+    validate(pdb)
+    mutate(pdb)
     with pytest.raises(kubernetes_validate.ValidationError) as info:
-        validate(job)
+        validate(pdb)
     assert error in str(info.value)
 
 

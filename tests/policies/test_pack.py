@@ -128,6 +128,8 @@ def test_every_shipped_stack_passes_every_mandatory_rule(stack):
               "AIC-STO-005", "AIC-MEM-001", "AIC-SEC-002", "AIC-SEC-005"}
     if not stack.startswith("gcp-"):   # EFA security groups, IMDSv2 and EBS encryption are AWS rules
         judged |= {"AIC-NET-003", "AIC-SEC-001", "AIC-SEC-003"}
+    if (stack_spec(stack).get("slurm") or {}).get("accounting") == "managed":
+        judged |= {"AIC-SEC-006"}   # slurmdbd's database in RDS or Cloud SQL: private and TLS-only
     if all("tpu" in pool for pool in stack_spec(stack)["pools"]):
         # TPU slices use ICI, not a NIC fabric, and TPU-only stacks are left out of the GPU storage rules.
         judged -= {"AIC-NET-001", "AIC-NET-002", "AIC-STO-001", "AIC-STO-002"}

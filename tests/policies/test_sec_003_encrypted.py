@@ -42,3 +42,34 @@ def test_fsx_is_always_encrypted_and_not_judged():
         _, subnet, sg = hw.network()
         hw.fsx("fs", subnet, sg)
     assert hw.check(RULE, program).status == "n/a"
+
+
+def test_encrypted_rds_passes_and_unencrypted_rds_fails():
+    def program(encrypted):
+        def build():
+            _, subnet, sg = hw.network()
+            hw.rds_instance("db", subnet, sg, parameter_group=hw.rds_parameter_group(), encrypted=encrypted)
+        return build
+    assert hw.check(RULE, program(True)).status == "pass"
+    for encrypted, shown in ((False, "storageEncrypted (False)"), (None, "storageEncrypted (unset)")):
+        verdict = hw.check(RULE, program(encrypted))
+        assert verdict.status == "fail" and f"aws:rds/instance 'db' has unencrypted storage: {shown}" in hw.messages(verdict)
+
+
+def test_an_unencrypted_aurora_cluster_fails_and_a_replica_inherits_its_source():
+    def program():
+        _, subnet, sg = hw.network()
+        source = hw.rds_instance("db", subnet, sg)
+        aws.rds.Instance("db-replica", replicate_source_db=source.identifier, instance_class="db.t4g.medium",
+                         skip_final_snapshot=True)
+        aws.rds.Cluster("aurora", engine="aurora-mysql", master_username="slurm", manage_master_user_password=True)
+    verdict = hw.check(RULE, program)
+    assert verdict.status == "fail" and len(verdict.violations) == 1
+    assert "aws:rds/cluster 'aurora' has unencrypted storage: storageEncrypted (unset)" in hw.messages(verdict)
+
+
+def test_cloud_sql_is_always_encrypted_and_not_judged():
+    def program():
+        net, _ = hw.gcp_network()
+        hw.cloud_sql("hw-sql", net)
+    assert hw.check(RULE, program).status == "n/a"

@@ -34,3 +34,18 @@ def test_scratch_is_exempt_by_default_and_configurable():
     program = _fsx(protect=False, retain=False, capacity=2400, throughput=None, deployment="SCRATCH_2")
     assert hw.check(RULE, program).status == "n/a"
     assert hw.check(RULE, program, {"exemptDeploymentTypes": []}).status == "fail"
+
+
+def test_protected_databases_pass_and_an_unprotected_cloud_sql_database_fails():
+    def program(database_protect):
+        def build():
+            net, _ = hw.gcp_network()
+            hw.cloud_sql("hw-sql", net, database_protect=database_protect)
+            _, subnet, sg = hw.network()
+            hw.rds_instance("db", subnet, sg)
+        return build
+    assert hw.check(RULE, program(True)).status == "pass"
+    verdict = hw.check(RULE, program(False))
+    assert verdict.status == "fail" and len(verdict.violations) == 1
+    assert "database 'hw-sql-database' is stateful storage without the resource option(s) protect and " \
+           "retainOnDelete" in hw.messages(verdict)

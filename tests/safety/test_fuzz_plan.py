@@ -146,7 +146,7 @@ def valid_specs(draw):
         spec["tags"] = draw(st.dictionaries(TAG_KEY, TAG_TEXT, max_size=4))
     if scheduler == "slurm" and draw(st.booleans()):
         spec["slurm"] = {"suspend_idle_min": draw(st.sampled_from([1, 10, 1440, 2.5])),
-                         "accounting": draw(st.booleans())}
+                         "accounting": draw(st.sampled_from([False, True, "head", "managed"]))}
     if draw(st.booleans()):
         spec["workload"] = {"model_params_b": draw(st.sampled_from([0.1, 7, 70, 405, 100_000]))}
     return spec

@@ -17,34 +17,19 @@ import pytest
 
 from aicluster.catalog.node_local import containers
 from aicluster.node_local_files import node_local_programs
+from tests.support.container_tools import CONTAINER_TOOL_STUBS, write_stubs
 
 C = containers()
 
-STUBS = {
-    "slurmd": "exit 0\n",
-    "cc": "exit 0\n",
-    "nvidia-container-cli": "exit 0\n",
-    "dpkg": 'echo amd64\n',
-    "dpkg-query": 'printf %s "${DPKG_VERSION:-}"\n',
-    "mountpoint": '[[ -n ${SCRATCH_MOUNTED:-} ]]\n',
-    "apt-get": 'echo "apt-get $*" >> "$CALLS"\n',
-    "curl": 'echo "curl $*" >> "$CALLS"\nwhile (($#)); do [[ $1 == -o ]] && : > "$2"; shift; done\n',
-    "git": ('echo "git $*" >> "$CALLS"\n'
-            'if [[ $1 == clone ]]; then mkdir -p "${@: -1}"; fi\n'
-            'if [[ $3 == rev-parse ]]; then echo "$GIT_HEAD"; fi\n'),
-    "make": ('echo "make $*" >> "$CALLS"\n'
-             'for a in "$@"; do case $a in DESTDIR=*) d=${a#DESTDIR=};\n'
-             '  mkdir -p "$d/usr/local/lib/slurm"; : > "$d/usr/local/lib/slurm/spank_pyxis.so";; esac; done\n'),
-}
+# A compute node: slurmd and GPU support in enroot are there (a login node has neither).
+STUBS = {"slurmd": "exit 0\n", "nvidia-container-cli": "exit 0\n", **CONTAINER_TOOL_STUBS}
 
 
 @pytest.fixture
 def node(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name, body in STUBS.items():
-        (bin_dir / name).write_text("#!/bin/bash\n" + body)
-        (bin_dir / name).chmod(0o755)
+    write_stubs(bin_dir, STUBS)
     root = tmp_path / "root"
     (root / "etc" / "aicluster").mkdir(parents=True)
     (root / "etc" / "aicluster" / "node.env").write_text("AICLUSTER_GPUS=8\n")

@@ -1,9 +1,15 @@
 """aicluster-login-bootstrap, run for real in a scratch tree: the munge key, sackd in configless
-mode (never slurmd), and the filesystems' mount script fetched from the configuration bucket
-(moto's S3 server stands in for S3). systemctl, munge/unmunge, sinfo, sackd and logger are
-recording stubs; install, sed, timeout and python3 (boto3) are real."""
+mode (never slurmd), the filesystems' mount script, the fabric check and its expectations fetched
+from the configuration bucket (moto's S3 server stands in for S3), and the compute nodes' own
+aicluster-containers (enroot and pyxis) run on a node with no GPU. systemctl, munge/unmunge, sinfo,
+srun, sackd, logger and the container tools (tests/support/container_tools.py) are recording stubs;
+install, ln, sed, timeout and python3 (boto3) are real.
+
+Its own harness rather than tests/support/node_bootstrap.py: that one drives the compute nodes'
+join (EC2's and GCE's metadata servers, slurmd); a login node reads neither."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,12 +19,37 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-from aicluster.login_files import MOUNT_SCRIPT_KEY
+from aicluster.catalog.node_local import containers
+from aicluster.catalog.slurm_release import nccl_check_config
+from aicluster.login_files import CLUSTER_JSON_KEY, MOUNT_SCRIPT_KEY, NCCL_CHECK_KEY
+from aicluster.node_local_files import CONTAINERS_PROGRAM, node_local_programs
+from aicluster.render import static
 from tests.support import free_port
+from tests.support.container_tools import CONTAINER_TOOL_STUBS, write_stubs
 
 SCRIPT = Path(__file__).resolve().parents[2] / "templates" / "scripts" / "aicluster-login-bootstrap"
 BUCKET, REGION, CONTROLLER = "demo-config", "us-east-1", "10.0.0.5:6817"
 MOUNT = '#!/bin/bash\necho mounted >> "$AICLUSTER_ROOT/mounted"\n'
+NCCL_CHECK = static("scripts/aicluster-nccl-check")
+PINS = containers()
+
+
+def cluster_json(*instance_types: str) -> bytes:
+    """cluster.json as the head publishes it: the check's expectations and how pools are launched."""
+    return json.dumps({"cluster": "demo", "region": REGION, "nccl_check": nccl_check_config(instance_types),
+                       "pools": {"gpu": {"launch_template": "lt-0123", "subnet": "subnet-0123"}},
+                       "log_file": "/var/log/aicluster/power.log"}).encode()
+
+
+def publish_everything(client) -> None:
+    client.put_object(Bucket=BUCKET, Key=MOUNT_SCRIPT_KEY, Body=MOUNT.encode())
+    client.put_object(Bucket=BUCKET, Key=NCCL_CHECK_KEY, Body=NCCL_CHECK.encode())
+    client.put_object(Bucket=BUCKET, Key=CLUSTER_JSON_KEY, Body=cluster_json("p5.48xlarge"))
+
+
+def unpublish_everything(client) -> None:
+    for key in (MOUNT_SCRIPT_KEY, NCCL_CHECK_KEY, CLUSTER_JSON_KEY):
+        client.delete_object(Bucket=BUCKET, Key=key)
 
 
 @pytest.fixture(scope="module")
@@ -40,9 +71,11 @@ def node(tmp: Path, endpoint: str) -> tuple[dict, Path]:
     (root / "etc" / "aicluster" / "login.env").write_text(
         f"AICLUSTER_CLOUD=aws\nAICLUSTER_REGION={REGION}\nAICLUSTER_CONTROLLER={CONTROLLER}\n"
         f"AICLUSTER_MUNGE_SECRET=arn:aws:secretsmanager:{REGION}:123456789012:secret:munge\n"
-        f"AICLUSTER_BUCKET={BUCKET}\nAICLUSTER_MOUNT_KEY={MOUNT_SCRIPT_KEY}\n")
+        f"AICLUSTER_BUCKET={BUCKET}\nAICLUSTER_MOUNT_KEY={MOUNT_SCRIPT_KEY}\n"
+        f"AICLUSTER_NCCL_CHECK_KEY={NCCL_CHECK_KEY}\nAICLUSTER_CLUSTER_JSON_KEY={CLUSTER_JSON_KEY}\n")
     stub = {name: f'#!/bin/bash\necho "{name} $*" >> "{stubs}/calls"\n'
-            for name in ("systemctl", "logger", "sackd", "munge", "aicluster-secret", "groupadd", "useradd")}
+            for name in ("systemctl", "logger", "sackd", "munge", "aicluster-secret", "groupadd", "useradd",
+                         "srun")}
     # No slurm user or group on this node (only the client packages ran): getent finds nothing.
     stub["getent"] = f'#!/bin/bash\necho "getent $*" >> "{stubs}/calls"\nexit 2\n'
     stub["unmunge"] = f'#!/bin/bash\ncat >/dev/null\necho unmunge >> "{stubs}/calls"\n'
@@ -51,10 +84,16 @@ def node(tmp: Path, endpoint: str) -> tuple[dict, Path]:
         path = (programs if name == "aicluster-secret" else stubs) / name
         path.write_text(text)
         path.chmod(0o755)
+    # The login node's programs as its user data installs them: the compute nodes' container
+    # installer, rendered with the catalog's pins. No slurmd and no nvidia-container-cli here.
+    (programs / CONTAINERS_PROGRAM).write_text(node_local_programs()[CONTAINERS_PROGRAM])
+    (programs / CONTAINERS_PROGRAM).chmod(0o755)
+    write_stubs(stubs, CONTAINER_TOOL_STUBS)
     (stubs / "python3").symlink_to(sys.executable)
     env = {"PATH": f"{stubs}:/usr/bin:/bin", "AICLUSTER_ROOT": str(root), "AICLUSTER_BIN": str(programs),
            "AICLUSTER_POLL_S": "0", "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "test",
-           "AWS_SECRET_ACCESS_KEY": "test", "HOME": str(tmp)}
+           "AWS_SECRET_ACCESS_KEY": "test", "HOME": str(tmp), "CALLS": str(stubs / "calls"),
+           "GIT_HEAD": PINS.pyxis.commit}
     return env, stubs
 
 
@@ -64,14 +103,14 @@ def run(env, *args):
 
 def test_joins_with_sackd_never_slurmd_and_mounts_the_published_filesystems(s3, tmp_path):
     endpoint, client = s3
-    client.put_object(Bucket=BUCKET, Key=MOUNT_SCRIPT_KEY, Body=MOUNT.encode())
+    publish_everything(client)
     env, stubs = node(tmp_path, endpoint)
     result = run(env)
     assert result.returncode == 0, result.stderr
     calls = (stubs / "calls").read_text().splitlines()
     assert calls[0].startswith("aicluster-secret arn:aws:secretsmanager:") and "--owner munge:munge" in calls[0]
     assert "systemctl enable sackd" in calls and "systemctl restart sackd" in calls
-    assert "systemctl enable --now aicluster-login-mounts.timer" in calls
+    assert "systemctl enable --now aicluster-login-refresh.timer" in calls
     assert not [c for c in calls if "slurmd" in c]
     # sackd's user, with the ids Debian's slurmd and slurmctld give it on the other nodes.
     assert "groupadd --system --gid 64030 slurm" in calls
@@ -84,17 +123,100 @@ def test_joins_with_sackd_never_slurmd_and_mounts_the_published_filesystems(s3, 
     assert os.access(root / "usr/local/sbin/aicluster-mount-storage", os.X_OK)
 
 
-def test_slurm_joins_before_the_filesystems_are_published_and_the_timer_mounts_them_later(s3, tmp_path):
+def test_installs_the_published_fabric_check_with_only_the_facts_it_reads(s3, tmp_path):
     endpoint, client = s3
-    client.delete_object(Bucket=BUCKET, Key=MOUNT_SCRIPT_KEY)
+    publish_everything(client)
+    env, _ = node(tmp_path, endpoint)
+    assert run(env).returncode == 0
+    root, programs = Path(env["AICLUSTER_ROOT"]), Path(env["AICLUSTER_BIN"])
+    check = programs / "aicluster-nccl-check"
+    assert check.read_text() == NCCL_CHECK and os.access(check, os.X_OK)
+    # On users' PATH, as the program itself (the link follows each refresh).
+    link = root / "usr/local/bin/aicluster-nccl-check"
+    assert link.is_symlink() and os.readlink(link) == str(check)
+    facts = json.loads((root / "etc/aicluster/cluster.json").read_text())
+    # The expectations of the cluster's pools; nothing of how the head launches their nodes.
+    assert facts == {"cluster": "demo", "region": REGION, "nccl_check": nccl_check_config(["p5.48xlarge"])}
+    assert oct((root / "etc/aicluster/cluster.json").stat().st_mode & 0o777) == "0o644"
+
+
+def test_a_pool_added_later_reaches_the_fabric_check_on_the_next_refresh(s3, tmp_path):
+    endpoint, client = s3
+    publish_everything(client)
+    env, _ = node(tmp_path, endpoint)
+    assert run(env).returncode == 0
+    client.put_object(Bucket=BUCKET, Key=CLUSTER_JSON_KEY, Body=cluster_json("p5.48xlarge", "p5en.48xlarge"))
+    result = run(env, "--refresh")
+    assert result.returncode == 0, result.stderr
+    facts = json.loads((Path(env["AICLUSTER_ROOT"]) / "etc/aicluster/cluster.json").read_text())
+    assert facts["nccl_check"] == nccl_check_config(["p5.48xlarge", "p5en.48xlarge"])
+    assert set(facts["nccl_check"]["expected"]) == {"p5.48xlarge", "p5en.48xlarge"}
+
+
+def test_runs_the_compute_nodes_container_installer_without_gpus(s3, tmp_path):
+    """enroot and pyxis at the catalog's pins, no libnvidia-container (no GPU here), and enroot's
+    images under /var/tmp/enroot (no /scratch on a login node)."""
+    endpoint, client = s3
+    publish_everything(client)
+    env, stubs = node(tmp_path, endpoint)
+    result = run(env)
+    assert result.returncode == 0, result.stderr
+    calls = (stubs / "calls").read_text()
+    for package in PINS.enroot.packages:
+        assert PINS.enroot.url(package) in calls
+    assert f"git clone -q --depth 1 --branch v{PINS.pyxis.version} {PINS.pyxis.git_url}" in calls
+    root = Path(env["AICLUSTER_ROOT"])
+    assert (root / PINS.pyxis.plugin.lstrip("/")).exists()            # plugstack.conf names it
+    assert "libnvidia-container" not in calls
+    conf = (root / "etc/enroot/enroot.conf").read_text()
+    assert "ENROOT_DATA_PATH       /var/tmp/enroot/data/user-${UID}" in conf
+    assert "ENROOT_CACHE_PATH      /var/tmp/enroot/cache/user-${UID}" in conf
+    assert f"enroot {PINS.enroot.version} and pyxis {PINS.pyxis.version} ready" in result.stderr
+
+
+def test_a_failed_container_install_fails_the_set_up(s3, tmp_path):
+    endpoint, client = s3
+    publish_everything(client)
+    env, _ = node(tmp_path, endpoint)
+    result = run({**env, "GIT_HEAD": "0" * 40})                         # the pyxis tag moved
+    assert result.returncode == 1
+    assert "aicluster-containers failed" in result.stderr
+    assert (Path(env["AICLUSTER_ROOT"]) / "mounted").exists()           # mounted before, all the same
+
+
+def test_slurm_joins_before_the_head_publishes_and_the_timer_catches_up(s3, tmp_path):
+    endpoint, client = s3
+    unpublish_everything(client)
     env, _ = node(tmp_path, endpoint)
     result = run(env)
     assert result.returncode == 0, result.stderr
     assert "filesystems not mounted yet" in result.stderr
-    assert run(env, "--mounts").returncode == 1          # the timer's run fails until it is published
+    assert "aicluster-nccl-check not installed yet" in result.stderr
+    assert run(env, "--refresh").returncode == 1          # the timer's run fails until it is published
     client.put_object(Bucket=BUCKET, Key=MOUNT_SCRIPT_KEY, Body=MOUNT.encode())
-    assert run(env, "--mounts").returncode == 0
-    assert (Path(env["AICLUSTER_ROOT"]) / "mounted").read_text() == "mounted\n"
+    refresh = run(env, "--refresh")
+    assert refresh.returncode == 1 and "published cluster.json" in refresh.stderr   # still no fabric check
+    root = Path(env["AICLUSTER_ROOT"])
+    assert (root / "mounted").read_text() == "mounted\n"  # the filesystems did not wait for it
+    publish_everything(client)
+    assert run(env, "--refresh").returncode == 0
+    assert (Path(env["AICLUSTER_BIN"]) / "aicluster-nccl-check").read_text() == NCCL_CHECK
+
+
+def test_a_published_file_of_the_wrong_kind_is_refused(s3, tmp_path):
+    endpoint, client = s3
+    publish_everything(client)
+    client.put_object(Bucket=BUCKET, Key=NCCL_CHECK_KEY, Body=b"<Error>AccessDenied</Error>")
+    client.put_object(Bucket=BUCKET, Key=CLUSTER_JSON_KEY, Body=b"{not json")
+    env, _ = node(tmp_path, endpoint)
+    result = run(env, "--refresh")
+    assert result.returncode == 1
+    assert f"{CLUSTER_JSON_KEY}: not JSON" in result.stderr
+    assert not (Path(env["AICLUSTER_ROOT"]) / "etc/aicluster/cluster.json").exists()
+    client.put_object(Bucket=BUCKET, Key=CLUSTER_JSON_KEY, Body=cluster_json("p5.48xlarge"))
+    result = run(env, "--refresh")
+    assert result.returncode == 1 and f"{NCCL_CHECK_KEY}: not a script" in result.stderr
+    assert not (Path(env["AICLUSTER_BIN"]) / "aicluster-nccl-check").exists()
 
 
 def test_an_unreachable_controller_fails_the_set_up(s3, tmp_path):

@@ -14,10 +14,12 @@ from tests.support.stack_plans import STACK_NAMES, result_with_spec, stack_resul
 CHECKS = {
     "no-world-ingress": lambda r: checks.world_ingress(r.plan.resources, _spec(r)),
     "no-iam-wildcards": lambda r: checks.iam_wildcards(r.plan.resources),
+    "no-kubernetes-rbac-wildcards": lambda r: checks.k8s_rbac_wildcards(r.plan.resources),
     "secrets-only-in-the-store": lambda r: checks.secrets_outside_the_store(r.plan.resources, r.files, r.plan.outputs),
     "imdsv2-everywhere": lambda r: checks.imds_v1(r.plan.resources),
     "encrypted-at-rest": lambda r: checks.unencrypted(r.plan.resources),
     "nothing-public-by-default": lambda r: checks.public_addresses(r.plan.resources, _spec(r)),
+    "least-privilege-pod-identities": lambda r: checks.pod_identity_grants(r.plan.resources, _spec(r)),
 }
 
 
@@ -110,6 +112,20 @@ def test_iam_wildcards_are_caught():
               inputs={"policyArn": "arn:aws:iam::aws:policy/AdministratorAccess"})
     owner = r("gcp:projects/iAMMember:IAMMember", inputs={"role": "roles/owner"})
     assert len(checks.iam_wildcards([policy, admin, owner])) == 5
+
+
+def test_kubernetes_rbac_wildcards_are_caught():
+    role = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"
+    wild = r(role, name="wild", inputs={"rules": [{"apiGroups": ["*"], "resources": ["nodes"], "verbs": ["get"]},
+                                                  {"apiGroups": [""], "resources": ["*"], "verbs": ["*"]},
+                                                  {"nonResourceURLs": ["/metrics*"], "verbs": ["get"]}]})
+    escalate = r(role, name="escalate", inputs={"rules": [{"apiGroups": ["rbac.authorization.k8s.io"],
+                                                           "resources": ["clusterroles"], "verbs": ["bind"]}]})
+    admin = r("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding", name="admin",
+              inputs={"roleRef": {"kind": "ClusterRole", "name": "cluster-admin"}})
+    narrow = r(role, name="narrow", inputs={"rules": [{"apiGroups": [""], "resources": ["nodes"],
+                                                       "verbs": ["get", "list", "patch"]}]})
+    assert len(checks.k8s_rbac_wildcards([wild, escalate, admin, narrow])) == 6
 
 
 def test_secrets_outside_the_store_are_caught():

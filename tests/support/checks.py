@@ -148,6 +148,9 @@ SECRET_STORE_INPUTS = {
     "aws:secretsmanager/secretVersion:SecretVersion": {"secretString", "secretBinary"},
     "gcp:secretmanager/secretVersion:SecretVersion": {"secretData"},
     "gcp:secretmanager/regionalSecretVersion:RegionalSecretVersion": {"secretData"},
+    # The accounting database's own credential: the service that checks it must be told it.
+    "aws:rds/instance:Instance": {"password"},
+    "gcp:sql/user:User": {"password"},
 }
 _PRIVATE_KEY = re.compile(r"-----BEGIN ([A-Z ]+ )?PRIVATE KEY-----")
 _ACCESS_KEY = re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b")
@@ -246,6 +249,11 @@ def imds_v1(resources) -> list[str]:
             hops = meta.get("httpPutResponseHopLimit")
             if hops is not None and int(hops) > 2:
                 found.append(f"{r.name}: IMDS hop limit {hops} lets containers reach the node's credentials")
+        elif r.type == "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass":
+            # Karpenter writes its own launch templates from the EC2NodeClass: the same rule.
+            meta = (i.get("spec") or {}).get("metadataOptions") or {}
+            if meta.get("httpTokens") != "required" or int(meta.get("httpPutResponseHopLimit") or 2) > 2:
+                found.append(f"{r.name}: EC2NodeClass metadataOptions {meta!r}: IMDSv2 with hop limit <= 2 required")
         elif r.type in ("gcp:compute/instance:Instance", "gcp:compute/instanceTemplate:InstanceTemplate"):
             meta = i.get("metadata") or {}
             if str(meta.get("disable-legacy-endpoints", "true")).lower() == "false":
@@ -268,6 +276,7 @@ SERVICE_ENCRYPTED = {
     "gcp:compute/disk": "Google Cloud encrypts all data at rest",
     "gcp:compute/regionDisk": "Google Cloud encrypts all data at rest",
     "gcp:sql/databaseInstance": "Google Cloud encrypts all data at rest",
+    "gcp:sql/database": "lives inside its Cloud SQL instance, encrypted at rest",
 }
 
 
@@ -288,6 +297,14 @@ def unencrypted(resources) -> list[str]:
                 ebs = m.get("ebs") or {}
                 if ebs and not _true(ebs.get("encrypted")):
                     found.append(f"{r.name}: EBS {m.get('deviceName')} not encrypted")
+        elif r.type == "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass":
+            mappings = (i.get("spec") or {}).get("blockDeviceMappings")
+            if not mappings:
+                found.append(f"{r.name}: EC2NodeClass without blockDeviceMappings (the AMI family's default "
+                             "volumes: encryption not stated)")
+            for m in mappings or []:
+                if not _true((m.get("ebs") or {}).get("encrypted")):
+                    found.append(f"{r.name}: EC2NodeClass EBS {m.get('deviceName')} not encrypted")
         elif r.type == "aws:ec2/instance:Instance":
             # Launched from a launch template with no root device of its own: the template's
             # mapping is its root volume, judged with the template.
@@ -334,4 +351,170 @@ def public_addresses(resources, spec: dict) -> list[str]:
             for nic in i.get("networkInterfaces") or []:
                 if nic.get("accessConfigs") and not (stateful_kind(r.type, r.inputs) == "head-node" and head_public):
                     found.append(f"{r.name}: an interface has an external IP (access config)")
+        elif r.type in ("aws:rds/instance:Instance", "aws:rds/cluster:Cluster"):
+            # The provider's default is private, but the input is judged: a default can change.
+            if i.get("publiclyAccessible") is not False:
+                found.append(f"{r.name}: publiclyAccessible is {i.get('publiclyAccessible')!r}, not false")
+        elif r.type == "gcp:sql/databaseInstance:DatabaseInstance":
+            ip = (i.get("settings") or {}).get("ipConfiguration") or {}
+            if ip.get("ipv4Enabled") is not False:
+                found.append(f"{r.name}: ipConfiguration.ipv4Enabled is not false (a public IP)")
+            if ip.get("sslMode") != "ENCRYPTED_ONLY":
+                found.append(f"{r.name}: connections without TLS allowed (sslMode {ip.get('sslMode')!r})")
+    return found
+
+
+# --- 7. pods' cloud identities reach exactly their declared buckets ------------------------------
+
+S3_WRITE_ACTIONS = {"s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"}
+S3_ALLOWED = {"s3:ListBucket", "s3:GetObject", *S3_WRITE_ACTIONS}
+GCS_ROLE_OF = {"read": "roles/storage.objectViewer", "readwrite": "roles/storage.objectUser"}
+_S3_ARN = re.compile(r"arn:aws[a-z-]*:s3:::([a-z0-9][a-z0-9._-]*[a-z0-9])(/(.*))?")
+_WI_MEMBER = re.compile(r"serviceAccount:[a-z0-9-]+\.svc\.id\.goog\[([a-z0-9-]+)/([a-z0-9-]+)\]")
+
+
+def _declared(spec: dict) -> dict[tuple[str, str], dict[str, tuple[str, str]]]:
+    """(namespace, name) -> bucket -> (prefix, access), from kubernetes.service_accounts."""
+    k8s = spec.get("kubernetes") or {}
+    out = {}
+    for sa in k8s.get("service_accounts") or []:
+        grants = {}
+        for g in sa.get("buckets") or []:
+            rest = g["uri"].split("://", 1)[1]
+            bucket, _, prefix = rest.partition("/")
+            grants[bucket] = (prefix.strip("/"), g.get("access", "read"))
+        out[(sa.get("namespace") or k8s.get("namespace") or "training", sa["name"])] = grants
+    return out
+
+
+def _pod_role(document: Any) -> bool:
+    return any("pods.eks.amazonaws.com" in _listed((s.get("Principal") or {}).get("Service"))
+               for s in _statements(document))
+
+
+def pod_identity_grants(resources, spec: dict) -> list[str]:
+    """Every EKS Pod Identity role and every GKE Workload Identity service account reaches exactly the
+    buckets (aws: and prefixes) its Kubernetes service account declares, with exactly its access:
+    no wildcard action or bucket, no bucket beyond the declared ones, no write on a read grant, no
+    project-level role, one binding per declared account and none for an undeclared one."""
+    declared = _declared(spec)
+    resources = list(resources)
+    found: list[str] = []
+    roles = {str(r.id): r for r in resources if r.type == "aws:iam/role:Role"}
+    pod_roles = {rid: r for rid, r in roles.items() if _pod_role(reveal(r.inputs).get("assumeRolePolicy"))}
+    arn_to_role = {str(reveal(r.outputs).get("arn")): rid for rid, r in pod_roles.items()}
+    bound: dict[str, tuple[str, str]] = {}          # pod role id -> (namespace, service account)
+    for r in resources:
+        if r.type != "aws:eks/podIdentityAssociation:PodIdentityAssociation":
+            continue
+        i = reveal(r.inputs)
+        rid = arn_to_role.get(str(i.get("roleArn")))
+        if rid is not None:
+            bound[rid] = (str(i.get("namespace")), str(i.get("serviceAccount")))
+    policies: dict[str, list] = {rid: [] for rid in pod_roles}
+    for r in resources:
+        i = reveal(r.inputs)
+        if r.type == "aws:iam/rolePolicy:RolePolicy" and str(i.get("role")) in policies:
+            policies[str(i.get("role"))].append((r.name, i.get("policy")))
+        if r.type == "aws:iam/rolePolicyAttachment:RolePolicyAttachment" and str(i.get("role")) in policies:
+            if ":s3" in str(i.get("policyArn", "")).lower() or "S3" in str(i.get("policyArn", "")):
+                found.append(f"{r.name}: attaches {i.get('policyArn')} to a pod role (S3 only by an exact inline policy)")
+    for rid, docs in policies.items():
+        s3 = [(name, s) for name, doc in docs for s in _statements(doc)
+              if any(a.lower().startswith("s3:") or a == "*" for a in _listed(s.get("Action")))]
+        if not s3:
+            continue
+        account = bound.get(rid)
+        grants = declared.get(account) if account else None
+        if grants is None:
+            found.append(f"{roles[rid].name}: S3 access for {account or 'no service account'}, which "
+                         "kubernetes.service_accounts does not declare")
+            continue
+        for name, s in s3:
+            actions = _listed(s.get("Action"))
+            wild = [a for a in actions if "*" in a or a not in S3_ALLOWED]
+            if wild or "NotAction" in s or "NotResource" in s:
+                found.append(f"{name}: actions {', '.join(wild) or 'NotAction/NotResource'} beyond "
+                             f"{sorted(S3_ALLOWED)}")
+            for target in _listed(s.get("Resource")):
+                m = _S3_ARN.fullmatch(target)
+                if m is None:
+                    found.append(f"{name}: resource {target} is not an exact bucket or object ARN")
+                    continue
+                bucket, path = m.group(1), m.group(3)
+                if bucket not in grants:
+                    found.append(f"{name}: bucket {bucket} is not declared for {account[0]}/{account[1]}")
+                    continue
+                prefix, access = grants[bucket]
+                if path is not None:
+                    wanted = f"{prefix}/*" if prefix else "*"
+                    if path != wanted:
+                        found.append(f"{name}: objects {target}, not {bucket}/{wanted}")
+                elif prefix and "Condition" not in s:
+                    found.append(f"{name}: lists all of {bucket}, not only under {prefix}/")
+                if access == "read" and S3_WRITE_ACTIONS & set(actions):
+                    found.append(f"{name}: write actions on {bucket}, declared read")
+    for account in declared:
+        if resources and any(r.type.startswith("aws:eks/") for r in resources) and account not in bound.values():
+            found.append(f"service account {account[0]}/{account[1]}: no Pod Identity association")
+
+    # GKE: Google service accounts that Kubernetes service accounts act as.
+    acting: dict[str, tuple[str, str]] = {}          # GSA email -> (namespace, name)
+    for r in resources:
+        i = reveal(r.inputs)
+        if r.type == "gcp:serviceaccount/iAMMember:IAMMember" and i.get("role") == "roles/iam.workloadIdentityUser":
+            m = _WI_MEMBER.fullmatch(str(i.get("member")))
+            if m is None:
+                found.append(f"{r.name}: workloadIdentityUser for {i.get('member')}, not one exact service account")
+                continue
+            account = (m.group(1), m.group(2))
+            if account not in declared:
+                found.append(f"{r.name}: {account[0]}/{account[1]} is not in kubernetes.service_accounts")
+            acting[str(i.get("serviceAccountId", "")).rsplit("/", 1)[-1]] = account
+    for r in resources:
+        i = reveal(r.inputs)
+        member = str(i.get("member", ""))
+        email = member.split(":", 1)[1] if member.startswith("serviceAccount:") else None
+        if email not in acting:
+            continue
+        account = acting[email]
+        grants = declared.get(account, {})
+        if r.type == "gcp:storage/bucketIAMMember:BucketIAMMember":
+            bucket = str(i.get("bucket"))
+            if bucket not in grants:
+                found.append(f"{r.name}: bucket {bucket} is not declared for {account[0]}/{account[1]}")
+            elif i.get("role") != GCS_ROLE_OF[grants[bucket][1]]:
+                found.append(f"{r.name}: {i.get('role')} on {bucket}, not {GCS_ROLE_OF[grants[bucket][1]]}")
+        elif r.type.startswith("gcp:projects/") or r.type.startswith("gcp:organizations/"):
+            found.append(f"{r.name}: {i.get('role')} at project level for {account[0]}/{account[1]}")
+    if any(r.type.startswith("gcp:container/") for r in resources):
+        for account in declared:
+            if account not in acting.values():
+                found.append(f"service account {account[0]}/{account[1]}: no Workload Identity binding")
+    return found
+
+
+# Kubernetes RBAC aicluster applies itself (Helm charts bring their own, reviewed upstream).
+_K8S_ROLES = ("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole", "kubernetes:rbac.authorization.k8s.io/v1:Role")
+_K8S_BINDINGS = ("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding",
+                 "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding")
+_K8S_ADMIN_ROLES = ("cluster-admin", "admin", "edit")
+
+
+def k8s_rbac_wildcards(resources) -> list[str]:
+    """Roles with a "*" in apiGroups, resources, verbs or nonResourceURLs, an escalation verb
+    (escalate, bind, impersonate), and bindings to the built-in admin roles."""
+    found = []
+    for r in resources:
+        i = reveal(r.inputs)
+        if r.type in _K8S_ROLES:
+            for rule in i.get("rules") or []:
+                for field in ("apiGroups", "resources", "verbs", "nonResourceURLs"):
+                    if any("*" in str(v) for v in rule.get(field) or []):
+                        found.append(f"{r.name}: {field} {rule.get(field)}")
+                risky = sorted(set(rule.get("verbs") or []) & {"escalate", "bind", "impersonate"})
+                if risky:
+                    found.append(f"{r.name}: verbs {risky}")
+        elif r.type in _K8S_BINDINGS and (i.get("roleRef") or {}).get("name") in _K8S_ADMIN_ROLES:
+            found.append(f"{r.name}: bound to {i['roleRef']['name']}")
     return found

@@ -7,12 +7,9 @@ fails as the API server's structural schema would prune or reject it:
 - GKENetworkParamSet and Network (networking.gke.io/v1): GoogleCloudPlatform/gke-networking-api
   apis/network/v1 (GKENetworkParamSetSpec: vpc, vpcSubnet, deviceMode enum DPDK-VFIO | NetDevice |
   RDMA, podIPv4Ranges, networkAttachment; NetworkSpec: type enum L2 | L3 | Device, provider,
-  parametersRef {group, kind, name, namespace}, routes, ...);
-- JobSet (jobset.x-k8s.io/v1alpha2): kubernetes-sigs/jobset api/jobset/v1alpha2/jobset_types.go
-  (spec.replicatedJobs[] {name, groupName, template, replicas, dependsOn}, network, successPolicy,
-  failurePolicy, startupPolicy, suspend, coordinator, managedBy, ttlSecondsAfterFinished). Each
-  replicated job's template is a batch/v1 JobTemplateSpec: test_gke_manifests validates it with the
-  Kubernetes schema itself, wrapped as a Job.
+  parametersRef {group, kind, name, namespace}, routes, ...).
+
+JobSets validate against the pinned JobSet release's own CRD (jobset_schema.py).
 """
 from __future__ import annotations
 
@@ -47,32 +44,5 @@ NETWORK = _kind("networking.gke.io/v1", "Network", {
         "routes": {"type": "array", "items": {"type": "object", "required": ["to"]}},
         "gateway4": {"type": "string"}, "externalDHCP4": {"type": "boolean"}}}, namespaced=False)
 
-REPLICATED_JOB = {"type": "object", "additionalProperties": False, "required": ["name", "template"], "properties": {
-    "name": NAME, "groupName": {"type": "string"},
-    "template": {"type": "object", "additionalProperties": False, "required": ["spec"],
-                 "properties": {"metadata": {"type": "object"}, "spec": {"type": "object"}}},
-    "replicas": {"type": "integer", "minimum": 0},
-    "dependsOn": {"type": "array", "items": {"type": "object", "required": ["name", "status"]}}}}
-
-JOBSET = _kind("jobset.x-k8s.io/v1alpha2", "JobSet", {
-    "type": "object", "additionalProperties": False, "properties": {
-        "replicatedJobs": {"type": "array", "minItems": 1, "items": REPLICATED_JOB},
-        "network": {"type": "object", "additionalProperties": False, "properties": {
-            "enableDNSHostnames": {"type": "boolean"}, "subdomain": {"type": "string"},
-            "publishNotReadyAddresses": {"type": "boolean"}}},
-        "successPolicy": {"type": "object", "additionalProperties": False, "required": ["operator"], "properties": {
-            "operator": {"enum": ["All", "Any"]}, "targetReplicatedJobs": {"type": "array", "items": {"type": "string"}}}},
-        "failurePolicy": {"type": "object", "additionalProperties": False, "properties": {
-            "maxRestarts": {"type": "integer", "minimum": 0},
-            "restartStrategy": {"enum": ["Recreate", "BlockingRecreate"]},
-            "rules": {"type": "array", "items": {"type": "object"}}}},
-        "startupPolicy": {"type": "object", "additionalProperties": False, "required": ["startupPolicyOrder"],
-                          "properties": {"startupPolicyOrder": {"enum": ["AnyOrder", "InOrder"]}}},
-        "suspend": {"type": "boolean"},
-        "coordinator": {"type": "object"},
-        "managedBy": {"type": "string"},
-        "ttlSecondsAfterFinished": {"type": "integer", "minimum": 0}}}, namespaced=True)
-
 SCHEMAS = {("networking.gke.io/v1", "GKENetworkParamSet"): GKE_NETWORK_PARAM_SET,
-           ("networking.gke.io/v1", "Network"): NETWORK,
-           ("jobset.x-k8s.io/v1alpha2", "JobSet"): JOBSET}
+           ("networking.gke.io/v1", "Network"): NETWORK}

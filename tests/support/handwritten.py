@@ -213,3 +213,43 @@ def gce_instance(name: str, sub, *, machine_type: str = "a3-megagpu-8g", gpu_nic
         labels=dict(labels if labels is not None else {"aicluster-cluster": "hw", "aicluster-role": "compute",
                                                         "aicluster-pool": "gpu"}),
         metadata=dict(metadata) if metadata else None)
+
+
+# ---------------------------------------------------------------- databases (a hand-written slurmdbd database)
+
+
+def rds_parameter_group(name: str = "hw-db-params", *, tls: str | None = "1", family: str = "mariadb10.11"):
+    """A DB parameter group with Slurm's setting; `tls` is require_secure_transport's value (None: not set)."""
+    parameters = [aws.rds.ParameterGroupParameterArgs(name="innodb_lock_wait_timeout", value="900")]
+    if tls is not None:
+        parameters.append(aws.rds.ParameterGroupParameterArgs(name="require_secure_transport", value=tls))
+    return aws.rds.ParameterGroup(name, name=name, family=family, parameters=parameters, tags=TAGS)
+
+
+def rds_instance(name: str, subnet, sg, *, parameter_group=None, public: bool | None = False,
+                 encrypted: bool | None = True, engine: str = "mariadb", engine_version: str = "10.11",
+                 protect: bool = True, retain: bool = True):
+    """An RDS instance in a DB subnet group; `parameter_group` is a ParameterGroup, a group's name or None."""
+    subnets = aws.rds.SubnetGroup(f"{name}-subnets", name=f"{name}-subnets", subnet_ids=[subnet.id], tags=TAGS)
+    group = parameter_group.name if isinstance(parameter_group, aws.rds.ParameterGroup) else parameter_group
+    return aws.rds.Instance(
+        name, identifier=name, engine=engine, engine_version=engine_version, instance_class="db.t4g.medium",
+        allocated_storage=20, storage_type="gp3", storage_encrypted=encrypted, username="slurm",
+        password=pulumi.Output.secret("not-a-real-password"), db_subnet_group_name=subnets.name,
+        vpc_security_group_ids=[sg.id], parameter_group_name=group, publicly_accessible=public,
+        skip_final_snapshot=True, tags=TAGS, opts=pulumi.ResourceOptions(protect=protect, retain_on_delete=retain))
+
+
+def cloud_sql(name: str, net, *, ipv4: bool | None = False, ssl_mode: str | None = "ENCRYPTED_ONLY",
+              protect: bool = True, retain: bool = True, database_protect: bool = True):
+    """A Cloud SQL for MySQL instance on the VPC's private IP and its database (slurmdbd's)."""
+    instance = gcp.sql.DatabaseInstance(
+        name, name=name, region="us-central1", database_version="MYSQL_8_0", deletion_protection=True,
+        settings=gcp.sql.DatabaseInstanceSettingsArgs(
+            tier="db-custom-1-3840",
+            ip_configuration=gcp.sql.DatabaseInstanceSettingsIpConfigurationArgs(
+                ipv4_enabled=ipv4, private_network=net.id, ssl_mode=ssl_mode)),
+        opts=pulumi.ResourceOptions(protect=protect, retain_on_delete=retain))
+    gcp.sql.Database(f"{name}-database", name="slurm_acct_db", instance=instance.name,
+                     opts=pulumi.ResourceOptions(protect=database_protect, retain_on_delete=database_protect))
+    return instance

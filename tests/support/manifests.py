@@ -1,5 +1,6 @@
 """Validation of rendered Kubernetes manifests against the pinned version's schemas and the CRD
-subsets (tests/support/kueue_schema.py, gke_schema.py)."""
+schemas (tests/support/kueue_schema.py, jobset_schema.py and karpenter_schema.py: the pinned releases' CRDs; gke_schema.py:
+subsets of GKE's networking CRDs)."""
 from __future__ import annotations
 
 import jsonschema
@@ -8,6 +9,8 @@ import yaml
 
 from aicluster.kubernetes_design import versions
 from tests.support.gke_schema import SCHEMAS as GKE_SCHEMAS
+from tests.support.jobset_schema import jobset_schema
+from tests.support.karpenter_schema import SCHEMAS as KARPENTER_SCHEMAS
 from tests.support.kueue_schema import SCHEMAS
 
 SCHEMA = versions().schema_version
@@ -15,8 +18,12 @@ SCHEMA = versions().schema_version
 
 def validate(doc: dict) -> None:
     """Raise when `doc` is not a valid object of the pinned Kubernetes version."""
-    crd = SCHEMAS.get(doc["kind"]) if doc["apiVersion"].startswith("kueue.x-k8s.io/") else \
-        GKE_SCHEMAS.get((doc["apiVersion"], doc["kind"]))
+    if doc["apiVersion"].startswith("kueue.x-k8s.io/"):
+        crd = SCHEMAS.get(doc["kind"])
+    elif doc["apiVersion"].startswith("jobset.x-k8s.io/"):
+        crd = jobset_schema()
+    else:
+        crd = GKE_SCHEMAS.get((doc["apiVersion"], doc["kind"])) or KARPENTER_SCHEMAS.get((doc["apiVersion"], doc["kind"]))
     if crd is not None:
         jsonschema.validate(doc, crd)
         # A CRD object's metadata is a Kubernetes ObjectMeta: check it through a kind that has one.
@@ -35,3 +42,19 @@ def rendered_manifests(files: dict[str, str]) -> dict[str, list[dict]]:
     return {name: [d for d in yaml.safe_load_all(text) if d]
             for name, text in files.items() if name.startswith("k8s/") and name.endswith(".yaml")
             and not name.startswith("k8s/helm/")}
+
+
+def example_jobset(docs: list[dict]) -> dict:
+    """The JobSet of an example job file (the GPU example also holds its PodDisruptionBudget)."""
+    return next(d for d in docs if d["kind"] == "JobSet")
+
+
+def worker_job(jobset: dict) -> dict:
+    """The Job template (spec) of the example JobSet's one replicated job: the gang of workers."""
+    (replicated,) = jobset["spec"]["replicatedJobs"]
+    return replicated["template"]["spec"]
+
+
+def worker_pod(jobset: dict) -> dict:
+    """The worker pod template ({metadata, spec}) of the example JobSet."""
+    return worker_job(jobset)["template"]

@@ -26,6 +26,9 @@ IN_PLACE_KEYS_BY_TYPE = {
 # terraform-provider-google #4387, #17044).
 NESTED_LABELS_BY_TYPE = {
     "gcp:compute/instance:Instance": [("bootDisk", "initializeParams", "labels")],
+    # Cloud SQL's user labels live in `settings`, which the provider patches in place (the
+    # instances.patch call); name, region and a database_version downgrade force a new instance.
+    "gcp:sql/databaseInstance:DatabaseInstance": [("settings", "userLabels")],
 }
 
 

@@ -231,6 +231,21 @@ def _slurm_settings(spec: dict) -> Pair:
     return spec, after
 
 
+def _add_team(spec: dict) -> Pair:
+    """A team's namespace and queues (kubernetes.teams), guaranteed some of pools[0] (whole slices
+    of a TPU pool): the other queues' quotas change in place."""
+    scheduler = spec.get("scheduler", "slurm")
+    if scheduler != "kubernetes":
+        raise NotApplicable(f"scheduler {scheduler} has no Kubernetes namespaces")
+
+    def with_team(nodes: int) -> Pair:
+        after = _copy(spec)
+        k8s = after.setdefault("kubernetes", {})
+        k8s["teams"] = [*k8s.get("teams", []), {"name": "routine-team", "nodes": {_pool0(spec)["name"]: nodes}}]
+        return spec, after
+    return _first_valid(with_team(n) for n in (1, 16, 0))
+
+
 def _needs_model(spec: dict) -> dict:
     workload = spec.get("workload") or {}
     if "model" not in workload:
@@ -280,6 +295,7 @@ EDITS = [
     Edit("idle-time", "slurm.suspend_idle_min +35", _idle_time),
     Edit("accounting", "slurm.accounting false -> true", _accounting),
     Edit("slurm-settings", "slurm.settings and pools[0].slurm_settings added", _slurm_settings),
+    Edit("add-team", "kubernetes.teams + a team guaranteed part of pools[0]", _add_team),
     Edit("training-plan", "workload.training: tokens and batch x2, precision switched", _training_plan),
     Edit("fixed-layout", "workload.parallelism fixed", _fixed_layout),
     Edit("describe-model", "workload.model_params_b -> a described model", _describe_model),

@@ -62,6 +62,8 @@ class Controller:
     munge_dir: Path | None = None
     munge_socket: Path | None = None
     runtime: SlurmRuntime | None = None
+    # The port of a private slurmdbd (tests/slurm/test_real_slurmdbd.py), with accounting on.
+    dbd_port: int | None = None
 
     def __post_init__(self):
         self.conf = self.root / "etc" / "slurm.conf"
@@ -71,7 +73,8 @@ class Controller:
 
     # --- start and stop ---
 
-    def start(self, failing_prolog: bool = False) -> None:
+    def start(self, failing_prolog: bool = False, slurmctld: bool = True) -> None:
+        """munged and the configs, then slurmctld (unless `slurmctld` is False: a slurmdbd first)."""
         self.failing_prolog = failing_prolog
         munged = tool("munged")
         for name in ("slurmctld", "scontrol", "sinfo", "sbatch"):
@@ -109,7 +112,8 @@ class Controller:
                                f"--seed-file={dirs['munge'] / 'munged.seed'}"])
         wait_for("munged's socket", lambda: self._alive("munged") and self.munge_socket.exists(),
                  START_TIMEOUT_S, self.diagnostics)
-        self.start_slurmctld()
+        if slurmctld:
+            self.start_slurmctld()
 
     def write_configs(self, design: ClusterDesign) -> None:
         self.design = design
@@ -120,6 +124,11 @@ class Controller:
                 # slurm.conf says, not drained for fewer CPUs or less memory than a real one).
                 text += (f"\n# test only\nAuthInfo=socket={self.munge_socket}\n"
                          "SlurmdParameters=config_overrides\n")
+                if self.dbd_port:
+                    # slurmdbd's port, and the munged for talking to it: AccountingStoragePass
+                    # names that socket (slurm.conf man page), AuthInfo does not reach slurmdbd.
+                    text += (f"AccountingStoragePort={self.dbd_port}\n"
+                             f"AccountingStoragePass={self.munge_socket}\n")
             (self.conf.parent / name).write_text(text)
 
     def start_slurmctld(self) -> None:

@@ -30,12 +30,18 @@ _EXPORTS = {
     "SlurmConfigurationArgs": "slurm",
     "LoginNodes": "login",
     "LoginNodesArgs": "login",
+    "SlurmdbdDatabase": "accounting_db",
+    "SlurmdbdDatabaseArgs": "accounting_db",
     "EksCluster": "eks",
     "EksClusterArgs": "eks",
     "EksNodeGroup": "eks_nodes",
     "EksNodeGroupArgs": "eks_nodes",
     "KubernetesAddons": "eks_addons",
     "KubernetesAddonsArgs": "eks_addons",
+    "Karpenter": "karpenter",
+    "KarpenterArgs": "karpenter",
+    "PodIdentities": "pod_identity",
+    "PodIdentitiesArgs": "pod_identity",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -48,9 +54,12 @@ if TYPE_CHECKING:
     from .home import HomeFilesystem, HomeFilesystemArgs
     from .slurm import SlurmController, SlurmControllerArgs, SlurmNodeFiles, SlurmNodeFilesArgs, SlurmConfiguration, SlurmConfigurationArgs
     from .login import LoginNodes, LoginNodesArgs
+    from .accounting_db import SlurmdbdDatabase, SlurmdbdDatabaseArgs
     from .eks import EksCluster, EksClusterArgs
     from .eks_nodes import EksNodeGroup, EksNodeGroupArgs
     from .eks_addons import KubernetesAddons, KubernetesAddonsArgs
+    from .karpenter import Karpenter, KarpenterArgs
+    from .pod_identity import PodIdentities, PodIdentitiesArgs
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -102,11 +102,23 @@ def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
         "filesystems": {fs.name: f.file_system_id for fs, f in zip(design.storage, filesystems)},
     }
     if eks:
-        outputs |= attach_kubernetes(design, eks, pools, filesystems, network.subnet_id, nodes.role_arn)
+        outputs |= attach_kubernetes(design, eks, pools, filesystems, network.subnet_id, nodes.role_arn,
+                                     instance_profile_arn=nodes.instance_profile_arn,
+                                     nodes_security_group_id=network.nodes_security_group_id)
     if controller:
+        accounting = design.slurm.accounting_settings
+        endpoint = None
+        if accounting and accounting.database:
+            # slurmdbd's database in RDS (aws/accounting_db.py): the head reaches it by name.
+            from .accounting_db import SlurmdbdDatabase, SlurmdbdDatabaseArgs
+            database = SlurmdbdDatabase(f"{design.name}-slurmdbd", SlurmdbdDatabaseArgs(
+                context=design.context, database=accounting.database, vpc_id=network.vpc_id,
+                head_security_group_id=controller.head_security_group_id, password=controller.accounting_password))
+            endpoint = database.address.apply(lambda host: {"host": host})
+            outputs["accounting_database"] = database.address
         SlurmConfiguration(f"{design.name}-slurm-config", SlurmConfigurationArgs(
             design=design, controller=controller, compute_role_arn=nodes.role_arn, pools=pools,
-            subnet_id=network.subnet_id, mounts=mounts))
+            subnet_id=network.subnet_id, mounts=mounts, accounting_endpoint=endpoint))
         outputs["slurm_controller"] = controller.controller_addr
         outputs["slurm_config_bucket"] = controller.bucket_name
         if design.slurm.login and design.slurm.login.count:

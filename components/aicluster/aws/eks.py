@@ -11,7 +11,8 @@
 - The node role's EKS permissions, and the VPC CNI's own role through EKS Pod Identity, so no pod
   needs the node's credentials or IMDS (GPU nodes keep hop limit 1).
 - Managed add-ons at pinned versions: the Pod Identity agent, the VPC CNI and kube-proxy before any
-  node group (nodes come up Ready), CoreDNS once the system node group exists.
+  node group (nodes come up Ready), CoreDNS, the node monitoring agent and the Mountpoint
+  for S3 CSI driver once the system node group exists.
 - The system node group (add-on controllers), from its own small launch template (IMDSv2 with hop
   limit 1, encrypted root volume).
 - A Kubernetes provider built from the cluster's outputs (exec credentials through
@@ -27,6 +28,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from ..design import ClusterContext, ClusterDesign
+from ..k8s_capacity import karpenter_pools
 from ..kubernetes_design import ROLE_LABEL, KubernetesDesign, versions
 from .iam import partition
 
@@ -37,7 +39,12 @@ SYSTEM_ROOT_GIB = 100
 ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 # Managed add-ons that must run before nodes can become Ready; CoreDNS needs nodes to run on.
 BEFORE_NODES = ("eks-pod-identity-agent", "vpc-cni", "kube-proxy")
-AFTER_NODES = ("coredns",)
+# The node monitoring agent runs on the nodes (a DaemonSet) and sets the node conditions EKS node
+# auto repair acts on (the GPU node groups' node_repair_config, aws/eks_nodes.py).
+# The Mountpoint for S3 CSI driver (datasets): v2's node DaemonSet tolerates every taint by default
+# (chart values node.tolerateAllTaints: true), so it runs on the tainted GPU nodes; it holds no S3
+# permission of its own (volumes authenticate as the pod: aws/pod_identity.py).
+AFTER_NODES = ("coredns", "eks-node-monitoring-agent", "aws-mountpoint-s3-csi-driver")
 VPC_CNI_SERVICE_ACCOUNT = "aws-node"
 
 
@@ -232,6 +239,7 @@ class EksCluster(pulumi.ComponentResource):
             node_role_arn=args.node_role_arn,
             subnet_ids=[args.subnet_id],
             ami_type=ami["ami_type"],
+            release_version=ami["release_version"],     # pinned, as the GPU node groups' (eks_nodes.py)
             instance_types=[kd.system_instance_type],
             capacity_type="ON_DEMAND",
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
@@ -251,10 +259,14 @@ def eks_pool_security_groups(nodes_security_group_id, eks: EksCluster) -> list:
 
 
 def attach_kubernetes(design: ClusterDesign, eks: EksCluster, pools: dict, filesystems: list, subnet_id,
-                      node_role_arn) -> dict[str, pulumi.Output]:
-    """The node groups for the pools' launch templates, then everything inside the cluster."""
+                      node_role_arn, *, instance_profile_arn=None,
+                      nodes_security_group_id=None) -> dict[str, pulumi.Output]:
+    """The node groups for the pools' launch templates, then everything inside the cluster, and
+    Karpenter for the pools that grow past their node group (given the nodes' instance profile and
+    security group, which its EC2NodeClasses name as the launch templates do)."""
     from .eks_addons import KubernetesAddons, KubernetesAddonsArgs
     from .eks_nodes import EksNodeGroup, EksNodeGroupArgs
+    from .pod_identity import PodIdentities, PodIdentitiesArgs
 
     groups = {
         name: EksNodeGroup(f"{design.name}-{name}-eks", EksNodeGroupArgs(
@@ -263,13 +275,26 @@ def attach_kubernetes(design: ClusterDesign, eks: EksCluster, pools: dict, files
             launch_template_version=pool.launch_template_version, depends_on=eks.before_nodes))
         for name, pool in pools.items()
     }
+    PodIdentities(f"{design.name}-pods", PodIdentitiesArgs(
+        context=design.context, identities=design.kubernetes.identities, cluster_name=eks.cluster_name,
+        depends_on=eks.before_nodes))
     if design.kubernetes.in_cluster:
         KubernetesAddons(f"{design.name}-k8s", KubernetesAddonsArgs(
             design=design, provider=eks.provider,
             filesystems=[(fs_design, fs.file_system_id, fs.mount)
                          for fs_design, fs in zip(design.storage, filesystems)],
             depends_on=eks.ready))
-    return {
+    outputs: dict[str, pulumi.Output] = {}
+    if instance_profile_arn is not None and karpenter_pools(design.kubernetes):
+        from .karpenter import Karpenter, KarpenterArgs
+        karpenter = Karpenter(f"{design.name}-karpenter", KarpenterArgs(
+            design=design, provider=eks.provider, cluster_name=eks.cluster_name, cluster_endpoint=eks.endpoint,
+            node_role_arn=node_role_arn, instance_profile_arn=instance_profile_arn, subnet_id=subnet_id,
+            security_group_ids=eks_pool_security_groups(nodes_security_group_id, eks),
+            placement_groups={name: pool.placement_group_name for name, pool in pools.items()},
+            depends_on=eks.ready))
+        outputs["karpenter_interruption_queue"] = karpenter.queue_name
+    return outputs | {
         "eks_cluster": eks.cluster_name,
         "kubeconfig": eks.kubeconfig,
         "kubernetes_api": eks.endpoint,

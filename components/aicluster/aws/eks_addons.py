@@ -9,9 +9,13 @@ the cluster's own provider. Chart versions come from components/aicluster/catalo
 - Storage: the FSx for Lustre CSI driver and, per filesystem, a static PersistentVolume (Retain:
   deleting it never deletes data) bound to a claim in the training namespace.
 - Gang admission: Kueue, with a ResourceFlavor per pool, a ClusterQueue whose quotas are the
-  pools' totals and a LocalQueue in the training namespace (templates/k8s/kueue.yaml.j2).
-- The example training job per pool (templates/k8s/train-job.yaml.j2), published in a ConfigMap
-  and written by `aicluster plan --out DIR`.
+  pools' totals and a LocalQueue in the training namespace (templates/k8s/kueue.yaml.j2), and
+  JobSet, the example jobs' API (both pinned, installed as on GKE: k8s_resources.gang_charts).
+- The example training job per pool (templates/k8s/train-job.yaml.j2: a JobSet that restarts as a
+  gang and resumes from its checkpoint, k8s_jobs.py), published in a ConfigMap and written by
+  `aicluster plan --out DIR`.
+- GPU node health: the agent DaemonSet per GPU pool that runs the Slurm nodes' health check and
+  labels, taints and conditions the node (aicluster.k8s_health; EFA devices counted).
 """
 from __future__ import annotations
 
@@ -23,12 +27,15 @@ import pulumi_kubernetes as k8s
 
 from ..catalog import load_catalog
 from ..design import ClusterDesign, StorageDesign
-from ..k8s_resources import (RENDEZVOUS_PORT, SCRIPT_DIR, claim_name, examples_configmap, helm_release,  # noqa: F401
+from ..k8s_jobs import gpu_job_scripts
+from ..k8s_resources import (RENDEZVOUS_PORT, SCRIPT_DIR, claim_name, examples_configmap, gang_charts,  # noqa: F401
+                             helm_release,
                              job_name, kueue_queues, render_kueue, render_train_job, static_volume,
                              training_namespace, volume_name)
+from ..k8s_data import pod_identities_and_datasets
 from ..kubernetes_design import EFA_PRESENT_LABEL, GPU_PRESENT_LABEL, GPU_TAINT, ROLE_LABEL, SYSTEM_NODES, KubernetesPool, versions
+from ..k8s_health import NodeHealthSettings, expectations, gpu_pools, node_health
 from ..mounts import Mount
-from ..render import static
 
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
 # Lustre options that matter inside a pod's mount (the host-side systemd options do not apply).
@@ -100,8 +107,15 @@ def chart_values(design: ClusterDesign) -> dict[str, dict]:
             "controller": {"nodeSelector": SYSTEM_NODES, "region": design.region},
             "node": {"tolerateAllTaints": True, "region": design.region},
         }
-    charts["kueue"] = {"controllerManager": {"nodeSelector": SYSTEM_NODES}}
+    charts.update(gang_charts())      # Kueue and JobSet, as on GKE
     return charts
+
+
+def node_health_settings(design: ClusterDesign) -> NodeHealthSettings:
+    """The GPU health agent on EKS: the AL2023 NVIDIA AMI keeps nvidia-smi and fi_info on the host's
+    standard paths (the check adds /opt/amazon/efa/bin itself); the check counts EFA devices."""
+    return NodeHealthSettings("eks", versions().images["node-health"],
+                              {p.name: expectations(p.gpus, "efa", p.efa) for p in gpu_pools(design.kubernetes.pools)})
 
 
 @dataclass(frozen=True)
@@ -147,8 +161,12 @@ class KubernetesAddons(pulumi.ComponentResource):
                               lambda m: {"dnsname": m.server, "mountname": m.remote_path}),
                           mount_options=FSX_MOUNT_OPTIONS, depends_on=[driver] if driver else [], opts=in_namespace)
 
-        kueue_queues(name, design, pulumi.ResourceOptions(parent=self, provider=args.provider,
-                                                          depends_on=[releases["kueue"], namespace]))
+        teams = kueue_queues(name, design, pulumi.ResourceOptions(parent=self, provider=args.provider,
+                                                                  depends_on=[releases["kueue"], namespace]))
+        # The pods' ServiceAccounts (their Pod Identity associations: aws/pod_identity.py) and the
+        # datasets' Mountpoint volumes (the add-on is in `depends_on`: EksCluster.ready).
+        pod_identities_and_datasets(name, design, {kd.namespace: namespace, **teams}, {}, after_cluster)
         examples_configmap(name, design, {**{f"{job_name(p)}.yaml": render_job(design, p.name) for p in kd.pools},
-                                          "allreduce.py": static("k8s/allreduce.py")}, in_namespace)
+                                          **gpu_job_scripts()}, in_namespace)
+        node_health(f"{name}-health", design.name, kd.pools, node_health_settings(design), after_cluster)
         self.register_outputs({"namespace": kd.namespace, "charts": {c: v.charts[c].version for c in releases}})

@@ -8,6 +8,13 @@ that (Amazon EKS User Guide, Capacity Blocks for ML with managed node groups), a
 every capacity type keeps node groups from being replaced when a pool changes how it buys
 capacity.
 
+The AMI release is pinned (catalog/kubernetes.yaml ami_types.gpu.release_version). Bumping it, or
+the launch template, updates the group one node at a time (update_config max_unavailable 1): EKS
+starts a new node, cordons and drains an old one through the eviction API, which honours the
+PodDisruptionBudget of a running example job, and fails the update rather than forcing it
+(force_update_version false) when a budget still blocks the drain (docs/kubernetes-day-two.md,
+"Upgrades").
+
 GPU nodes are tainted `nvidia.com/gpu=present:NoSchedule` and labelled with their pool, instance
 type and accelerator; their user data (MIME multipart for nodeadm) pre-allocates the 2 MiB huge
 pages EFA uses and RAIDs the instance store for container images.
@@ -26,6 +33,7 @@ import pulumi_aws as aws
 
 from ..design import ClusterContext, ClusterDesign
 from ..kubernetes_design import KubernetesPool, versions
+from ..k8s_health import REPAIR_MAX_UNHEALTHY_PERCENT, REPAIR_PARALLEL_NODES
 from ..render import render
 
 MIME_BOUNDARY = "==AICLUSTER-NODE=="
@@ -43,6 +51,13 @@ def eks_node_user_data(design: ClusterDesign, pool_name: str) -> str:
                           fabric_devices=kpool.efa, hugepages=kpool.hugepages_per_node)
     return render("k8s/node-user-data.mime.j2", boundary=MIME_BOUNDARY, node_config=node_config,
                   cloud_config=cloud_config)
+
+
+def node_repair_config() -> aws.eks.NodeGroupNodeRepairConfigArgs:
+    """Node auto repair on, under the caps both clouds share (aicluster.k8s_health)."""
+    return aws.eks.NodeGroupNodeRepairConfigArgs(
+        enabled=True, max_parallel_nodes_repaired_count=REPAIR_PARALLEL_NODES,
+        max_unhealthy_node_threshold_percentage=REPAIR_MAX_UNHEALTHY_PERCENT)
 
 
 @dataclass(frozen=True)
@@ -84,6 +99,8 @@ class EksNodeGroup(pulumi.ComponentResource):
             node_role_arn=args.node_role_arn,
             subnet_ids=[args.subnet_id],
             ami_type=versions().ami_types["gpu"]["ami_type"],
+            # The AMI release, pinned (catalog/kubernetes.yaml): a bump rolls the group node by node.
+            release_version=versions().ami_types["gpu"]["release_version"],
             capacity_type=pool.capacity_type,
             # instance_types stays unset: the launch template names the type (capacity blocks
             # require it there: Amazon EKS User Guide, Capacity Blocks for ML).
@@ -95,8 +112,15 @@ class EksNodeGroup(pulumi.ComponentResource):
                 version=pulumi.Output.from_input(args.launch_template_version).apply(str)),
             labels=dict(pool.labels),
             taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=t.eks_effect) for t in pool.taints],
-            # A version or template update replaces nodes one at a time, never the whole pool.
+            # A version or template update replaces nodes one at a time, never the whole pool, and
+            # drains each with the eviction API: a node whose pods a PodDisruptionBudget protects
+            # (a running gang) fails the update instead of being killed (no forced update).
             update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+            force_update_version=False,
+            # EKS node auto repair: reboots or replaces a node whose node monitoring agent condition
+            # (AcceleratedHardwareReady: Xid, NVLink, DCGM) or Ready stays bad (docs/kubernetes-day-two.md,
+            # "Health and repair"); one node at a time, none while a fifth of the group is unhealthy.
+            node_repair_config=node_repair_config(),
             tags=cluster.labels("compute", pool.name),
             # Whoever scales the pool between min and max (an operator, an autoscaler, the scheduled
             # actions of a capacity block) owns the desired size; a `pulumi up` must not undo it

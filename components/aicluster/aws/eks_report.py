@@ -6,7 +6,9 @@ from typing import Any
 from ..design import ClusterDesign
 from ..kubernetes_design import versions
 from .eks import AFTER_NODES, BEFORE_NODES
-from ..k8s_resources import in_cluster_lines
+from ..k8s_data import data_summary
+from ..k8s_capacity import capacity_lines, capacity_warnings
+from ..k8s_resources import in_cluster_lines, queue_summary
 from .eks_addons import chart_values, claim_name, job_name, volume_name
 
 
@@ -47,9 +49,11 @@ def kubernetes_summary(design: ClusterDesign) -> dict[str, Any]:
         "volumes": [{"volume": volume_name(design, fs), "claim": f"{kd.namespace}/{claim_name(fs)}",
                      "capacity": f"{fs.capacity_gib}Gi", "driver": "fsx.csi.aws.com", "mount": fs.mount}
                     for fs in design.storage],
+        **data_summary(design),
         "queues": {"local_queue": f"{kd.namespace}/{kd.local_queue}", "cluster_queue": kd.cluster_queue,
-                   "quotas": {p.flavor: p.quota for p in kd.pools}},
+                   "quotas": {p.flavor: p.quota for p in kd.pools}, **queue_summary(design)},
         "jobs": [f"k8s/examples/{job_name(p)}.yaml" for p in kd.pools],
+        "capacity_warnings": capacity_warnings(design),
     }
 
 
@@ -67,13 +71,19 @@ def kubernetes_lines(design: ClusterDesign) -> list[str]:
         lines.append(f"  node group {g['pool']}: {g['min']}..{g['max']} x {g['instance_type']} ({g['ami_type']}, "
                      f"{g['capacity_type']}), {g['gpus']} GPUs + {g['efa_devices']} EFA devices per node, "
                      f"{placement}, taint {', '.join(g['taints'])}, {g['hugepages_2mi']} hugepages-2Mi per node")
-        if g["capacity_type"] == "CAPACITY_BLOCK":
+        if g["capacity_type"] == "CAPACITY_BLOCK" and design.kubernetes.in_cluster:
+            lines.append(f"    created with desired size 0 (the block may not be active yet); Karpenter's NodePool "
+                         f"{g['pool']} launches into the block while it is active, for the jobs Kueue admits; "
+                         f"EC2 reclaims the instances before the block ends (Karpenter drains them first)")
+        elif g["capacity_type"] == "CAPACITY_BLOCK":
             lines.append(f"    created with desired size 0 (the block may not be active yet): when it starts, scale up "
                          f"with a scheduled action on the node group's Auto Scaling group at the block's start time, "
                          f"or aws eks update-nodegroup-config --cluster-name {design.name} --nodegroup-name "
                          f"{design.name}-{g['pool']} --scaling-config minSize={g['min']},maxSize={g['max']},"
                          f"desiredSize={g['max']}; EKS scales it to 0 forty minutes before the block ends")
     lines.append("  EKS add-ons: " + ", ".join(f"{n} {ver}" for n, ver in s["eks_addons"].items()))
+    lines += capacity_lines(design)
+    lines += [f"  warning: {w}" for w in s["capacity_warnings"]]
     if not s["endpoint"]["in_cluster_objects"]:
         lines.append("  in-cluster objects (phase 2, from inside the VPC with kubernetes.api_access: vpc):")
     lines += in_cluster_lines(s)

@@ -7,8 +7,9 @@ volume encrypted. They join the nodes' security group, as the head does: sackd t
 `srun` takes connections back from slurmstepd on the compute nodes, and Lustre servers answer
 clients of that group.
 
-Least privilege: the role may read the munge key and exactly one object of the configuration
-bucket (the filesystems' mount script the head publishes), nothing else.
+Least privilege: the role may read the munge key, its own programs and exactly the head's published
+objects it fetches (login_files.HEAD_KEYS_READ: the filesystems' mount script, the fabric check and
+cluster.json), nothing else of the configuration bucket.
 
 Not stateful: users' files belong on /home and the shared filesystems, so a login node is not
 protected and may be replaced. Routine edits still never replace it: its inputs are the cluster's
@@ -25,7 +26,7 @@ import pulumi_aws as aws
 
 from ..design import ClusterContext
 from ..login_design import LoginDesign
-from ..login_files import LOGIN_PREFIX, MOUNT_SCRIPT_KEY, login_programs, login_user_data
+from ..login_files import HEAD_KEYS_READ, LOGIN_PREFIX, login_programs, login_user_data
 from .gpu_pool import within_user_data_limit
 from .launch_template import ubuntu_launch_template
 from .iam import ec2_assume_role_policy, ssm_core_policy_arn
@@ -34,13 +35,14 @@ ROLE = "login"
 
 
 def login_read_policy(munge_secret_arn: str, bucket_arn: str) -> dict:
-    """The munge key, the login nodes' own programs and the published mount script; nothing else
-    of the cluster's secrets or bucket (not slurm.conf, cluster.json or the head's programs)."""
+    """The munge key, the login nodes' own programs and the head's published files they fetch (each
+    by its exact key: the mount script, aicluster-nccl-check, cluster.json); nothing else of the
+    cluster's secrets or bucket (not slurm.conf, the manifest or the head's other programs)."""
     return {"Version": "2012-10-17", "Statement": [
         {"Sid": "ReadMungeKey", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
          "Resource": munge_secret_arn},
         {"Sid": "ReadLoginPrograms", "Effect": "Allow", "Action": "s3:GetObject",
-         "Resource": [f"{bucket_arn}/{LOGIN_PREFIX}*", f"{bucket_arn}/{MOUNT_SCRIPT_KEY}"]},
+         "Resource": [f"{bucket_arn}/{LOGIN_PREFIX}*", *[f"{bucket_arn}/{key}" for key in HEAD_KEYS_READ]]},
     ]}
 
 

@@ -147,6 +147,7 @@ class SlurmController(SlurmControllerShape):
     role_arn: pulumi.Output[str]
     accounting_secret_arn: pulumi.Output[str] | None
     dns_zone_id: pulumi.Output[str]               # the private hosted zone of the node names
+    head_security_group_id: pulumi.Output[str]
     dns_domain: str
 
     def __init__(self, name: str, args: SlurmControllerArgs, opts: pulumi.ResourceOptions | None = None):
@@ -267,6 +268,7 @@ class SlurmController(SlurmControllerShape):
                                         ignore_changes=["ami", "launchTemplate"]),
         )
         self.controller_addr = head.private_ip
+        self.head_security_group_id = head_sg.id     # the accounting database admits the head only
         self.register_outputs({"controller_addr": head.private_ip, "bucket": bucket.bucket,
                                "munge_secret_arn": munge.arn, "dns_zone_id": zone.zone_id})
 
@@ -442,6 +444,8 @@ class SlurmConfigurationArgs:
     pools: pool name -> its `GpuPool` (launch template, placement group), for every Slurm pool.
     subnet_id: the private cluster subnet the resume program launches nodes into.
     mounts: the filesystems the head mounts once they are published (`list[Mount]`); default none.
+    accounting_endpoint: the managed accounting database's {"host": ...} (`SlurmdbdDatabase`);
+        None with the database on the head or accounting off.
     """
     design: ClusterDesign
     controller: SlurmController
@@ -449,6 +453,7 @@ class SlurmConfigurationArgs:
     pools: dict
     subnet_id: pulumi.Input[str]
     mounts: pulumi.Input[list] = ()
+    accounting_endpoint: pulumi.Input[dict] | None = None
 
 
 class SlurmConfiguration(SlurmConfigurationShape):
@@ -457,11 +462,13 @@ class SlurmConfiguration(SlurmConfigurationShape):
         design, controller, child = args.design, args.controller, self.child
         pools = pool_facts(args.pools, "launch_template_id", "placement_group_name")
         files = pulumi.Output.all(controller.controller_addr, args.subnet_id, pools,
-                                  controller.accounting_secret_arn or "", args.mounts, controller.dns_zone_id).apply(
+                                  controller.accounting_secret_arn or "", args.mounts, controller.dns_zone_id,
+                                  args.accounting_endpoint).apply(
             lambda a: published_files(design, controller_addr=a[0], subnet_id=a[1],
                                       launch_templates=a[2]["launch_template_id"],
                                       placement_groups=a[2]["placement_group_name"],
-                                      accounting_secret=a[3] or None, mounts=list(a[4]), hosted_zone_id=a[5]))
+                                      accounting_secret=a[3] or None, mounts=list(a[4]), hosted_zone_id=a[5],
+                                      accounting_endpoint=a[6]))
         self.publish(PUBLISHED_KEYS, files, lambda key, content: aws.s3.BucketObjectv2(
             f"{name}-{key.replace('/', '-').replace('.', '-')}", bucket=controller.bucket_name,
             key=CONFIG_PREFIX + key, content=content, server_side_encryption="AES256", opts=child))
@@ -483,7 +490,7 @@ PUBLISHED_KEYS = published_keys(_PROGRAMS)
 
 def published_files(design: ClusterDesign, *, controller_addr: str, subnet_id: str, launch_templates: dict,
                     placement_groups: dict, accounting_secret: str | None, hosted_zone_id: str,
-                    mounts: list[Mount] = ()) -> dict[str, str]:
+                    mounts: list[Mount] = (), accounting_endpoint: dict | None = None) -> dict[str, str]:
     cluster = {
         "cluster_tag": CLUSTER_TAG, "node_tag": NODE_TAG, "pool_tag": POOL_TAG, "hosted_zone_id": hosted_zone_id,
         "pools": {p.name: {
@@ -494,4 +501,5 @@ def published_files(design: ClusterDesign, *, controller_addr: str, subnet_id: s
         } for p in slurm_pools(design)},
     }
     return _published_files(design, controller_addr=controller_addr, cluster=cluster, programs=_PROGRAMS,
-                            power_program="aicluster-power.py", accounting_secret=accounting_secret, mounts=mounts)
+                            power_program="aicluster-power.py", accounting_secret=accounting_secret, mounts=mounts,
+                            accounting_endpoint=accounting_endpoint)

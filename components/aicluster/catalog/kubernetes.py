@@ -5,6 +5,7 @@ against. Pure: no Pulumi, no spec. kubernetes_design and gke_design build on the
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import functools
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,8 @@ class GkeVersions:
     flex_start_compact: tuple[str, ...] = ()
     # Accelerator kinds whose node pools keep Secure Boot while mounting Managed Lustre (gpu).
     lustre_secure_boot: tuple[str, ...] = ("gpu",)
+    # The cluster's maintenance policy (kubernetes.yaml gke.maintenance): window, limits, exclusion.
+    maintenance: Mapping = dataclasses.field(default_factory=dict)
 
     def flex_start_compact_ok(self, machine_type: str) -> bool:
         return machine_type.startswith(self.flex_start_compact)
@@ -89,9 +92,17 @@ class Versions:
 
 
 def _sourced(entry: Mapping, where: str) -> str:
+    """The entry's source, once it has one and the date it was checked on (`checked:`, a YAML date
+    no later than today): a pin nobody can say when it was last looked at is refused."""
     source = entry.get("source") if isinstance(entry, Mapping) else None
     if not isinstance(source, str) or not source.strip():
         raise CatalogError(f"kubernetes.yaml {where}: every entry needs a non-empty `source:`")
+    checked = entry.get("checked")
+    if not isinstance(checked, datetime.date) or isinstance(checked, datetime.datetime):
+        raise CatalogError(f"kubernetes.yaml {where}: every entry needs `checked:`, the date (YYYY-MM-DD) its "
+                           f"source was last consulted, not {checked!r}")
+    if checked > datetime.date.today():
+        raise CatalogError(f"kubernetes.yaml {where}: `checked: {checked}` is in the future")
     return source
 
 
@@ -130,11 +141,16 @@ def versions_from(doc: Mapping) -> Versions:
         sources["gke:accelerators"] = _sourced(g["accelerators"], "gke.accelerators")
         sources["gke:flex-start-compact"] = _sourced(g["flex_start_compact"], "gke.flex_start_compact")
         sources["gke:lustre-secure-boot"] = _sourced(g["lustre_secure_boot"], "gke.lustre_secure_boot")
+        if "maintenance" in g:
+            sources["gke:maintenance"] = _sourced(g["maintenance"], "gke.maintenance")
         gke = GkeVersions(release_channel=str(g["release_channel"]), version=str(g["version"]),
                           gpu_driver_version=str(g["gpu_driver_version"]), image_type=str(g["image_type"]),
-                          accelerators={k: str(v) for k, v in g["accelerators"].items() if k != "source"},
+                          accelerators={k: str(v) for k, v in g["accelerators"].items()
+                                        if k not in ("source", "checked")},
                           flex_start_compact=tuple(str(m) for m in g["flex_start_compact"]["machine_type_prefixes"]),
-                          lustre_secure_boot=tuple(str(k) for k in g["lustre_secure_boot"]["accelerators"]))
+                          lustre_secure_boot=tuple(str(k) for k in g["lustre_secure_boot"]["accelerators"]),
+                          maintenance={k: v for k, v in (g.get("maintenance") or {}).items()
+                                       if k not in ("source", "checked")})
     installers = {}
     for stack, entry in (doc.get("nccl_installers") or {}).items():
         sources[f"nccl-installer:{stack}"] = _sourced(entry, f"nccl_installers.{stack}")

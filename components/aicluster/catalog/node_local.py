@@ -14,6 +14,7 @@ from . import CatalogError, load_catalog
 
 _FILE = Path(__file__).parent / "node_local.yaml"
 SCRATCH = "/scratch"
+_UNITS = ("GB", "GiB")
 
 
 @dataclass(frozen=True)
@@ -48,11 +49,14 @@ class Containers:
 
 @dataclass(frozen=True)
 class LocalNvme:
-    """The local NVMe of one instance type: `devices` of `device_gb` each, bundled with the type."""
+    """The local NVMe of one instance type: `devices` of `device_gb` each, bundled with the type.
+    Sizes are in `unit`: "GB" as EC2 states them, "GiB" where the cloud states GiB (GCP Local SSD
+    disks are 375 GiB), so a plan never calls 375 GiB "375 GB"."""
 
     devices: int
     device_gb: int
     source: str
+    unit: str = "GB"
 
     @property
     def total_gb(self) -> int:
@@ -86,7 +90,10 @@ def containers() -> Containers:
 def _local_nvme() -> dict[str, LocalNvme]:
     out = {}
     for name, e in _doc()["local_nvme"].items():
-        out[name] = LocalNvme(int(e["devices"]), int(e["device_gb"]), _sourced(e, f"local_nvme.{name}"))
+        unit = e.get("unit", "GB")
+        if unit not in _UNITS:
+            raise CatalogError(f"node_local.yaml: local_nvme.{name}.unit is {unit!r}, not one of {', '.join(_UNITS)}")
+        out[name] = LocalNvme(int(e["devices"]), int(e["device_gb"]), _sourced(e, f"local_nvme.{name}"), unit)
     return out
 
 
@@ -106,6 +113,7 @@ def check() -> None:
         itype = catalog.find(name)
         if itype is None:
             raise CatalogError(f"node_local.yaml: local_nvme.{name} is not an instance type of the catalog")
-        if itype.local_nvme_gb is not None and itype.local_nvme_gb != nvme.total_gb:
+        # local_nvme_gb is in GB: only a GB table compares with it number for number
+        if nvme.unit == "GB" and itype.local_nvme_gb is not None and itype.local_nvme_gb != nvme.total_gb:
             raise CatalogError(f"node_local.yaml: local_nvme.{name}: {nvme.devices} x {nvme.device_gb} GB = "
                                f"{nvme.total_gb} GB, but the instance type says {itype.local_nvme_gb} GB")

@@ -30,12 +30,16 @@ _EXPORTS = {
     "SlurmConfigurationArgs": "slurm",
     "LoginNodes": "login",
     "LoginNodesArgs": "login",
+    "SlurmdbdDatabase": "accounting_db",
+    "SlurmdbdDatabaseArgs": "accounting_db",
     "GkeCluster": "gke",
     "GkeClusterArgs": "gke",
     "GkeNodePools": "gke_nodes",
     "GkeNodePoolArgs": "gke_nodes",
     "GkeAddons": "gke_addons",
     "GkeAddonsArgs": "gke_addons",
+    "WorkloadIdentities": "workload_identity",
+    "WorkloadIdentitiesArgs": "workload_identity",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -48,9 +52,11 @@ if TYPE_CHECKING:
     from .storage import ManagedLustre, ManagedLustreArgs, Filestore, FilestoreArgs
     from .slurm import SlurmController, SlurmControllerArgs, SlurmConfiguration, SlurmConfigurationArgs
     from .login import LoginNodes, LoginNodesArgs
+    from .accounting_db import SlurmdbdDatabase, SlurmdbdDatabaseArgs
     from .gke import GkeCluster, GkeClusterArgs
     from .gke_nodes import GkeNodePools, GkeNodePoolArgs
     from .gke_addons import GkeAddons, GkeAddonsArgs
+    from .workload_identity import WorkloadIdentities, WorkloadIdentitiesArgs
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -77,9 +77,17 @@ def compute_user_data(design: ClusterDesign, pool_name: str, mounts: list[Mount]
                   local_nvme_devices=local_nvme_devices(pool.instance.name))     # aicluster-scratch
 
 
+def _managed_accounting(design: ClusterDesign):
+    """The Cloud SQL database of `slurm.accounting: managed` (AccountingDatabase), or None."""
+    settings = design.slurm.accounting_settings if design.slurm else None
+    return settings.database if settings else None
+
+
 def build_gcp_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
     network = Network(f"{design.name}-network", NetworkArgs(
-        context=design.context, network=design.network, private_service_access=bool(design.storage)))
+        context=design.context, network=design.network,
+        # Managed Lustre, Filestore and Cloud SQL (managed accounting) get private addresses through it.
+        private_service_access=bool(design.storage) or _managed_accounting(design) is not None))
     nodes = NodeIdentity(f"{design.name}-compute", NodeIdentityArgs(design.context))
     filesystems: list = []
     for fs in design.storage:
@@ -140,9 +148,19 @@ def build_gcp_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
         tpu_pools = [p for p in design.pools if p.tpu is not None]
         node_addrs = pulumi.Output.all(*[pools[p.name].addresses for p in tpu_pools]).apply(
             lambda a: {node: addr for p, addrs in zip(tpu_pools, a) for node, addr in zip(p.node_names(), addrs)})
+        endpoint = None
+        if _managed_accounting(design) is not None:
+            # slurmdbd's database in Cloud SQL (gcp/accounting_db.py): its private IP and server CA.
+            from .accounting_db import SlurmdbdDatabase, SlurmdbdDatabaseArgs
+            database = SlurmdbdDatabase(f"{design.name}-slurmdbd", SlurmdbdDatabaseArgs(
+                context=design.context, database=_managed_accounting(design), network_id=network.network_id,
+                service_access=network.service_access, password=controller.accounting_password))
+            endpoint = pulumi.Output.all(database.address, database.ca_pem).apply(
+                lambda a: {"host": a[0], "tls_ca_pem": a[1]})
+            outputs["accounting_database"] = database.address
         SlurmConfiguration(f"{design.name}-slurm-config", SlurmConfigurationArgs(
             design=design, controller=controller, compute_identity=nodes, pools=pools, mounts=mounts,
-            lustre_imports=imports, node_addrs=node_addrs))
+            lustre_imports=imports, node_addrs=node_addrs, accounting_endpoint=endpoint))
         outputs["slurm_controller"] = controller.controller_addr
         outputs["slurm_config_bucket"] = controller.bucket_name
         if design.slurm.login and design.slurm.login.count:

@@ -8,8 +8,10 @@
   traffic from outside Google Cloud, authorized by IAM (container.clusters.connect), so the
   `pulumi up` that installs the add-ons reaches the API from anywhere with no IP allowlist;
   Workload Identity; the release channel and minimum version pinned in catalog/kubernetes.yaml;
-  the Managed Lustre and Filestore CSI drivers (always on: adding a filesystem must never change the
-  cluster); VPC-native pod and service ranges from the design; shielded nodes, no client
+  a maintenance window and an exclusion of automatic minor and node upgrades (gke_upgrades.py);
+  the Managed Lustre, Filestore and Cloud Storage FUSE CSI drivers (always on: adding a filesystem
+  or a dataset must never change the cluster); the Container File System API, which the node
+  pools' image streaming needs (GKE docs, Use Image streaming to pull container images); VPC-native pod and service ranges from the design; shielded nodes, no client
   certificate, deletion protection, `protect` and `retain_on_delete` (it holds the jobs' and
   queues' state). Its inputs depend on the spec's cluster settings and the network only.
 - The node service account (NodeIdentity's compute account) gets GKE's node role.
@@ -34,12 +36,15 @@ from ..kubernetes_design import ROLE_LABEL
 from .common import labels, node_metadata, node_tag, project
 from .gke_addons import GkeAddons, GkeAddonsArgs, GkeFilesystem
 from .gke_nodes import GkeNodePoolArgs, GkeNodePools, network_names
+from .gke_upgrades import maintenance_policy
 from .identity import CLOUD_PLATFORM
+from .workload_identity import WorkloadIdentities, WorkloadIdentitiesArgs
 
 # GKE's own role for a custom node service account: logs, metrics, image pulls (GKE docs,
 # "Use a least privileged IAM service account for nodes").
 NODE_ROLE = "roles/container.defaultNodeServiceAccount"
 SYSTEM_DISK_GIB = 100
+IMAGE_STREAMING_API = "containerfilesystem.googleapis.com"
 
 
 def kubeconfig(cluster_name: str, endpoint: str, ca_data: str | None) -> str:
@@ -107,6 +112,10 @@ class GkeCluster(pulumi.ComponentResource):
 
         node_role = gcp.projects.IAMMember(f"{name}-node-role", project=project_id, role=NODE_ROLE,
                                            member=args.node_service_account_member, opts=child)
+        # Image streaming (gcfs_config on the node pools) needs this API; left on when the stack goes.
+        image_streaming = gcp.projects.Service(f"{name}-containerfilesystem", project=project_id,
+                                               service=IMAGE_STREAMING_API, disable_on_destroy=False,
+                                               disable_dependent_services=False, opts=child)
         public = not gke.private_endpoint
         cluster = gcp.container.Cluster(
             name,
@@ -142,12 +151,17 @@ class GkeCluster(pulumi.ComponentResource):
                 workload_pool=workload_pool(project_id)),
             release_channel=gcp.container.ClusterReleaseChannelArgs(channel=gke.release_channel),
             min_master_version=gke.version,
+            # A weekly window, and no automatic minor or node upgrade until end of support: a node
+            # upgrade drains nodes under running gangs (gke_upgrades.py).
+            maintenance_policy=maintenance_policy(),
             addons_config=gcp.container.ClusterAddonsConfigArgs(
                 lustre_csi_driver_config=gcp.container.ClusterAddonsConfigLustreCsiDriverConfigArgs(enabled=True),
                 gcp_filestore_csi_driver_config=gcp.container.ClusterAddonsConfigGcpFilestoreCsiDriverConfigArgs(
                     enabled=True),
                 gce_persistent_disk_csi_driver_config=gcp.container.ClusterAddonsConfigGcePersistentDiskCsiDriverConfigArgs(
-                    enabled=True)),
+                    enabled=True),
+                # Datasets in Cloud Storage (kubernetes.datasets), read with each pod's Workload Identity.
+                gcs_fuse_csi_driver_config=gcp.container.ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(enabled=True)),
             enable_shielded_nodes=True,
             # The default node pool is removed at once; node pools are separate resources.
             remove_default_node_pool=True,
@@ -199,7 +213,7 @@ class GkeCluster(pulumi.ComponentResource):
         if args.in_cluster:
             self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, enable_server_side_apply=True,
                                          opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]))
-        self.before_nodes = [node_role]
+        self.before_nodes = [node_role, image_streaming]
         self.ready = [system]
         self.register_outputs({"cluster_name": cluster.name, "endpoint": endpoint, "kubeconfig": self.kubeconfig})
 
@@ -244,12 +258,14 @@ def attach_gke(design: ClusterDesign, network, nodes, filesystems: list) -> dict
     }
     networks = {n.name: (names.network, names.subnetwork)
                 for n, names in zip(gke_design.networks, network_names(network.fabric, gke_design.networks))}
+    identities = WorkloadIdentities(f"{design.name}-pods", WorkloadIdentitiesArgs(
+        context=design.context, identities=design.kubernetes.identities, depends_on=[cluster]))
     if design.kubernetes.in_cluster:
         GkeAddons(f"{design.name}-k8s", GkeAddonsArgs(
             design=design, provider=cluster.provider, networks=networks,
             filesystems=[GkeFilesystem(fs_design, fs.instance_id, fs.mount)
                          for fs_design, fs in zip(design.storage, filesystems)],
-            depends_on=cluster.ready))
+            depends_on=cluster.ready, gsa_emails=identities.emails))
     return {
         "gke_cluster": cluster.cluster_name,
         "kubeconfig": cluster.kubeconfig,

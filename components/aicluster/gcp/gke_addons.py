@@ -11,13 +11,15 @@ cluster's own provider (versions from components/aicluster/catalog/kubernetes.ya
   runs) bound to a claim in the training namespace, Retain;
 - the example jobs, published in a ConfigMap and written by `aicluster plan --out DIR`: per GPU pool
   a multi-node job with the family's multi-network pod annotations, per TPU pool a JobSet over its
-  slices.
+  slices;
+- GPU node health: the agent DaemonSet per GPU pool (aicluster.k8s_health), with the driver's host
+  path and without the fabric count (node_health_settings).
 """
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -25,9 +27,13 @@ import yaml
 
 from ..design import ClusterDesign, StorageDesign
 from ..gke_design import GkeNetwork, GkeNodePool
-from ..k8s_resources import (SCRIPT_DIR, examples_configmap, helm_release, job_claims, job_name, kueue_queues,
+from ..k8s_data import pod_identities_and_datasets
+from ..k8s_jobs import gpu_job_scripts
+from ..k8s_resources import (JOB_PRIORITY, SCRIPT_DIR, examples_configmap, gang_charts, helm_release, job_claims,
+                             job_name, kueue_queues,
                              render_train_job, static_volume, training_namespace)
-from ..kubernetes_design import EXAMPLES_CONFIGMAP, POOL_LABEL, ROLE_LABEL, SYSTEM_NODES, versions
+from ..kubernetes_design import EXAMPLES_CONFIGMAP, POOL_LABEL, ROLE_LABEL, versions
+from ..k8s_health import NodeHealthSettings, expectations, gpu_pools, node_health
 from ..mounts import Mount
 from ..render import render, static
 
@@ -202,7 +208,7 @@ def render_tpu_jobset(design: ClusterDesign, pool_name: str) -> str:
                   job=job_name(pool), namespace=kd.namespace, local_queue=kd.local_queue,
                   cluster_queue=kd.cluster_queue, pool_label=POOL_LABEL, api_version=v.charts["jobset"].api_version,
                   image=v.images["jax-tpu"], requirement=v.packages["jax-tpu"], script_dir=SCRIPT_DIR,
-                  examples=EXAMPLES_CONFIGMAP, claims=job_claims(design))
+                  examples=EXAMPLES_CONFIGMAP, claims=job_claims(design), **JOB_PRIORITY)
 
 
 def example_files(design: ClusterDesign) -> dict[str, str]:
@@ -213,15 +219,15 @@ def example_files(design: ClusterDesign) -> dict[str, str]:
         files[f"{job_name(kpool)}.yaml"] = render_tpu_jobset(design, pool.name) if pool.tpu else \
             render_gpu_job(design, pool.name)
     if any(not p.tpu for p in design.pools):
-        files["allreduce.py"] = static("k8s/allreduce.py")
+        files.update(gpu_job_scripts())
     if any(p.tpu for p in design.pools):
         files["tpu_allreduce.py"] = static("k8s/tpu_allreduce.py")
     return files
 
 
 def chart_values(design: ClusterDesign) -> dict[str, dict]:
-    """Every chart this cluster installs -> its values: Kueue and JobSet, controllers on the system nodes."""
-    return {"kueue": {"controllerManager": {"nodeSelector": SYSTEM_NODES}}, "jobset": {}}
+    """Every chart this cluster installs -> its values: Kueue and JobSet, as on EKS."""
+    return gang_charts()
 
 
 # ---------------------------------------------------------------- the component
@@ -250,6 +256,20 @@ def filestore_volume(instance_id: str, mount: Mount) -> tuple[str, dict]:
     return f"modeInstance/{parts[3]}/{parts[5]}/{share}", {"ip": mount.server, "volume": share}
 
 
+def node_health_settings(design: ClusterDesign) -> NodeHealthSettings:
+    """The GPU health agent on GKE: the driver GKE installs lives under NVIDIA_HOST_DIR on the host
+    (bin/nvidia-smi, lib64). The fabric is not counted: GKE multi-networking moves a pod's GPU NICs
+    (NetDevice and RDMA device modes) into the pod's network namespace while a job runs, so the
+    host's count drops by design; the GPU, ECC, row-remapping, NVLink and Xid checks all run."""
+    return NodeHealthSettings(
+        "gke", versions().images["node-health"],
+        {p.name: expectations(p.gpus, "rdma" if design.pool(p.name).instance.gpu_nic_stack == "rdma" else "gvnic", 0)
+         for p in gpu_pools(design.kubernetes.pools)},
+        host_path=f"{NVIDIA_HOST_DIR}/bin", host_ld_library_path=f"{NVIDIA_HOST_DIR}/lib64",
+        # Flex-start pools run without auto-repair (gke_nodes.py): a NotReady node there would stay.
+        taint_only=frozenset(p.pool for p in design.kubernetes.gke.node_pools if p.capacity == "flex-start"))
+
+
 @dataclass(frozen=True)
 class GkeAddonsArgs:
     """What runs inside the GKE cluster: the GPU NIC networks as pod networks, the NIC stack
@@ -266,12 +286,15 @@ class GkeAddonsArgs:
         entry (from Network.fabric).
     filesystems: each filesystem's design, instance id and Mount, for its static volume. Default none.
     depends_on: what the in-cluster objects wait for (GkeCluster.ready). Default nothing.
+    gsa_emails: PodIdentity.key -> the Google service account email its Kubernetes ServiceAccount
+        is annotated with (WorkloadIdentities.emails). Default none.
     """
     design: ClusterDesign
     provider: k8s.Provider
     networks: dict
     filesystems: Sequence[GkeFilesystem] = ()
     depends_on: Sequence[pulumi.Resource] = ()
+    gsa_emails: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
 
 
 class GkeAddons(pulumi.ComponentResource):
@@ -314,8 +337,12 @@ class GkeAddons(pulumi.ComponentResource):
                           mount_options=("relatime", "flock") if lustre else ("hard",), depends_on=[],
                           opts=in_namespace)
 
-        kueue_queues(name, design, pulumi.ResourceOptions(parent=self, provider=args.provider,
-                                                          depends_on=[releases["kueue"], namespace]))
+        teams = kueue_queues(name, design, pulumi.ResourceOptions(parent=self, provider=args.provider,
+                                                                  depends_on=[releases["kueue"], namespace]))
+        # The pods' ServiceAccounts, annotated with their Google service accounts
+        # (gcp/workload_identity.py), and the datasets' GCS FUSE volumes (the cluster's add-on).
+        pod_identities_and_datasets(name, design, {kd.namespace: namespace, **teams}, args.gsa_emails, after_cluster)
         examples_configmap(name, design, example_files(design), in_namespace)
+        node_health(f"{name}-health", design.name, kd.pools, node_health_settings(design), after_cluster)
         self.register_outputs({"namespace": kd.namespace, "charts": {c: v.charts[c].version for c in releases}})
 

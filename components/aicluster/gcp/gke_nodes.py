@@ -12,8 +12,11 @@ GPU pools: one node pool in the cluster's zone with
   Container-Optimized OS image, the GPU taint, the aicluster.io labels Kueue's flavor selects on,
   private nodes, the node service account with Workload Identity's metadata server, Shielded VM
   with Secure Boot and the boot disk type the machine takes (from the design);
+- the machine's bundled Local SSDs as RAID0 ephemeral storage (container images, emptyDirs, the
+  GCS FUSE file cache) and image streaming (gcfs_config) on every pool;
 - autoscaling from min_nodes to max_nodes (GKE's cluster autoscaler adds nodes for the pods Kueue
-  admits) and surge-free upgrades (no spare GPU node is needed to upgrade one).
+  admits); flex-start pools start empty with queued provisioning: a gang gets all its nodes or none and surge upgrades that add a node before draining one (max_surge 1, max_unavailable 0:
+  gke_upgrades.py), so an upgrade never shrinks the pool under a running gang.
 
 TPU pools: one node pool per slice, each of the slice's hosts, with placement_policy COMPACT and the
 slice's tpu_topology for a multi-host slice (GKE creates and scales such a pool atomically), the
@@ -30,8 +33,10 @@ import pulumi_gcp as gcp
 
 from ..design import ClusterContext, PoolDesign
 from ..gke_design import GkeDesign, GkeNetwork, GkeNodePool
+from ..k8s_capacity import autoscaled_health_marks
 from ..kubernetes_design import KubernetesPool
 from .common import labels, node_metadata, node_tag, pool_labels
+from .gke_upgrades import gpu_upgrade_settings
 from .gpu_pool import RESERVATION_KEY
 from .identity import CLOUD_PLATFORM
 
@@ -94,6 +99,9 @@ class GkeNodePools(pulumi.ComponentResource):
         if len(args.networks) != len(pool.networks):
             raise ValueError(f"pool {pool.pool}: {len(args.networks)} networks for {len(pool.networks)}")
         flex = pool.capacity == "flex-start"
+        # A pool that scales: its nodes are born with the health label the jobs require and a taint
+        # the autoscaler leaves out of its templates, which the health agent's first check removes.
+        marks, startup_taints = autoscaled_health_marks(kpool)
         guest = None
         if pool.accelerator:
             guest = [gcp.container.NodePoolNodeConfigGuestAcceleratorArgs(
@@ -115,12 +123,17 @@ class GkeNodePools(pulumi.ComponentResource):
             workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA"),
             shielded_instance_config=gcp.container.NodePoolNodeConfigShieldedInstanceConfigArgs(
                 enable_secure_boot=pool.secure_boot, enable_integrity_monitoring=True),
-            labels=dict(kpool.labels),
+            labels={**kpool.labels, **marks},
             taints=[gcp.container.NodePoolNodeConfigTaintArgs(key=t.key, value=t.value, effect=_EFFECTS[t.effect])
-                    for t in kpool.taints],
+                    for t in (*kpool.taints, *startup_taints)],
             resource_labels={**labels(design, "compute", pool.pool), **pool_labels(design, args.pool_design)},
             metadata=node_metadata(),
             tags=[node_tag(design)],
+            # The bundled Local SSDs as RAID0 ephemeral storage (images, emptyDirs, the GCS FUSE file
+            # cache), and image streaming: a multi-GB training image starts before it is all pulled.
+            ephemeral_storage_local_ssd_config=gcp.container.NodePoolNodeConfigEphemeralStorageLocalSsdConfigArgs(
+                local_ssd_count=pool.local_ssds) if pool.local_ssds else None,
+            gcfs_config=gcp.container.NodePoolNodeConfigGcfsConfigArgs(enabled=pool.image_streaming),
         )
         network_config = gcp.container.NodePoolNetworkConfigArgs(
             enable_private_nodes=True,
@@ -141,10 +154,14 @@ class GkeNodePools(pulumi.ComponentResource):
                 autoscaling=gcp.container.NodePoolAutoscalingArgs(
                     min_node_count=pool.min_nodes, max_node_count=pool.max_nodes,
                     location_policy="ANY" if flex else None),
+                # Flex-start: queued provisioning. GKE creates the nodes of a ProvisioningRequest (made
+                # by Kueue's admission check for an admitted gang) all at once, or none (GKE docs,
+                # provisioningrequest: --flex-start --enable-queued-provisioning --num-nodes=0
+                # --location-policy=ANY --reservation-affinity=none --no-enable-autorepair).
+                queued_provisioning=gcp.container.NodePoolQueuedProvisioningArgs(enabled=True) if flex else None,
                 placement_policy=gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT") if pool.compact else None,
-                # No surge node: a GPU node is upgraded in place of itself.
-                upgrade_settings=gcp.container.NodePoolUpgradeSettingsArgs(strategy="SURGE", max_surge=0,
-                                                                          max_unavailable=1),
+                # A new node first, none down before it is up: a running gang keeps its nodes.
+                upgrade_settings=gpu_upgrade_settings(),
                 opts=keep)
             self.node_pools[pool.names[0]] = node_pool.id
         else:

@@ -7,7 +7,9 @@ from typing import Any
 
 from ..design import ClusterDesign
 from ..gke_design import GkeNodePool
-from ..k8s_resources import claim_name, in_cluster_lines, job_name, volume_name
+from ..k8s_capacity import capacity_lines, capacity_warnings
+from ..k8s_data import data_summary
+from ..k8s_resources import claim_name, in_cluster_lines, job_name, queue_summary, volume_name
 from ..kubernetes_design import versions
 from .gke_addons import INSTALLERS, chart_values
 
@@ -52,6 +54,7 @@ def kubernetes_summary(design: ClusterDesign) -> dict[str, Any]:
             "min": pool.min_nodes, "max": pool.max_nodes, "capacity": pool.capacity, "reservation": pool.reservation,
             "placement": "COMPACT" if pool.compact else None, "taints": [f"{t.key}={t.value}:{t.effect}" for t in kpool.taints],
             "labels": dict(kpool.labels), "boot_disk": pool.disk_type, "secure_boot": pool.secure_boot,
+            "ephemeral_local_ssds": pool.local_ssds, "image_streaming": pool.image_streaming,
         }
         if pool.tpu:
             entry |= {"tpu": pool.tpu.name, "topology": pool.tpu.topology, "slices": pool.slices,
@@ -81,10 +84,12 @@ def kubernetes_summary(design: ClusterDesign) -> dict[str, Any]:
                      "capacity": f"{fs.capacity_gib}Gi", "mount": fs.mount,
                      "driver": "Managed Lustre CSI" if fs.kind == "managed-lustre" else "Filestore CSI"}
                     for fs in design.storage],
+        **data_summary(design),
         "queues": {"local_queue": f"{kd.namespace}/{kd.local_queue}", "cluster_queue": kd.cluster_queue,
                    "quotas": {p.flavor: {r: p.quota[r] for r in g.resources}
-                              for g in kd.resource_groups for p in g.pools}},
+                              for g in kd.resource_groups for p in g.pools}, **queue_summary(design)},
         "jobs": [f"k8s/examples/{job_name(p)}.yaml" for p in kd.pools],
+        "capacity_warnings": capacity_warnings(design),
     }
 
 
@@ -96,7 +101,7 @@ def kubernetes_lines(design: ClusterDesign) -> list[str]:
     access += " + DNS endpoint (IAM)" if s["endpoint"]["dns"] else " only"
     lines = [f"  control plane: regional ({s['location']}), release channel {s['release_channel']} from "
              f"{s['version']}, {access}, private nodes, Dataplane V2 + multi-networking, Workload Identity, "
-             f"Managed Lustre and Filestore CSI drivers",
+             f"Managed Lustre, Filestore and Cloud Storage FUSE CSI drivers",
              f"  Kubernetes API: {s['endpoint']['reached_by']}",
              f"  pods {s['pods_cidr']} ({s['max_pods_per_node']} per node), services {s['services_cidr']}",
              f"  system nodes: {s['system_nodes']['count']} x {s['system_nodes']['machine_type']}"]
@@ -107,6 +112,10 @@ def kubernetes_lines(design: ClusterDesign) -> list[str]:
         boot = f"{pool.disk_type} boot disk, " + (
             "Secure Boot" if pool.secure_boot
             else "no Secure Boot (GKE mounts Managed Lustre on Secure Boot nodes of GPU machine types only)")
+        if pool.local_ssds:
+            boot += f", {pool.local_ssds} local SSDs as RAID0 ephemeral storage"
+        if pool.image_streaming:
+            boot += ", image streaming"
         if pool.tpu:
             lines.append(f"  node pools {', '.join(pool.names)}: {pool.tpu.describe()} each "
                          f"({entry['slices']} slice(s), {entry['chips']} chips), {placement} with tpu_topology "
@@ -122,5 +131,7 @@ def kubernetes_lines(design: ClusterDesign) -> list[str]:
                                                                     for n in s["networks"]))
     for stack, image in s["nccl_installers"].items():
         lines.append(f"  NCCL installer DaemonSet {INSTALLERS[stack][0]}: {image}")
+    lines += capacity_lines(design)
+    lines += [f"  warning: {w}" for w in s["capacity_warnings"]]
     lines += in_cluster_lines(s)
     return lines

@@ -7,8 +7,9 @@ the login nodes' tag only; none by default). OS Login decides who may log in (IA
 keys are refused. Shielded VM (secure boot, vTPM, integrity monitoring).
 
 Least privilege: a service account of their own (logs and metrics, gcp/identity.py), given the read
-of the munge key and of exactly one object of the configuration bucket (the filesystems' mount
-script the head publishes, through an IAM condition on the object's name).
+of the munge key and of exactly the objects of the configuration bucket it fetches (the head's
+published mount script, aicluster-nccl-check and cluster.json: login_files.HEAD_KEYS_READ, through
+an IAM condition on the objects' names).
 
 Not stateful (users' files belong on /home), and routine edits never replace them: the user data
 depends on the cluster's name, the controller's address, the munge key and the bucket only
@@ -24,7 +25,7 @@ import pulumi_gcp as gcp
 from ..catalog import load_catalog
 from ..design import Cluster, ClusterContext
 from ..login_design import LoginDesign
-from ..login_files import MOUNT_SCRIPT_KEY, login_user_data
+from ..login_files import HEAD_KEYS_READ, login_user_data
 from .common import labels, node_tag
 from .identity import CLOUD_PLATFORM, NodeIdentity, NodeIdentityArgs
 
@@ -38,10 +39,10 @@ def login_tag(cluster: Cluster) -> str:
     return f"{cluster.name}-login"
 
 
-def mount_script_condition(bucket: str) -> str:
-    """CEL: the one object the login nodes may read (Cloud Storage resource names in IAM conditions,
-    https://cloud.google.com/storage/docs/access-control/iam#conditions)."""
-    return f'resource.name == "projects/_/buckets/{bucket}/objects/{MOUNT_SCRIPT_KEY}"'
+def published_files_condition(bucket: str) -> str:
+    """CEL: the objects the login nodes may read, each by its exact name (Cloud Storage resource
+    names in IAM conditions, https://cloud.google.com/storage/docs/access-control/iam#conditions)."""
+    return " || ".join(f'resource.name == "projects/_/buckets/{bucket}/objects/{key}"' for key in HEAD_KEYS_READ)
 
 
 @dataclass(frozen=True)
@@ -79,11 +80,13 @@ class LoginNodes(pulumi.ComponentResource):
         identity = NodeIdentity(name, NodeIdentityArgs(cluster, ROLE), opts=child)
         munge_read = gcp.secretmanager.SecretIamMember(f"{name}-munge", secret_id=args.munge_secret,
                                                        role=SECRET_ACCESSOR, member=identity.member, opts=child)
+        # Named for the first object it granted (the mount script); kept so the grant's URN stays.
         script_read = gcp.storage.BucketIAMMember(
             f"{name}-mount-script", bucket=args.bucket_name, role=OBJECT_VIEWER, member=identity.member,
             condition=gcp.storage.BucketIAMMemberConditionArgs(
-                title="aicluster-login-mount-script", description="The published mount script only",
-                expression=pulumi.Output.from_input(args.bucket_name).apply(mount_script_condition)),
+                title="aicluster-login-mount-script",
+                description="The head's published files a login node fetches: mount script, fabric check, cluster.json",
+                expression=pulumi.Output.from_input(args.bucket_name).apply(published_files_condition)),
             opts=child)
         if args.ssh_ingress_cidrs:
             gcp.compute.Firewall(
@@ -119,7 +122,7 @@ class LoginNodes(pulumi.ComponentResource):
                 labels=node_labels,
                 # The image family resolves to a dated image at creation: a newer Ubuntu release is
                 # for a new login node, never a reason to replace this one. Its first boot reads the
-                # munge key and the mount script: the grants exist before it is created.
+                # munge key and the published files: the grants exist before it is created.
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[munge_read, script_read],
                                             ignore_changes=["bootDisk.initializeParams.image"]))
             self.private_ips.append(instance.network_interfaces.apply(lambda nics: nics[0].network_ip))

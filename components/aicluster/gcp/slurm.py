@@ -245,6 +245,8 @@ class SlurmConfigurationArgs:
         head once. Default none.
     node_addrs: Cloud TPU hosts, node name -> address (NodeAddr in slurm.conf). Default None (no
         TPU pool).
+    accounting_endpoint: the managed accounting database's {"host", "tls_ca_pem"} (`SlurmdbdDatabase`);
+        None with the database on the head or accounting off.
     """
     design: ClusterDesign
     controller: SlurmController
@@ -253,6 +255,7 @@ class SlurmConfigurationArgs:
     mounts: pulumi.Input[list] = ()
     lustre_imports: pulumi.Input[list] = ()
     node_addrs: pulumi.Input[dict] = None
+    accounting_endpoint: pulumi.Input[dict] | None = None
 
 
 class SlurmConfiguration(SlurmConfigurationShape):
@@ -262,11 +265,12 @@ class SlurmConfiguration(SlurmConfigurationShape):
         pools = pool_facts(args.pools, "instance_template", "placement_policy")
         project_id = project()
         files = pulumi.Output.all(controller.controller_addr, pools, controller.accounting_secret or "",
-                                  args.lustre_imports, args.mounts, controller.dns_zone, args.node_addrs or {}).apply(
+                                  args.lustre_imports, args.mounts, controller.dns_zone, args.node_addrs or {},
+                                  args.accounting_endpoint).apply(
             lambda a: published_files(design, project_id=project_id, controller_addr=a[0],
                                       templates=a[1]["instance_template"], placements=a[1]["placement_policy"],
                                       accounting_secret=a[2] or None, lustre_imports=list(a[3]), mounts=list(a[4]),
-                                      dns_zone=a[5], node_addrs=dict(a[6])))
+                                      dns_zone=a[5], node_addrs=dict(a[6]), accounting_endpoint=a[7]))
         self.publish(PUBLISHED_KEYS, files, lambda key, content: gcp.storage.BucketObject(
             f"{name}-{key.replace('/', '-').replace('.', '-').replace('_', '-')}", bucket=controller.bucket_name,
             name=CONFIG_PREFIX + key, content=content, opts=child))
@@ -301,7 +305,7 @@ PUBLISHED_KEYS = published_keys(_PROGRAMS, [_LUSTRE_IMPORTS])
 def published_files(design: ClusterDesign, *, project_id: str, controller_addr: str, templates: dict,
                     placements: dict, accounting_secret: str | None, lustre_imports: list,
                     mounts: list[Mount] = (), dns_zone: str | None = None,
-                    node_addrs: dict | None = None) -> dict[str, str]:
+                    node_addrs: dict | None = None, accounting_endpoint: dict | None = None) -> dict[str, str]:
     cluster = {
         "project": project_id, "zone": design.zone,
         "cluster_label": CLUSTER_LABEL, "node_label": NODE_LABEL, "pool_label": POOL_LABEL,
@@ -318,4 +322,5 @@ def published_files(design: ClusterDesign, *, project_id: str, controller_addr: 
                         run=(f"{BIN}/aicluster-gcp-lustre-import",))
     return _published_files(design, controller_addr=controller_addr, cluster=cluster, programs=_PROGRAMS,
                             power_program="aicluster-gcp-power.py", accounting_secret=accounting_secret,
-                            mounts=mounts, node_addrs=node_addrs, extra=[imports])
+                            mounts=mounts, node_addrs=node_addrs, extra=[imports],
+                            accounting_endpoint=accounting_endpoint)

@@ -202,6 +202,7 @@ class CapturedResource:
     additional_secret_outputs: tuple[str, ...] = ()
     import_id: str | None = None
     read: bool = False  # True for `Resource.get(...)` lookups (ReadResource), not creations
+    aliases: tuple[str, ...] = ()  # earlier types (or URNs) this resource was known by
 
     def to_json(self) -> dict:
         return {

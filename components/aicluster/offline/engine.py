@@ -60,6 +60,13 @@ _log = logging.getLogger("aicluster.offline")
 _RUN_LOCK = threading.Lock()
 
 
+def _aliases(request) -> tuple[str, ...]:
+    """The earlier identities a resource declares (ResourceOptions.aliases): the alias's type, or
+    its URN, whichever way the SDK sent it, so tests can check that a type change is an update."""
+    specs = tuple(a.spec.type or a.urn for a in getattr(request, "aliases", ()))
+    return specs + tuple(getattr(request, "aliasURNs", ()))
+
+
 class DuplicateResourceError(RuntimeError):
     """Two resources registered the same URN; `pulumi up` would fail the same way."""
 
@@ -166,6 +173,7 @@ class CaptureMonitor(MockMonitor):
             additional_secret_outputs=tuple(request.additionalSecretOutputs),
             import_id=getattr(request, "importId", "") or None,
             read=read,
+            aliases=_aliases(request),
         )
 
     def _create(self, request, inputs: dict, resource_id: Optional[str]) -> tuple[str, dict]:

@@ -404,6 +404,26 @@ def _efs_mount_target(r: _Res):
                  "vpcId": subnet.get("vpcId", r.aws_id("vpc"))}
 
 
+def _rds_instance(r: _Res):
+    """RDS: the endpoint is <identifier>.<12 characters of the account and region>.<region>.rds.amazonaws.com
+    (RDS user guide, "Finding the connection information for an RDS for MariaDB DB instance")."""
+    ident = r.get("identifier", r.name)
+    address = f"{ident}.{r.alnum(12, 'endpoint')}.{r.region}.rds.amazonaws.com"
+    port = r.get("port", 3306)
+    return f"db-{r.alnum(26, 'resource').upper()}", {
+        **_tags(r), "identifier": ident, "address": address, "endpoint": f"{address}:{port}", "port": port,
+        "arn": r.arn("rds", f"db:{ident}"), "resourceId": f"db-{r.alnum(26, 'resource').upper()}",
+        "hostedZoneId": "Z2R2ITUGPM61AM", "status": "available", "kmsKeyId": r.arn("kms", f"key/{r.uuid('kms')}")}
+
+
+def _rds_named(prefix: str):
+    """A DB subnet group or parameter group: its id is its name."""
+    def handler(r: _Res):
+        name = r.get("name", r.name)
+        return name, {**_tags(r), "name": name, "arn": r.arn("rds", f"{prefix}:{name}")}
+    return handler
+
+
 def _dra(r: _Res):
     did = f"dra-{r.hex(17)}"
     return did, {**_tags(r), "associationId": did,
@@ -463,6 +483,18 @@ def _kms_key(r: _Res):
 def _log_group(r: _Res):
     name = r.given_name
     return name, {**_tags(r), "name": name, "arn": r.arn("logs", f"log-group:{name}")}
+
+
+def _sqs_queue(r: _Res):
+    """An SQS queue: its URL is the id (as the provider's), with its ARN."""
+    name = r.given_name
+    url = f"https://sqs.{r.region}.amazonaws.com/{ACCOUNT}/{name}"
+    return url, {**_tags(r), "name": name, "url": url, "arn": r.arn("sqs", name)}
+
+
+def _event_rule(r: _Res):
+    name = r.get("name", f"{r.name}-{r.alnum(8, 'rule')}")
+    return name, {**_tags(r), "name": name, "arn": r.arn("events", f"rule/{name}")}
 
 
 def _eks_cluster(r: _Res):
@@ -676,6 +708,21 @@ def _gcp_filestore(r: _Res):
     }
 
 
+def _gcp_sql_instance(r: _Res):
+    """Cloud SQL: a private IP from the private service access range, and the instance's own
+    server CA (serverCaCerts[0].cert, a PEM)."""
+    name = r.given_name
+    ip = r.ip_in(None, "10.92.0.0/24", "sql")
+    pem = base64.b64decode(_fake_pem(r)).decode()
+    return name, {"name": name, "project": r.project, "privateIpAddress": ip, "publicIpAddress": "",
+                  "ipAddresses": [{"ipAddress": ip, "type": "PRIVATE"}],
+                  "connectionName": f"{r.project}:{r.get('region', r.gcp_region)}:{name}",
+                  "selfLink": f"https://sqladmin.googleapis.com/sql/v1beta4/projects/{r.project}/instances/{name}",
+                  "serverCaCerts": [{"cert": pem, "commonName": "C=US,O=Google\\, Inc,CN=Google Cloud SQL Server CA",
+                                     "sha1Fingerprint": r.hex(40, "ca")}],
+                  "serviceAccountEmailAddress": f"p{r.digits(12)}-{r.alnum(6)}@gcp-sa-cloud-sql.iam.gserviceaccount.com"}
+
+
 def _gke_cluster(r: _Res):
     name, location = r.given_name, r.get("location", r.gcp_region)
     master_auth = dict(r.get("masterAuth", {}))
@@ -844,6 +891,9 @@ RESOURCES: dict[str, Handler] = {
     "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": _dra,
     "aws:efs/fileSystem:FileSystem": _efs,
     "aws:efs/mountTarget:MountTarget": _efs_mount_target,
+    "aws:rds/instance:Instance": _rds_instance,
+    "aws:rds/subnetGroup:SubnetGroup": _rds_named("subgrp"),
+    "aws:rds/parameterGroup:ParameterGroup": _rds_named("pg"),
     "aws:secretsmanager/secret:Secret": _sm_secret,
     "aws:secretsmanager/secretVersion:SecretVersion": _sm_secret_version,
     "aws:ssm/parameter:Parameter": _ssm_parameter,
@@ -859,16 +909,29 @@ RESOURCES: dict[str, Handler] = {
     "aws:eks/addon:Addon": _eks_addon,
     "aws:eks/accessEntry:AccessEntry": _eks_access_entry,
     "aws:eks/podIdentityAssociation:PodIdentityAssociation": _eks_pod_identity,
+    "aws:sqs/queue:Queue": _sqs_queue,
+    "aws:cloudwatch/eventRule:EventRule": _event_rule,
     "aws:eks/accessPolicyAssociation:AccessPolicyAssociation": _eks_access_policy,
     "kubernetes:helm.sh/v3:Release": _helm_release,
     "kubernetes:core/v1:Namespace": _k8s_object,
     "kubernetes:core/v1:ConfigMap": _k8s_object,
     "kubernetes:core/v1:PersistentVolume": _k8s_object,
     "kubernetes:core/v1:PersistentVolumeClaim": _k8s_object,
-    "kubernetes:kueue.x-k8s.io/v1beta1:ResourceFlavor": _k8s_object,
-    "kubernetes:kueue.x-k8s.io/v1beta1:ClusterQueue": _k8s_object,
-    "kubernetes:kueue.x-k8s.io/v1beta1:LocalQueue": _k8s_object,
+    "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor": _k8s_object,
+    "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue": _k8s_object,
+    "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue": _k8s_object,
+    "kubernetes:kueue.x-k8s.io/v1beta2:WorkloadPriorityClass": _k8s_object,
+    "kubernetes:kueue.x-k8s.io/v1beta2:AdmissionCheck": _k8s_object,
+    "kubernetes:kueue.x-k8s.io/v1beta2:ProvisioningRequestConfig": _k8s_object,
+    "kubernetes:karpenter.sh/v1:NodePool": _k8s_object,
+    "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass": _k8s_object,
+    "kubernetes:karpenter.sh/v1alpha1:NodeOverlay": _k8s_object,
     "kubernetes:apps/v1:DaemonSet": _k8s_object,
+    "kubernetes:core/v1:ServiceAccount": _k8s_object,
+    "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole": _k8s_object,
+    "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding": _k8s_object,
+    "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy": _k8s_object,
+    "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding": _k8s_object,
     "kubernetes:networking.gke.io/v1:GKENetworkParamSet": _k8s_object,
     "kubernetes:networking.gke.io/v1:Network": _k8s_object,
     "random:index/randomPassword:RandomPassword": _password,
@@ -887,6 +950,11 @@ RESOURCES: dict[str, Handler] = {
     "gcp:compute/globalAddress:GlobalAddress": _gcp_global_address,
     "gcp:lustre/instance:Instance": _gcp_lustre,
     "gcp:filestore/instance:Instance": _gcp_filestore,
+    "gcp:sql/databaseInstance:DatabaseInstance": _gcp_sql_instance,
+    "gcp:sql/database:Database": lambda r: (f"projects/{r.project}/instances/{r.get('instance')}/databases/{r.given_name}",
+                                            {"name": r.given_name, "project": r.project}),
+    "gcp:sql/user:User": lambda r: (f"{r.given_name}/{r.get('host', '')}/{r.get('instance')}",
+                                    {"name": r.given_name, "project": r.project}),
     "gcp:container/cluster:Cluster": _gke_cluster,
     "gcp:container/nodePool:NodePool": _gke_node_pool,
     "gcp:secretmanager/secret:Secret": _gcp_secret,

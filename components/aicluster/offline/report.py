@@ -72,6 +72,14 @@ SUMMARIES: dict[str, Callable[[dict], str]] = {
     "aws:fsx/lustreFileSystem:LustreFileSystem": _lustre,
     "aws:efs/fileSystem:FileSystem": lambda i: ", ".join(
         p for p in (_show(i.get("throughputMode", "")), "encrypted" if i.get("encrypted") is True else "") if p),
+    "aws:rds/instance:Instance": lambda i: ", ".join(p for p in (
+        f"{_show(i.get('engine', ''))} {_show(i.get('engineVersion', ''))} {_show(i.get('instanceClass', ''))}".strip(),
+        "encrypted" if i.get("storageEncrypted") is True else "",
+        "private" if i.get("publiclyAccessible") is False else "") if p),
+    "gcp:sql/databaseInstance:DatabaseInstance": lambda i: ", ".join(p for p in (
+        _show(i.get("databaseVersion", "")), _show((i.get("settings") or {}).get("tier", "")),
+        "private IP only" if ((i.get("settings") or {}).get("ipConfiguration") or {}).get("ipv4Enabled") is False
+        else "") if p),
     "aws:ec2/vpc:Vpc": _key("cidrBlock"),
     "aws:ec2/subnet:Subnet": _subnet,
     "aws:ec2/securityGroup:SecurityGroup": _key("description", fmt='"{}"'),

@@ -3,10 +3,10 @@
 The workload comes from the aicluster-model and aicluster-training tags (aicluster.perf.tags) on a
 pool's launch template, instance template, node pool or TPU VM; it runs on the largest sized pool
 that carries them (a job spans one pool, as in `aicluster plan`). The hardware is that pool at its
-node count with the fabric it actually wires, the storage the fastest parallel filesystem bounded
-by what the pool's nodes can push to it, and the checkpoint interval and stall budget the
-workload hints (config or tags) give. The rules AIC-MEM-002, AIC-NET-005, AIC-STO-006 and
-AIC-CST-003 share this one estimate.
+node count with the fabric it actually wires (a TPU pool: all its slices, ICI within each and DCN
+between them), the storage the fastest parallel filesystem bounded by what the pool's nodes can
+push to it, and the checkpoint interval and stall budget the workload hints (config or tags) give.
+The rules AIC-MEM-002, AIC-NET-005, AIC-STO-006 and AIC-CST-003 share this one estimate.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from aicluster.balance import WorkloadShape, client_gbps, fabric_gbps
-from aicluster.catalog import load_catalog
+from aicluster.catalog import TpuGeneration, load_catalog
 from aicluster.errors import SpecError
 from aicluster.perf import (Estimate, Hardware, LayoutHint, ModelShape, Storage, TrainingShape, estimate, from_instance,
                             from_tpu)
@@ -31,7 +31,7 @@ class Described:
     """A described workload, where it runs and the training model's answer (None: `refused` says
     why no layout runs: nothing fits HBM, or the fixed layout is impossible)."""
     workload: Workload
-    pool: Pool
+    pool: Pool                  # where violations point (a TPU pool of several slices: its first)
     source: str                 # "tags on <pool>"
     hardware: Hardware
     storage: Storage | None
@@ -62,7 +62,7 @@ def described(c: Cluster, config: Mapping[str, Any]) -> tuple[Described | None, 
             reasons.append(f"{pool.label()}: {why}")
         else:
             found.append((pool, workload))
-    sized = [(p, w) for p, w in found if p.nodes]
+    sized = _slices_grouped([(p, w) for p, w in found if p.nodes])
     if not sized:
         if reasons:
             return None, "; ".join(reasons)
@@ -72,14 +72,32 @@ def described(c: Cluster, config: Mapping[str, Any]) -> tuple[Described | None, 
         return None, ("the workload gives model_params_b only: describe workload.model (tags aicluster-model, "
                       "aicluster-training) for the training model" if hints is not None else
                       "no described workload (tags aicluster-model and aicluster-training)")
-    pool, workload = max(sized, key=lambda pw: (pw[0].accelerators, pw[0].instance.accelerator.bf16_tflops or 0.0))
+    pool, workload, slices = max(sized, key=lambda pws: (pws[0].accelerators * pws[2],
+                                                         pws[0].instance.accelerator.bf16_tflops or 0.0))
     # Checkpoint interval and stall budget from the config or the tags; the model size they are
     # read with is not needed here (the described model counts its own), so any stands in for it.
     hints, _ = c.workload({"modelParamsB": 1, **config})
-    hw = hardware(pool)
-    fs = storage(c, pool, hints)
+    hw = hardware(pool, slices)
+    fs = storage(c, pool, hints, slices)
     result, refused = _estimate_or_refusal(workload, hw, fs)
     return Described(workload, pool, f"tags on {pool.key}", hw, fs, result, refused), ""
+
+
+def runnable(c: Cluster, config: Mapping[str, Any]) -> tuple[Described | None, str]:
+    """(the described workload with an estimate, "") or (None, why there is nothing to judge). The
+    rules that judge the estimate (AIC-NET-005, AIC-STO-006) are not applicable without one; a
+    refused workload is AIC-MEM-002's to report, so they only point there."""
+    d, why = described(c, config)
+    if d is None:
+        return None, why
+    if d.estimate is None:
+        return None, no_layout(d)
+    return d, ""
+
+
+def no_layout(d: Described) -> str:
+    """Why a rule that judges the estimate has none: no layout runs (AIC-MEM-002 reports that)."""
+    return f"no layout runs (AIC-MEM-002 reports it): {d.refused}"
 
 
 def _estimate_or_refusal(workload: Workload, hw: Hardware, fs: Storage | None) -> tuple[Estimate | None, str]:
@@ -116,28 +134,56 @@ def _workload_tags(c: Cluster, pool: Pool) -> dict[str, str]:
     return {}
 
 
-def hardware(pool: Pool) -> Hardware:
+def _slices_grouped(sized: list[tuple[Pool, Workload]]) -> list[tuple[Pool, Workload, int]]:
+    """(pool, workload, slices) of each job. `aicluster` gives every slice of a multi-slice TPU pool
+    its own GKE node pool (<pool>-<k>) or Cloud TPU VM, each tagged with the pool's name
+    (aicluster-pool, the Pool key) and the workload; the job spans them all, as the plan's
+    estimate counts it (workload_inputs.hardware: from_tpu(chips per slice, slices)). Judged one
+    slice at a time, the pack saw 1/N of the chips and no DCN between slices. Slices of one pool
+    share the key, the host type and the size; anything else stays a job of its own."""
+    jobs: dict[tuple, tuple[Pool, Workload, int]] = {}
+    for pool, workload in sized:
+        group = (pool.key, pool.instance.name, pool.nodes, workload) if pool.tpu else (id(pool),)
+        first, _, slices = jobs.get(group, (pool, workload, 0))
+        jobs[group] = (first, workload, slices + 1)
+    return list(jobs.values())
+
+
+def hardware(pool: Pool, slices: int = 1) -> Hardware:
     """The pool at its node count. GPUs and Trainium: the fabric as wired (EFA devices, GPU NICs).
-    TPUs: one slice of all its chips (ICI within, the catalog's DCN between hosts)."""
+    TPUs: `slices` slices of the pool's chips each, ICI within a slice and the catalog's DCN
+    between slices (as `aicluster plan`)."""
     if pool.tpu:
-        generation = load_catalog().tpus[pool.instance.accelerator.model.removeprefix("TPU ")]
-        return from_tpu(generation, pool.accelerators)
+        return from_tpu(_tpu_generation(pool), pool.accelerators, slices)
     wired, _ = fabric_gbps(pool.instance, max(0, pool.fabric.wired))
     return from_instance(pool.instance, pool.nodes or 0, wired)
 
 
-def storage(c: Cluster, pool: Pool, hints: WorkloadShape | None) -> Storage | None:
-    """The fastest parallel filesystem of known size, bounded by the pool's clients' network."""
+def storage(c: Cluster, pool: Pool, hints: WorkloadShape | None, slices: int = 1) -> Storage | None:
+    """The fastest parallel filesystem of known size, bounded by the job's clients' network (every
+    node of its `slices` slices)."""
     sized = [f for f in c.parallel_filesystems if f.throughput_mbps]
     if not sized:
         return None
     fs: Filesystem = max(sized, key=lambda f: f.throughput_mbps)
-    client = 0.0 if pool.tpu else (pool.nodes or 0) * client_gbps(pool.instance) / 8
+    client = (pool.nodes or 0) * slices * _client_gbps(pool) / 8
     extra = {} if hints is None else {"checkpoint_interval_min": hints.checkpoint_interval_min,
                                       "max_checkpoint_stall_pct": hints.max_checkpoint_stall_pct}
-    # A TPU host's storage network is not a fact the catalog holds: unbounded, as balance does.
     return Storage(name=fs.key, throughput_gbs=fs.throughput_mbps / 1000,
                    client_gbs=client if client > 0 and client != float("inf") else None, **extra)
+
+
+def _tpu_generation(pool: Pool) -> TpuGeneration:
+    return load_catalog().tpus[pool.instance.accelerator.model.removeprefix("TPU ")]
+
+
+def _client_gbps(pool: Pool) -> float:
+    """What one node pushes to the filesystem. A TPU host writes over its data-center network, the
+    catalog's DCN per chip x its chips, as the plan's TPU host (aicluster.tpu.host_instance) counts
+    it; a generation without that figure leaves it unbounded (0: no bound)."""
+    if not pool.tpu:
+        return client_gbps(pool.instance)
+    return (_tpu_generation(pool).dcn_gbps_per_chip or 0.0) * pool.instance.accelerator_count
 
 
 @functools.lru_cache(maxsize=32)

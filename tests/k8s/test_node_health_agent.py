@@ -1,0 +1,289 @@
+"""The GPU node health agent's logic (templates/k8s/aicluster_node_health.py): the check's output ->
+a verdict, flap damping, the Node patches (label, taint, condition) and the repair gate. Plus the
+contract with the shared check: the real templates/scripts/aicluster-gpu-healthcheck, run the way
+the agent runs it (`bash -c <script>`, expectations on stdin), with stub GPU tools on PATH."""
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aicluster import k8s_health
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENT = ROOT / "templates" / "k8s" / "aicluster_node_health.py"
+CHECK = ROOT / "templates" / "scripts" / "aicluster-gpu-healthcheck"
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("aicluster_node_health", AGENT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module       # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module
+
+
+agent = _load()
+NOW = 1_800_000_000.0
+
+PASS_OUT = ("gpu-count: ok (8 of 8 x NVIDIA H100 80GB HBM3)\necc: ok (0 uncorrected volatile errors)\n"
+            "row-remap: ok (none pending or failed on 8 GPUs)\nnvlink: ok (18 active links on each of 8 GPUs)\n"
+            "xid: ok (no Xid needing a reset since boot)\nefa: ok (32 of 32 devices)\n")
+XID_OUT = PASS_OUT.replace("xid: ok (no Xid needing a reset since boot)", "xid: FAIL")
+XID_ERR = ("aicluster-gpu-healthcheck: xid: since boot: 0000:53:00 Xid 79 (GPU reset or reboot needed)\n"
+           "aicluster-gpu-healthcheck: 1 check(s) failed (manual role)\n")
+SMI_TIMEOUT_OUT = "gpu-count: FAIL\nefa: ok (32 of 32 devices)\n"
+SMI_TIMEOUT_ERR = "aicluster-gpu-healthcheck: gpu-count: nvidia-smi did not answer within 5s (driver or GPU hung)\n"
+
+
+def node(labels=None, taints=None, conditions=None, name="ip-10-0-1-5", rv="42") -> dict:
+    return {"metadata": {"name": name, "resourceVersion": rv, "labels": dict(labels or {})},
+            "spec": {"taints": list(taints or [])}, "status": {"conditions": list(conditions or [])}}
+
+
+def run(state, *results, start=NOW):
+    for i, result in enumerate(results):
+        state = agent.next_state(state, result, start + 60 * i)
+    return state
+
+
+PASS = agent.parse_check(0, PASS_OUT, "")
+XID = agent.parse_check(1, XID_OUT, XID_ERR)
+TIMEOUT = agent.parse_check(1, SMI_TIMEOUT_OUT, SMI_TIMEOUT_ERR)
+NOT_RUN = agent.parse_check(126, "", "nsenter: cannot open /proc/1/ns/mnt: Permission denied\n")
+
+
+# ---------------------------------------------------------------- the scheme is one scheme
+
+
+def test_the_agent_and_the_manifests_name_the_same_condition_label_and_taint():
+    assert (agent.CONDITION, agent.LABEL, agent.TAINT_KEY, agent.PASSED) == \
+        (k8s_health.CONDITION, k8s_health.HEALTH_LABEL, k8s_health.UNHEALTHY_TAINT_KEY, k8s_health.HEALTH_PASSED)
+
+
+def test_the_agent_uses_only_the_standard_library():
+    import ast
+    roots = {a.name.split(".")[0] for n in ast.walk(ast.parse(AGENT.read_text())) if isinstance(n, ast.Import)
+             for a in n.names}
+    roots |= {n.module.split(".")[0] for n in ast.walk(ast.parse(AGENT.read_text()))
+              if isinstance(n, ast.ImportFrom) and n.module}
+    assert {r for r in roots if r not in sys.stdlib_module_names} == set()
+
+
+# ---------------------------------------------------------------- parsing the check
+
+
+def test_a_clean_run_passes():
+    assert PASS.outcome == "pass"
+    assert "gpu-count ok (8 of 8" in PASS.note
+
+
+def test_a_failing_check_fails_with_its_reason():
+    assert XID.outcome == "fail"
+    assert XID.failures == (("xid", "since boot: 0000:53:00 Xid 79 (GPU reset or reboot needed)"),)
+    assert not XID.timeouts_only
+
+
+def test_a_timeout_is_a_failure_marked_as_a_timeout():
+    assert TIMEOUT.outcome == "fail" and TIMEOUT.timeouts_only
+
+
+@pytest.mark.parametrize("exit_code, out, err", [
+    (None, "", ""),                                                 # the agent's own time limit
+    (126, "", "nsenter: cannot open /proc/1/ns/mnt: Permission denied"),   # nsenter failed
+    (127, "", "/bin/bash: No such file or directory"),
+    (1, "", "aicluster-gpu-healthcheck: timeout (coreutils) not found in PATH=/x"),  # stopped before any check
+    (1, "config: FAIL\n", "aicluster-gpu-healthcheck: config: cannot read /dev/stdin (expected AICLUSTER_GPUS)"),
+    (1, "gpu-count: FAIL\n", "aicluster-gpu-healthcheck: gpu-count: expected 8 GPUs but nvidia-smi is not "
+                             "installed (PATH=/usr/bin)"),
+    (0, "", ""),                                                    # exit 0 with nothing checked
+    (0, "gpu-count: FAIL\n", ""),                                   # inconsistent
+])
+def test_a_run_that_could_not_look_is_unknown(exit_code, out, err):
+    assert agent.parse_check(exit_code, out, err).outcome == "unknown"
+
+
+def test_a_missing_tool_beside_a_real_failure_still_fails():
+    out = "gpu-count: ok (8 of 8)\nxid: FAIL\nefa: FAIL\n"
+    err = ("aicluster-gpu-healthcheck: xid: since boot: 0000:53:00 Xid 79 (GPU reset or reboot needed)\n"
+           "aicluster-gpu-healthcheck: efa: expected 32 EFA devices but fi_info is not installed (PATH=/x)\n")
+    result = agent.parse_check(1, out, err)
+    assert result.outcome == "fail" and result.failures[0][0] == "xid"
+
+
+# ---------------------------------------------------------------- flapping
+
+
+def test_a_hard_failure_marks_the_node_at_once():
+    state = run(agent.HealthState(agent.PASSED), XID)
+    assert state.status == agent.FAILED and state.failed_since == NOW and state.check == "xid"
+
+
+def test_one_timeout_waits_for_a_second():
+    once = run(agent.HealthState(agent.PASSED), TIMEOUT)
+    assert once.status == agent.PASSED and once.fails_in_row == 1
+    assert run(agent.HealthState(agent.PASSED), TIMEOUT, TIMEOUT).status == agent.FAILED
+    assert run(agent.HealthState(agent.PASSED), TIMEOUT, PASS, TIMEOUT).status == agent.PASSED
+
+
+def test_a_failed_node_needs_pass_after_passes_in_a_row():
+    failed = run(agent.HealthState(agent.PASSED), XID)
+    assert run(failed, *[PASS] * (agent.PASS_AFTER - 1)).status == agent.FAILED
+    assert run(failed, *[PASS] * agent.PASS_AFTER).status == agent.PASSED
+    # A failure in between starts the count again, and keeps the first failure's time.
+    flapping = run(failed, PASS, PASS, XID, PASS, PASS, start=NOW + 600)
+    assert flapping.status == agent.FAILED and flapping.failed_since == NOW
+
+
+def test_a_run_that_could_not_look_changes_no_verdict():
+    failed = run(agent.HealthState(agent.PASSED), XID)
+    after = run(failed, NOT_RUN, NOT_RUN, NOT_RUN)
+    assert after.status == agent.FAILED and after.check == "xid" and "could not run" in after.message
+    assert run(agent.HealthState(agent.PASSED), NOT_RUN).status == agent.PASSED
+    assert run(agent.HealthState(), NOT_RUN).status == agent.UNDECIDED
+
+
+def test_a_restarted_agent_keeps_the_node_failed():
+    state = agent.initial_state(node(labels={agent.LABEL: agent.FAILED}), NOW)
+    assert state.status == agent.FAILED
+    assert run(state, PASS).status == agent.FAILED
+    assert agent.initial_state(node(), NOW).status == agent.UNDECIDED
+
+
+# ---------------------------------------------------------------- the Node patches
+
+
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+
+
+def test_a_failed_node_is_labelled_and_tainted_keeping_other_taints():
+    state = run(agent.HealthState(agent.PASSED), XID)
+    patch = agent.node_patch(node(labels={agent.LABEL: "passed"}, taints=[GPU_TAINT]), state)
+    assert patch == {"metadata": {"resourceVersion": "42", "labels": {agent.LABEL: "failed"}},
+                     "spec": {"taints": [GPU_TAINT, {"key": agent.TAINT_KEY, "value": "xid", "effect": "NoSchedule"}]}}
+
+
+def test_a_node_that_passes_again_loses_only_its_health_taint():
+    ours = {"key": agent.TAINT_KEY, "value": "xid", "effect": "NoSchedule", "timeAdded": "2026-12-01T00:00:00Z"}
+    state = agent.HealthState(agent.PASSED)
+    patch = agent.node_patch(node(labels={agent.LABEL: "failed"}, taints=[GPU_TAINT, ours]), state)
+    assert patch["spec"] == {"taints": [GPU_TAINT]} and patch["metadata"]["labels"] == {agent.LABEL: "passed"}
+
+
+def test_nothing_to_patch_when_the_node_already_matches():
+    ours = {"key": agent.TAINT_KEY, "value": "ecc", "effect": "NoSchedule"}
+    failed = run(agent.HealthState(agent.PASSED), XID)
+    assert agent.node_patch(node(labels={agent.LABEL: "failed"}, taints=[GPU_TAINT, ours]), failed) is None
+    passed = agent.HealthState(agent.PASSED)
+    assert agent.node_patch(node(labels={agent.LABEL: "passed"}, taints=[GPU_TAINT]), passed) is None
+
+
+def test_an_undecided_node_is_never_patched():
+    ours = {"key": agent.TAINT_KEY, "value": "xid", "effect": "NoSchedule"}
+    assert agent.node_patch(node(labels={agent.LABEL: "failed"}, taints=[ours]), agent.HealthState()) is None
+
+
+def test_the_condition_follows_the_verdict_and_keeps_its_transition_time():
+    failed = run(agent.HealthState(agent.PASSED), XID)
+    patch = agent.status_patch(node(), failed, NOW)
+    [cond] = patch["status"]["conditions"]
+    assert cond["type"] == agent.CONDITION and cond["status"] == "False" and cond["reason"] == "GpuCheckFailed"
+    assert cond["message"].startswith("xid: since boot")
+    earlier = {**cond, "lastTransitionTime": "2026-12-01T00:00:00Z"}
+    [again] = agent.status_patch(node(conditions=[earlier]), failed, NOW + 60)["status"]["conditions"]
+    assert again["lastTransitionTime"] == "2026-12-01T00:00:00Z"
+    assert again["lastHeartbeatTime"] != cond["lastHeartbeatTime"]
+    passing = agent.HealthState(agent.PASSED)
+    [passed] = agent.status_patch(node(conditions=[earlier]), passing, NOW)["status"]["conditions"]
+    assert passed["status"] == "True" and passed["lastTransitionTime"] != "2026-12-01T00:00:00Z"
+    assert agent.condition_status(agent.HealthState()) == "Unknown"
+
+
+# ---------------------------------------------------------------- repair
+
+
+def ready(name, failed=False, is_ready=True):
+    return node(name=name, labels={agent.LABEL: "failed" if failed else "passed"},
+                conditions=[{"type": "Ready", "status": "True" if is_ready else "False"}])
+
+
+def test_repair_waits_for_the_failure_to_last():
+    failed = run(agent.HealthState(agent.PASSED), XID)
+    assert not agent.repair_due(failed, NOW + 599, 600)
+    assert agent.repair_due(failed, NOW + 600, 600)
+    assert not agent.repair_due(failed, NOW + 10**6, 0)             # repair off
+    assert not agent.repair_due(agent.HealthState(agent.PASSED), NOW + 10**6, 600)
+
+
+def test_repair_is_capped_per_pool():
+    me = "n-0"
+    assert agent.repair_allowed([ready(me, failed=True), ready("n-1"), ready("n-2", failed=True)], me, 1)
+    # n-2 failed and is already NotReady: it is being repaired, so n-0 waits.
+    assert not agent.repair_allowed([ready(me, failed=True), ready("n-2", failed=True, is_ready=False)], me, 1)
+    assert agent.repair_allowed([ready(me, failed=True), ready("n-2", failed=True, is_ready=False)], me, 2)
+    # A node NotReady for another reason does not count against the check's cap.
+    assert agent.repair_allowed([ready(me, failed=True), ready("n-3", is_ready=False)], me, 1)
+
+
+# ---------------------------------------------------------------- the contract with the real check
+
+
+STUB_SMI = r'''#!/bin/bash
+case "$*" in
+  "--query-gpu=index,pci.bus_id,ecc.errors.uncorrected.volatile.total,name --format=csv,noheader")
+    for i in 0 1; do echo "$i, 00000000:5$i:00.0, 0, NVIDIA H100 80GB HBM3"; done ;;
+  "--query-remapped-rows=gpu_bus_id,remapped_rows.pending,remapped_rows.failure --format=csv,noheader")
+    for i in 0 1; do echo "00000000:5$i:00.0, 0, 0"; done ;;
+  "nvlink --status")
+    for i in 0 1; do echo "GPU $i: NVIDIA H100 80GB HBM3 (UUID: GPU-$i)"; echo "	 Link 0: 26.562 GB/s"; done ;;
+  *) echo "stub nvidia-smi: unexpected: $*" >&2; exit 2 ;;
+esac
+'''
+
+
+@pytest.fixture
+def host(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "timeout").symlink_to(shutil.which("timeout"))
+    for name, text in {"nvidia-smi": STUB_SMI,
+                       # bash builtins only: PATH holds nothing but these stubs.
+                       "journalctl": ('#!/bin/bash\nlog="${0%/*}/kernel.log"\n'
+                                      '[ -e "$log" ] && printf "%s\\n" "$(<"$log")"\nexit 0\n')}.items():
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    return bin_dir
+
+
+def run_like_the_agent(bin_dir: Path, expectations: str):
+    """What run_check does inside nsenter: the check as `bash -c`, its expectations on stdin."""
+    done = subprocess.run(["/bin/bash", "-c", CHECK.read_text(), agent.SCRIPT_NAME], input=expectations,
+                          capture_output=True, text=True, timeout=60,
+                          env={"PATH": str(bin_dir), "LC_ALL": "C", "AICLUSTER_NODE_ENV": "/dev/stdin"})
+    return agent.parse_check(done.returncode, done.stdout, done.stderr)
+
+
+def test_the_real_check_passes_a_healthy_node_through_the_agent(host):
+    result = run_like_the_agent(host, k8s_health.expectations(2, "rdma", 0))
+    assert result.outcome == "pass", result
+    assert "gpu-count ok (2 of 2" in result.note
+
+
+def test_the_real_check_fails_a_node_with_a_fatal_xid_through_the_agent(host):
+    (host / "kernel.log").write_text(
+        "NVRM: Xid (PCI:0000:50:00): 79, pid=1, name=python3, GPU has fallen off the bus.\n")
+    result = run_like_the_agent(host, k8s_health.expectations(2, "rdma", 0))
+    assert result.outcome == "fail" and result.failures[0][0] == "xid"
+
+
+def test_the_real_check_fails_a_node_missing_a_gpu_through_the_agent(host):
+    result = run_like_the_agent(host, k8s_health.expectations(8, "efa", 0))
+    assert result.outcome == "fail" and result.failures[0] == ("gpu-count", "expected 8 GPUs, nvidia-smi lists 2")
+
+
+def test_the_real_check_without_its_expectations_is_unknown(host):
+    assert run_like_the_agent(host, "AICLUSTER_GPUS=2\n").outcome == "unknown"
