@@ -48,10 +48,18 @@ def test_a_pool_that_scales_from_zero_gets_a_nodepool_nodeclass_and_overlay(obje
 
 
 def test_a_fixed_size_pool_gets_no_karpenter():
-    """The stock stack (16..16) keeps its node group only: no chart, no NodePool, no IAM role."""
-    result = stack_result(STACK)
+    """A fixed fleet (16..16) keeps its node group only: no chart, no NodePool, no IAM role."""
+    spec = stack_spec_data(STACK)
+    spec["pools"][0]["min_nodes"] = 16
+    result = result_with_spec(STACK, spec)
     assert not any("karpenter" in name or "nodepool" in name for name in result.files)
     assert not result.plan.of_type("aicluster:aws:Karpenter")
+
+
+def test_the_stock_stack_scales_from_zero():
+    """The example stack is the issue's 16-node p5 cluster with min_nodes 0."""
+    assert stack_spec_data(STACK)["pools"][0]["min_nodes"] == 0
+    assert stack_result(STACK).plan.of_type("aicluster:aws:Karpenter")
 
 
 def test_every_karpenter_object_is_valid_against_the_pinned_crds(objects):

@@ -222,6 +222,25 @@ def _accounting(spec: dict) -> Pair:
     return before, after
 
 
+def _managed_accounting(spec: dict) -> Pair:
+    """The accounting database moves to RDS / Cloud SQL: a new database, nothing else replaced."""
+    _needs_slurm(spec)
+    before, after = _copy(spec), _copy(spec)
+    before.setdefault("slurm", {})["accounting"] = True
+    after.setdefault("slurm", {})["accounting"] = "managed"
+    if (after.get("network") or {}).get("existing") and after.get("cloud", "aws") == "aws":
+        after["slurm"]["accounting_subnet_ids"] = ["subnet-0123456789abcdef1", "subnet-0123456789abcdef2"]
+    return before, after
+
+
+def _capacity_type(spec: dict) -> Pair:
+    """pools[0] between on-demand and spot (or from its reservation to on-demand)."""
+    capacity = _pool0(spec).get("capacity") or {}
+    current = capacity.get("type", "on-demand")
+    targets = ["spot", "on-demand"] if current == "on-demand" else ["on-demand", "spot"]
+    return _first_valid((spec, _with_pool0(spec, capacity={"type": t})) for t in targets if t != current)
+
+
 def _slurm_settings(spec: dict) -> Pair:
     """Custom Slurm settings at both levels (slurm_settings.py): only slurm.conf changes."""
     _needs_slurm(spec)
@@ -294,6 +313,8 @@ EDITS = [
     Edit("change-ssh-cidr", "network.ssh_ingress_cidrs[0] changed", _change_ssh_cidr),
     Edit("idle-time", "slurm.suspend_idle_min +35", _idle_time),
     Edit("accounting", "slurm.accounting false -> true", _accounting),
+    Edit("managed-accounting", "slurm.accounting true -> managed", _managed_accounting),
+    Edit("capacity-type", "pools[0].capacity.type on-demand <-> spot", _capacity_type),
     Edit("slurm-settings", "slurm.settings and pools[0].slurm_settings added", _slurm_settings),
     Edit("add-team", "kubernetes.teams + a team guaranteed part of pools[0]", _add_team),
     Edit("training-plan", "workload.training: tokens and batch x2, precision switched", _training_plan),
