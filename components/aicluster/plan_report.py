@@ -14,6 +14,9 @@ from .errors import SpecError
 from .accounting_design import accounting_facts, accounting_plan_lines
 from .login_design import login_facts, login_plan_lines
 from .node_local_files import pool_node_local_json, pool_plan_lines
+from .alert_rules import RULES_FILE
+from .dashboards import DASHBOARD_DIR
+from .observability_design import monitoring_design, plan_facts, plan_lines
 from .offline.capture import reveal
 from .offline.report import resource_table_markdown, resource_tree
 from .out_dir import OutDir, write_tree
@@ -151,6 +154,9 @@ def text(result: PlanResult) -> list[str]:
         "Training estimate (the workload on the largest accelerator pool at max nodes)",
         *["  " + line for line in estimate_lines(plan_estimate(d))],
         "",
+        "Monitoring (alert thresholds from the plan's numbers)",
+        *_monitoring_lines(d),
+        "",
         "Policy pack (aicluster check, pack defaults)",
         *["  " + line for line in verdict_lines(_verdicts(result))],
     ]
@@ -209,6 +215,10 @@ def markdown(result: PlanResult) -> list[str]:
         *estimate_lines(plan_estimate(d)),
         "```",
         "",
+        "### Monitoring",
+        "",
+        *[f"- {line.strip()}" for line in _monitoring_lines(d)],
+        "",
         "### Policy pack",
         "",
         *verdict_table(_verdicts(result)),
@@ -248,6 +258,7 @@ def to_json(result: PlanResult) -> dict[str, Any]:
         "plan": result.plan.to_json(),
         "balance": to_dict(result.balance),
         "estimate": plan_estimate(d).to_json(),
+        "monitoring": plan_facts(monitoring_design(d), RULES_FILE, DASHBOARD_DIR),
         "policy": [{
             "id": v.rule_id, "name": v.name, "enforcement": v.enforcement.value, "status": v.status,
             "not_applicable": v.not_applicable,
@@ -257,6 +268,10 @@ def to_json(result: PlanResult) -> dict[str, Any]:
         **({"kubernetes": _kubernetes_json(d)} if d.kubernetes else {}),
         "critical_path": _critical_path(result).to_json(),
     }
+
+
+def _monitoring_lines(d: ClusterDesign) -> list[str]:
+    return plan_lines(monitoring_design(d), RULES_FILE, DASHBOARD_DIR)
 
 
 def _accounting_lines(d: ClusterDesign) -> list[str]:

@@ -6,11 +6,14 @@ import binascii
 from dataclasses import dataclass
 from typing import Callable
 
+from .alert_rules import RULES_FILE, rules_yaml
 from .balance import ClusterBalance, from_design
 from .cluster import check_buildable, check_provider_region, program
+from .dashboards import dashboard_files
 from .design import ClusterDesign, design_cluster
 from .errors import SpecError
 from .k8s_manifests import kubernetes_files
+from .observability_design import monitoring_design
 from .offline.capture import CapturedResource, Plan, reveal
 from .offline.engine import run_program
 from .offline.mocks import DEFAULT_GCP_PROJECT
@@ -47,7 +50,15 @@ def plan_stack(target: str) -> PlanResult:
         config.setdefault("gcp:region", spec.region)
         config.setdefault("gcp:project", DEFAULT_GCP_PROJECT)
     plan = run_program(program, stack=stack.name, config=config)
-    return PlanResult(stack, spec, design, plan, from_design(design), rendered_files(plan))
+    files = {**rendered_files(plan), **monitoring_files(design)}
+    return PlanResult(stack, spec, design, plan, from_design(design), files)
+
+
+def monitoring_files(design: ClusterDesign) -> dict[str, str]:
+    """The alert rules and Grafana dashboards derived from the design (docs/operating.md); files
+    to load into the metrics backend and Grafana, not resources of the stack."""
+    watch = monitoring_design(design)
+    return {RULES_FILE: rules_yaml(watch), **dashboard_files(watch)}
 
 
 def _user_data(resource: CapturedResource) -> str | None:

@@ -62,6 +62,9 @@ STATEFUL_TYPES: Mapping[str, frozenset[str]] = {
         "aws:kms/key",
         "gcp:kms/cryptoKey",
     }),
+    "metrics": frozenset({                        # the metrics history (Managed Prometheus)
+        "aws:amp/workspace",
+    }),
     "control-plane": frozenset({
         "aws:eks/cluster",
         "gcp:container/cluster",

@@ -63,6 +63,10 @@ SHA256 = re.compile(r"[0-9a-f]{64}")
 # What the throwaway slurmctld must not share with the real one: its port, state, pid and log;
 # and what it must not do: register with slurmdbd as the cluster's controller (slurmdbd would then
 # send its updates to the throwaway's port) or run the power programs (launch, end instances).
+# slurm.conf's link to slurmdbd, which the throwaway leaves out.
+ACCOUNTING_KEYS = frozenset({"accountingstoragetype", "accountingstoragehost", "accountingstoragebackuphost",
+                             "accountingstorageport", "accountingstoragepass", "accountingstorageuser",
+                             "accountingstorageenforce", "accountingstoragetres"})   # gres TRES need slurmdbd
 PROGRAM_KEYS = ("resumeprogram", "suspendprogram", "resumefailprogram", "slurmctldprimaryonprog",
                 "slurmctldprimaryoffprog")
 
@@ -314,14 +318,17 @@ def conf_key(line: str) -> str:
 def private_conf(text: str, work: str, port: int) -> str:
     """The staged slurm.conf with the throwaway's own port, state, pid and log, and no accounting
     or power programs. Replaced rather than appended: Slurm reads a duplicate key but logs
-    "specified more than once" for it."""
+    "specified more than once" for it. Accounting is left out, not set to accounting_storage/none
+    (Slurm 23.11 removed that plugin): the throwaway must never register with the real slurmdbd,
+    and with a database configured but unreachable its first start is fatal."""
     overrides = {"slurmctldport": str(port), "statesavelocation": f"{work}/state",
                  "slurmctldpidfile": f"{work}/slurmctld.pid", "slurmctldlogfile": f"{work}/slurmctld.log",
-                 "slurmschedlogfile": f"{work}/sched.log", "accountingstoragetype": "accounting_storage/none"}
+                 "slurmschedlogfile": f"{work}/sched.log"}
     present = {conf_key(line) for line in text.splitlines()}
     true = shutil.which("true") or "/bin/true"
     overrides |= {key: true for key in PROGRAM_KEYS if key in present}
-    kept = [line for line in text.splitlines() if conf_key(line) not in overrides]
+    dropped = set(overrides) | {key for key in present if key in ACCOUNTING_KEYS}
+    kept = [line for line in text.splitlines() if conf_key(line) not in dropped]
     return "\n".join(kept + [f"{key}={value}" for key, value in overrides.items()]) + "\n"
 
 

@@ -63,7 +63,8 @@ def test_node_role_is_least_privilege(plan_spec, base_spec):
     assert attachments == ["arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"]
     # The only inline policies compute nodes get: reading the munge key and their own programs in the
     # configuration bucket (tests/aws/test_slurm_controller.py), and setting the one tag that says
-    # why their set-up failed (tests/aws/test_power_iam.py).
+    # why their set-up failed (tests/aws/test_power_iam.py), and writing metrics and logs to the
+    # cluster's own workspace and log groups (tests/aws/test_observability_backend.py).
     inline = [r.name for r in plan.of_type("aws:iam/rolePolicy:RolePolicy") if r.inputs["role"] == compute.outputs["name"]]
-    assert sorted(inline) == ["demo-slurm-compute-bootstrap-error", "demo-slurm-compute-munge",
-                              "demo-slurm-node-files-compute-read"]
+    assert sorted(inline) == ["demo-compute-observability", "demo-slurm-compute-bootstrap-error",
+                              "demo-slurm-compute-munge", "demo-slurm-node-files-compute-read"]

@@ -117,9 +117,11 @@ def test_the_gcp_slurm_controller_builds_from_a_context_and_a_slurm_design():
 
 def test_only_the_components_that_render_the_whole_cluster_take_a_cluster_design():
     """Every component's Args is its own design slice plus a ClusterContext. The Slurm
-    configuration (it renders slurm.conf from every pool and filesystem) and the Kubernetes
-    add-ons (they size queues and manifests from the whole cluster) take the whole design, and
-    no other Args may: a new one would make that component unusable without an aicluster spec."""
+    configuration (it renders slurm.conf from every pool and filesystem), the Kubernetes
+    add-ons (they size queues and manifests from the whole cluster) and Karpenter (its
+    EC2NodeClasses carry each pool's node user data, rendered from the whole cluster as the node
+    groups' is) take the whole design, and no other Args may: a new one would make that
+    component unusable without an aicluster spec."""
     import dataclasses
 
     from aicluster import aws, gcp
@@ -134,4 +136,5 @@ def test_only_the_components_that_render_the_whole_cluster_take_a_cluster_design
             if any(str(f.type).split(".")[-1] == "ClusterDesign" for f in dataclasses.fields(args)):
                 whole.add(f"{module.__name__}.{name}")
     assert whole == {"aicluster.aws.SlurmConfigurationArgs", "aicluster.aws.KubernetesAddonsArgs",
+                     "aicluster.aws.KarpenterArgs",
                      "aicluster.gcp.SlurmConfigurationArgs", "aicluster.gcp.GkeAddonsArgs"}

@@ -53,8 +53,8 @@ def test_tpu_pools_stream_images_and_take_no_local_ssd():
 
 def test_image_streaming_api_is_on_before_the_node_pools():
     plan = gke_plan("a3-ultragpu-8g")
-    (api,) = plan.of_type(SERVICE)
-    assert api.inputs["service"] == "containerfilesystem.googleapis.com"
+    # The Monitoring and Logging APIs are enabled too (gcp/observability.py).
+    (api,) = [s for s in plan.of_type(SERVICE) if s.inputs["service"] == "containerfilesystem.googleapis.com"]
     assert api.inputs["disableOnDestroy"] is False      # other workloads of the project may stream images too
     assert api.urn in gpu_pool(plan).dependencies
 

@@ -23,13 +23,23 @@ def _spec(result) -> dict:
     return result.spec.model_dump(mode="json")
 
 
+def _s3_role_arns(resources) -> set:
+    """The ARNs of the roles with an S3 policy: the pod identities' (Karpenter's controller and the
+    metrics collector also have Pod Identity associations, and no S3)."""
+    with_s3 = {str(reveal(r.inputs).get("role")) for r in resources
+               if r.type == ROLE_POLICY and "s3:" in str(reveal(r.inputs).get("policy"))}
+    return {reveal(r.outputs).get("arn") for r in resources if r.type == "aws:iam/role:Role" and str(r.id) in with_s3}
+
+
 def _edit(resources, type_, change):
     """The resources with `change(inputs) -> inputs` applied to the first one of `type_` that has
     S3 or bucket grants (the pod identity's, not another component's)."""
     out, done = [], False
+    s3_roles = _s3_role_arns(resources) if type_ == ASSOCIATION else set()
     for r in resources:
         i = reveal(r.inputs)
-        if not done and r.type == type_ and (type_ != ROLE_POLICY or "s3:" in str(i.get("policy"))):
+        if not done and r.type == type_ and (type_ != ROLE_POLICY or "s3:" in str(i.get("policy"))) \
+                and (type_ != ASSOCIATION or i.get("roleArn") in s3_roles):
             r, done = dataclasses.replace(r, inputs=change(dict(i))), True
         out.append(r)
     assert done, f"no {type_} to change"

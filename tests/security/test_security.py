@@ -20,6 +20,7 @@ CHECKS = {
     "encrypted-at-rest": lambda r: checks.unencrypted(r.plan.resources),
     "nothing-public-by-default": lambda r: checks.public_addresses(r.plan.resources, _spec(r)),
     "least-privilege-pod-identities": lambda r: checks.pod_identity_grants(r.plan.resources, _spec(r)),
+    "least-privilege-telemetry": lambda r: checks.telemetry_grants(r.plan.resources),
 }
 
 
@@ -161,6 +162,29 @@ def test_unencrypted_storage_is_caught():
     unknown = r("aws:fsx/windowsFileSystem:WindowsFileSystem", inputs={})   # not in the stateful table
     mystery = r("gcp:compute/disk:Disk", inputs={})                          # service-encrypted: fine
     assert len(checks.unencrypted([lt, instance, volume, bucket, obj, db, unknown, mystery])) == 6
+
+
+def test_telemetry_grants_beyond_the_cluster_are_caught():
+    ws_arn = "arn:aws:aps:us-east-1:123456789012:workspace/ws-1"
+    group_arn = "arn:aws:logs:us-east-1:123456789012:log-group:/aicluster/demo/slurmd"
+    ws = r("aws:amp/workspace:Workspace", name="ws", outputs={"arn": ws_arn})
+    group = r("aws:cloudwatch/logGroup:LogGroup", name="group", outputs={"arn": group_arn})
+
+    def policy(name, *statements):
+        return r("aws:iam/rolePolicy:RolePolicy", name=name, inputs={"policy": json.dumps(
+            {"Version": "2012-10-17", "Statement": list(statements)})})
+
+    exact = policy("exact", {"Effect": "Allow", "Action": ["aps:RemoteWrite"], "Resource": [ws_arn]},
+                   {"Effect": "Allow", "Action": ["logs:PutLogEvents"], "Resource": [group_arn, f"{group_arn}:log-stream:*"]})
+    assert checks.telemetry_grants([ws, group, exact]) == []
+    any_workspace = policy("any-ws", {"Effect": "Allow", "Action": "aps:RemoteWrite", "Resource": "*"})
+    other_group = policy("other", {"Effect": "Allow", "Action": ["logs:PutLogEvents"],
+                                   "Resource": ["arn:aws:logs:us-east-1:123456789012:log-group:/other:*"]})
+    wild_action = policy("wild", {"Effect": "Allow", "Action": ["aps:*"], "Resource": [ws_arn]})
+    admin = r("gcp:projects/iAMMember:IAMMember", name="admin", inputs={"role": "roles/monitoring.admin"})
+    writer = r("gcp:projects/iAMMember:IAMMember", name="writer", inputs={"role": "roles/logging.logWriter"})
+    found = checks.telemetry_grants([ws, group, any_workspace, other_group, wild_action, admin, writer])
+    assert [f.split(":")[0] for f in found] == ["any-ws", "other", "wild", "admin"], found
 
 
 def test_public_addresses_are_caught():

@@ -105,7 +105,8 @@ def _script_ok(acc: Accounting, run: subprocess.CompletedProcess) -> None:
 def test_slurmdbd_reaches_the_managed_database_over_verified_tls(acc):
     _script_ok(acc, acc.first_run)
     assert "slurmdbd ready (managed database)" in acc.first_run.stderr
-    assert acc.head.calls.read_text().splitlines() == ["enable slurmdbd", "restart slurmdbd"]
+    assert acc.head.calls.read_text().splitlines() == ["enable slurmdbd", "restart slurmdbd",
+                                                       "is-failed --quiet slurmctld"]
     assert (acc.head.root / "secret.log").read_text().split() == [SECRET_ID]
     conf = acc.head.conf
     assert stat.S_IMODE(conf.stat().st_mode) == 0o600        # it holds the password
@@ -165,6 +166,32 @@ def test_a_second_run_changes_nothing(acc):
     _script_ok(acc, second)
     assert acc.state() == before
     assert acc.head.conf.read_text() == conf_before
+
+
+def test_a_slurmctld_that_died_without_its_database_is_started_again(acc):
+    """slurmctld's first start is fatal while slurmdbd is out of reach (no state, no TRES from the
+    database: test_slurmctld_refuses_its_first_start_without_slurmdbd); once the script has
+    slurmdbd answering, it starts a slurmctld that failed, and leaves a running one alone."""
+    _script_ok(acc, acc.first_run)
+    (acc.head.root / "slurmctld.failed").touch()
+    again = acc.head.run()
+    _script_ok(acc, again)
+    calls = acc.head.calls.read_text().splitlines()
+    assert calls[-2:] == ["is-failed --quiet slurmctld", "restart slurmctld"]
+    assert calls.count("restart slurmctld") == 1         # not on the first run: nothing had failed
+
+
+def test_slurmctld_refuses_its_first_start_without_slurmdbd(acc):
+    """Why the script restarts a failed slurmctld: the real 22.05 slurmctld, with accounting on, no
+    state files and its slurmdbd stopped, exits instead of waiting for it."""
+    _script_ok(acc, acc.first_run)
+    acc.head.stop()                                  # slurmdbd down
+    try:
+        with pytest.raises(AssertionError, match="no TRES from it"):
+            acc.ctl.start_slurmctld()
+    finally:
+        acc.ctl.stop_slurmctld()
+        _script_ok(acc, acc.head.run())              # slurmdbd back for the tests after this one
 
 
 def test_slurmctld_with_accounting_registers_and_its_jobs_reach_sacct(acc):

@@ -104,7 +104,9 @@ def test_p5_stack_slurm_conf():
     assert s["ResumeTimeout"] == "1800"              # 30 minutes for a p5 to boot and register
     assert (s["ResumeRate"], s["SuspendRate"]) == ("0", "0")
     assert "SuspendExcNodes" not in s                # min_nodes 0: nothing always on
-    assert not any(k.startswith("AccountingStorage") for k in s)
+    # slurm.accounting managed: slurmdbd on the head (its database in RDS), fairshare.
+    assert (s["AccountingStorageType"], s["AccountingStorageHost"]) == ("accounting_storage/slurmdbd", "10.0.0.10")
+    assert s["PriorityType"] == "priority/multifactor"
 
     assert starting(conf, "NodeName=") == [
         "NodeName=gpu-[1-16] CPUs=192 Boards=1 SocketsPerBoard=2 CoresPerSocket=48 ThreadsPerCore=2 RealMemory=1992294 Gres=gpu:h100:8 "

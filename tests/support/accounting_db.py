@@ -192,6 +192,8 @@ class HeadAccounting:
         systemctl.write_text(f"""#!/bin/bash
 set -euo pipefail
 echo "$*" >> {self.calls}
+# `is-failed slurmctld`: as the test says (a file), by default no unit has failed.
+[ "$1" = "is-failed" ] && {{ [ -f {self.root / "slurmctld.failed"} ]; exit; }}
 [ "$*" = "restart slurmdbd" ] || exit 0
 # Stop the slurmdbd a previous restart started (a zombie counts as gone: nobody reaps it here).
 gone() {{ [ ! -e "/proc/$1" ] || grep -q '^[0-9]* (.*) Z' "/proc/$1/stat"; }}

@@ -277,6 +277,9 @@ SERVICE_ENCRYPTED = {
     "gcp:compute/regionDisk": "Google Cloud encrypts all data at rest",
     "gcp:sql/databaseInstance": "Google Cloud encrypts all data at rest",
     "gcp:sql/database": "lives inside its Cloud SQL instance, encrypted at rest",
+    # AMP user guide, "Encryption at rest": workspace data is encrypted with an AWS owned key by
+    # default; a customer managed key (kmsKeyArn) is an option, not the switch that turns it on.
+    "aws:amp/workspace": "Amazon Managed Service for Prometheus encrypts every workspace at rest",
 }
 
 
@@ -326,7 +329,7 @@ def unencrypted(resources) -> list[str]:
         elif r.type == "aws:s3/bucketObjectv2:BucketObjectv2":
             if not i.get("serverSideEncryption") and not i.get("kmsKeyId"):
                 found.append(f"{r.name}: object without server-side encryption")
-        elif kind in ("filesystem", "volume", "database") and type_key(r.type) not in SERVICE_ENCRYPTED:
+        elif kind in ("filesystem", "volume", "database", "metrics") and type_key(r.type) not in SERVICE_ENCRYPTED:
             found.append(f"{r.name}: {r.type} stores data and no check here knows how it is encrypted")
     return found
 
@@ -517,4 +520,44 @@ def k8s_rbac_wildcards(resources) -> list[str]:
                     found.append(f"{r.name}: verbs {risky}")
         elif r.type in _K8S_BINDINGS and (i.get("roleRef") or {}).get("name") in _K8S_ADMIN_ROLES:
             found.append(f"{r.name}: bound to {i['roleRef']['name']}")
+    return found
+
+
+# --- 8. metrics and logs: shipped with least privilege --------------------------------------------
+
+_TELEMETRY_PREFIXES = ("aps:", "logs:")
+# Writing roles only: the nodes and collectors ship, they never read, configure or delete.
+GCP_TELEMETRY_ROLES = {"roles/monitoring.metricWriter", "roles/logging.logWriter"}
+
+
+def telemetry_grants(resources) -> list[str]:
+    """Every Allow on an `aps:` or `logs:` action names exactly the plan's own AMP workspaces and
+    CloudWatch log groups (a group's ARN, or its streams `<arn>:log-stream:*`): no `*`, no other
+    account's or cluster's store, no wildcard action. On GCP, a monitoring or logging role granted
+    to a member is a writer role, never an admin or viewer one."""
+    resources = list(resources)
+    owned = set()
+    for r in resources:
+        if r.type in ("aws:amp/workspace:Workspace", "aws:cloudwatch/logGroup:LogGroup"):
+            arn = reveal((r.outputs or {}).get("arn"))
+            if isinstance(arn, str):
+                owned |= {arn, f"{arn}:log-stream:*"} if "log-group:" in arn else {arn}
+    found = []
+    for r in resources:
+        i = reveal(r.inputs)
+        if r.type in ("aws:iam/rolePolicy:RolePolicy", "aws:iam/policy:Policy"):
+            for s in _statements(i.get("policy")):
+                actions = _listed(s.get("Action"))
+                if s.get("Effect", "Allow") != "Allow" or not any(a.startswith(_TELEMETRY_PREFIXES) for a in actions):
+                    continue
+                wild = [a for a in actions if a.startswith(_TELEMETRY_PREFIXES) and "*" in a]
+                if wild:
+                    found.append(f"{r.name}: wildcard action {wild}")
+                stray = [t for t in _listed(s.get("Resource")) if t not in owned]
+                if stray:
+                    found.append(f"{r.name}: {', '.join(actions)} on {stray} (not this cluster's workspace or log groups)")
+        elif r.type.startswith("gcp:") and "iAMMember" in r.type:
+            role = str(i.get("role", ""))
+            if role.startswith(("roles/monitoring.", "roles/logging.")) and role not in GCP_TELEMETRY_ROLES:
+                found.append(f"{r.name}: grants {role} (writers need only {sorted(GCP_TELEMETRY_ROLES)})")
     return found

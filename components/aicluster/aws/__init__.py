@@ -42,6 +42,10 @@ _EXPORTS = {
     "KarpenterArgs": "karpenter",
     "PodIdentities": "pod_identity",
     "PodIdentitiesArgs": "pod_identity",
+    "ObservabilityBackend": "observability",
+    "ObservabilityBackendArgs": "observability",
+    "CollectorIdentity": "observability",
+    "CollectorIdentityArgs": "observability",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -60,6 +64,7 @@ if TYPE_CHECKING:
     from .eks_addons import KubernetesAddons, KubernetesAddonsArgs
     from .karpenter import Karpenter, KarpenterArgs
     from .pod_identity import PodIdentities, PodIdentitiesArgs
+    from .observability import CollectorIdentity, CollectorIdentityArgs, ObservabilityBackend, ObservabilityBackendArgs
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -15,10 +15,13 @@ from ..design import ClusterDesign
 from ..node_local_files import local_nvme_devices
 from ..render import render, static
 from ..slurm_config import SLURMCTLD_PORT, node_domain
+from ..telemetry_backend import log_streams
 from .gpu_pool import GpuPool, GpuPoolArgs
 from .home import HomeFilesystem, HomeFilesystemArgs
 from .iam import NodeIdentity, NodeIdentityArgs
 from .network import Network, NetworkArgs
+from .observability import (CollectorIdentity, CollectorIdentityArgs, ObservabilityBackend, ObservabilityBackendArgs,
+                            grant_shipping, observability_outputs)
 from .slurm import (BIN, MOUNT_SCRIPT, NODE_TAG, SlurmConfiguration, SlurmConfigurationArgs, SlurmController,
                     SlurmControllerArgs, SlurmNodeFiles, SlurmNodeFilesArgs, fetch_list)
 from .storage import LustreFilesystem, LustreFilesystemArgs
@@ -48,6 +51,9 @@ def compute_user_data(design: ClusterDesign, pool_name: str, *, controller_addr:
 def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
     network = Network(f"{design.name}-network", NetworkArgs(design.context, design.network))
     nodes = NodeIdentity(f"{design.name}-compute", NodeIdentityArgs(design.context))
+    # Managed metrics and logs (aws/observability.py): depends on nothing, so no edit elsewhere touches it.
+    observability = ObservabilityBackend(f"{design.name}-observability", ObservabilityBackendArgs(
+        context=design.context, log_streams=log_streams(kubernetes=bool(design.kubernetes))))
     filesystems = [
         # EFS: the shared /home (aws/home.py), mounted by everything in the nodes' group (compute,
         # head, login); spec.py allows it on Slurm clusters only.
@@ -74,6 +80,10 @@ def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
             controller=controller, compute_role_name=nodes.role_name, mounts=mounts))
         node_inputs = pulumi.Output.all(controller.controller_addr, controller.munge_secret_arn,
                                         controller.bucket_name, node_files.files)
+        # The nodes' agents remote-write and ship logs with their instance role; on EKS a Pod
+        # Identity role does it instead (below), never the nodes'.
+        grant_shipping(f"{design.name}-compute-observability", observability, nodes.role_name)
+        grant_shipping(f"{design.name}-head-observability", observability, controller.role_name)
     eks = None
     if design.kubernetes:
         # Imported here: a Slurm cluster never loads the EKS modules or pulumi_kubernetes.
@@ -100,11 +110,16 @@ def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
         "subnet_id": network.subnet_id,
         "launch_templates": {name: p.launch_template_id for name, p in pools.items()},
         "filesystems": {fs.name: f.file_system_id for fs, f in zip(design.storage, filesystems)},
+        **observability_outputs(observability),
     }
     if eks:
         outputs |= attach_kubernetes(design, eks, pools, filesystems, network.subnet_id, nodes.role_arn,
                                      instance_profile_arn=nodes.instance_profile_arn,
                                      nodes_security_group_id=network.nodes_security_group_id)
+        # The collector's agents remote-write and ship logs with a Pod Identity role, never the nodes'.
+        CollectorIdentity(f"{design.name}-collector", CollectorIdentityArgs(
+            context=design.context, backend=observability, cluster_name=eks.cluster_name,
+            depends_on=eks.before_nodes))
     if controller:
         accounting = design.slurm.accounting_settings
         endpoint = None

@@ -30,9 +30,9 @@ import pulumi_kubernetes as k8s
 from ..design import ClusterContext, ClusterDesign
 from ..k8s_capacity import karpenter_pools
 from ..kubernetes_design import ROLE_LABEL, KubernetesDesign, versions
+from ..telemetry_backend import LOG_RETENTION_DAYS    # one retention for every aicluster log group
 from .iam import partition
 
-LOG_RETENTION_DAYS = 30
 LOG_TYPES = ["api", "audit", "authenticator"]
 SYSTEM_ROOT_GIB = 100
 # EKS access policy for `admins` (EKS user guide, access-policies).

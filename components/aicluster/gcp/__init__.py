@@ -40,6 +40,8 @@ _EXPORTS = {
     "GkeAddonsArgs": "gke_addons",
     "WorkloadIdentities": "workload_identity",
     "WorkloadIdentitiesArgs": "workload_identity",
+    "ObservabilityBackend": "observability",
+    "ObservabilityBackendArgs": "observability",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -57,6 +59,7 @@ if TYPE_CHECKING:
     from .gke_nodes import GkeNodePools, GkeNodePoolArgs
     from .gke_addons import GkeAddons, GkeAddonsArgs
     from .workload_identity import WorkloadIdentities, WorkloadIdentitiesArgs
+    from .observability import ObservabilityBackend, ObservabilityBackendArgs
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

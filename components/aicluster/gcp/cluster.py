@@ -15,9 +15,11 @@ from ..mounts import Mount
 from ..node_local_files import local_nvme_devices, node_local_programs
 from ..render import render, static
 from ..slurm_config import SLURMCTLD_PORT, node_domain
+from ..telemetry_backend import log_streams
 from .gpu_pool import GpuPool, GpuPoolArgs
 from .identity import NodeIdentity, NodeIdentityArgs
 from .network import Network, NetworkArgs
+from .observability import ObservabilityBackend, ObservabilityBackendArgs, observability_outputs
 from .slurm import SlurmConfiguration, SlurmConfigurationArgs, SlurmController, SlurmControllerArgs, instance_prefix
 from .storage import Filestore, FilestoreArgs, ManagedLustre, ManagedLustreArgs
 
@@ -89,6 +91,10 @@ def build_gcp_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
         # Managed Lustre, Filestore and Cloud SQL (managed accounting) get private addresses through it.
         private_service_access=bool(design.storage) or _managed_accounting(design) is not None))
     nodes = NodeIdentity(f"{design.name}-compute", NodeIdentityArgs(design.context))
+    # Managed metrics and logs (gcp/observability.py); the node accounts already hold the writer roles.
+    observability = ObservabilityBackend(f"{design.name}-observability", ObservabilityBackendArgs(
+        context=design.context, log_streams=log_streams(kubernetes=bool(design.kubernetes)),
+        gke_cluster=design.kubernetes.gke.cluster_name if design.kubernetes else None))
     filesystems: list = []
     for fs in design.storage:
         if fs.kind == "filestore":
@@ -106,6 +112,7 @@ def build_gcp_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
         return {"network": network.network_id, "subnetwork": network.subnetwork_self_link,
                 "fabric_networks": {key: f.network.self_link for key, f in network.fabric.items()},
                 "filesystems": {fs.name: f.instance_id for fs, f in zip(design.storage, filesystems)},
+                **observability_outputs(observability),
                 **attach_gke(design, network, nodes, filesystems)}
 
     controller = None
@@ -140,6 +147,7 @@ def build_gcp_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
         "fabric_networks": {key: f.network.self_link for key, f in network.fabric.items()},
         "instance_templates": {name: p.instance_template for name, p in pools.items() if p.instance_template},
         "filesystems": {fs.name: f.instance_id for fs, f in zip(design.storage, filesystems)},
+        **observability_outputs(observability),
     }
     if controller:
         imports = pulumi.Output.all(*[

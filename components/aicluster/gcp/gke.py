@@ -162,6 +162,10 @@ class GkeCluster(pulumi.ComponentResource):
                     enabled=True),
                 # Datasets in Cloud Storage (kubernetes.datasets), read with each pod's Workload Identity.
                 gcs_fuse_csi_driver_config=gcp.container.ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(enabled=True)),
+            # Managed Service for Prometheus: GKE runs the managed collectors, metrics go to Cloud
+            # Monitoring (gcp/observability.py); nothing self-run holds the history.
+            monitoring_config=gcp.container.ClusterMonitoringConfigArgs(
+                managed_prometheus=gcp.container.ClusterMonitoringConfigManagedPrometheusArgs(enabled=True)),
             enable_shielded_nodes=True,
             # The default node pool is removed at once; node pools are separate resources.
             remove_default_node_pool=True,

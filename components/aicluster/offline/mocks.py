@@ -485,6 +485,14 @@ def _log_group(r: _Res):
     return name, {**_tags(r), "name": name, "arn": r.arn("logs", f"log-group:{name}")}
 
 
+def _amp_workspace(r: _Res):
+    """An Amazon Managed Service for Prometheus workspace: ws-<uuid>, and its endpoint (which ends
+    in a slash, as AMP's does)."""
+    wid = f"ws-{r.uuid('ws')}"
+    return wid, {**_tags(r), "arn": r.arn("aps", f"workspace/{wid}"),
+                 "prometheusEndpoint": f"https://aps-workspaces.{r.region}.amazonaws.com/workspaces/{wid}/"}
+
+
 def _sqs_queue(r: _Res):
     """An SQS queue: its URL is the id (as the provider's), with its ARN."""
     name = r.given_name
@@ -810,6 +818,19 @@ def _gcp_iam_member(r: _Res):
     return f"{r.get('role', 'role')}/{r.get('member', 'member')}", {"etag": f"BwY{r.alnum(9, 'etag')}="}
 
 
+def _gcp_log_bucket(r: _Res):
+    """A Cloud Logging bucket: its id is its full name, as the provider's."""
+    bid = f"projects/{r.project}/locations/{r.get('location', 'global')}/buckets/{r.get('bucketId', r.name)}"
+    return bid, {"name": bid, "project": r.project, "lifecycleState": "ACTIVE"}
+
+
+def _gcp_log_sink(r: _Res):
+    """A project sink; with a unique writer identity, Logging's per-sink service account."""
+    sid = f"projects/{r.project}/sinks/{r.given_name}"
+    return sid, {"name": r.given_name, "project": r.project,
+                 "writerIdentity": f"serviceAccount:service-{r.digits(12, 'sink')}@gcp-sa-logging.iam.gserviceaccount.com"}
+
+
 def _gcp_router_nat(r: _Res):
     return f"{r.project}/{r.gcp_region}/{r.get('router', 'router')}/{r.given_name}", {
         "name": r.given_name, "project": r.project, "region": r.gcp_region}
@@ -904,6 +925,7 @@ RESOURCES: dict[str, Handler] = {
     "aws:route53/zone:Zone": _route53_zone,
     "aws:kms/key:Key": _kms_key,
     "aws:cloudwatch/logGroup:LogGroup": _log_group,
+    "aws:amp/workspace:Workspace": _amp_workspace,
     "aws:eks/cluster:Cluster": _eks_cluster,
     "aws:eks/nodeGroup:NodeGroup": _eks_node_group,
     "aws:eks/addon:Addon": _eks_addon,
@@ -969,6 +991,8 @@ RESOURCES: dict[str, Handler] = {
     "gcp:serviceaccount/account:Account": _gcp_account,
     "gcp:servicenetworking/connection:Connection": _gcp_sn_connection,
     "gcp:tpu/v2Vm:V2Vm": _tpu_v2vm,
+    "gcp:logging/projectBucketConfig:ProjectBucketConfig": _gcp_log_bucket,
+    "gcp:logging/projectSink:ProjectSink": _gcp_log_sink,
     "gcp:dns/managedZone:ManagedZone": _gcp_dns_zone,
     "gcp:dns/dnsManagedZoneIamMember:DnsManagedZoneIamMember": _gcp_iam_member,
 }

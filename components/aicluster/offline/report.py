@@ -92,6 +92,10 @@ SUMMARIES: dict[str, Callable[[dict], str]] = {
     "gcp:compute/instance:Instance": _key("machineType"),
     "gcp:compute/subnetwork:Subnetwork": _key("ipCidrRange"),
     "gcp:secretmanager/secret:Secret": _key("secretId"),
+    "aws:amp/workspace:Workspace": _key("alias", fmt="Managed Prometheus {}"),
+    "aws:cloudwatch/logGroup:LogGroup": lambda i: f"{_show(i.get('name', ''))}, {_show(i.get('retentionInDays', '?'))} days",
+    "gcp:logging/projectBucketConfig:ProjectBucketConfig":
+        lambda i: f"{_show(i.get('bucketId', ''))} in {_show(i.get('location', ''))}, {_show(i.get('retentionDays', '?'))} days",
 }
 
 

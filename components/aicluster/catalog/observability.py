@@ -1,0 +1,155 @@
+"""The one list of exporters, metrics and scrape settings (observability.yaml). Pure: no Pulumi, no
+spec. The alert rules and the dashboards name metrics only through `metric()`, `fabric()` and
+`contract()`, so a metric missing here is an error at render time, not a silent empty panel.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from . import CatalogError
+
+_FILE = Path(__file__).parent / "observability.yaml"
+
+
+@dataclass(frozen=True)
+class Scrape:
+    interval_s: int
+    timeout_s: int
+    evaluation_interval_s: int
+    target_labels: tuple[str, ...]
+    source: str
+
+
+@dataclass(frozen=True)
+class Exporter:
+    key: str
+    port: int
+    runs_on: str
+    pin: str                       # image:tag, version or version@commit: what is installed
+    source: str
+    checked: str
+    counters: tuple[str, ...] = ()  # DCGM: the fields of its counters CSV
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    name: str
+    exporter: str
+    type: str
+    unit: str
+
+
+@dataclass(frozen=True)
+class FabricCounters:
+    kind: str                      # efa | rdma | gvnic
+    rx: str
+    tx: str
+    selector: str                  # PromQL label matchers inside {}, "" for none
+    exporter: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Contract:
+    key: str
+    name: str
+    type: str
+    labels: tuple[str, ...]
+    writer: str
+    source: str
+
+
+def _need(entry: dict, where: str, *keys: str) -> None:
+    for key in keys:
+        if not entry.get(key):
+            raise CatalogError(f"observability.yaml: {where} has no {key}")
+
+
+@functools.lru_cache(maxsize=1)
+def _doc() -> dict:
+    return yaml.safe_load(_FILE.read_text(encoding="utf-8"))
+
+
+@functools.lru_cache(maxsize=1)
+def scrape() -> Scrape:
+    s = _doc()["scrape"]
+    _need(s, "scrape", "source", "checked")
+    return Scrape(int(s["interval_s"]), int(s["timeout_s"]), int(s["evaluation_interval_s"]),
+                  tuple(s["target_labels"]), s["source"])
+
+
+def _pin(e: dict) -> str:
+    if "image" in e:
+        return f"{e['image']}:{e['tag']}"
+    if "commit" in e:
+        return f"{e['repo']}@v{e['version']} ({e['commit'][:12]})"
+    return str(e.get("version", "the cluster's pin (kubernetes.yaml)"))
+
+
+@functools.lru_cache(maxsize=1)
+def exporters() -> dict[str, Exporter]:
+    out = {}
+    for key, e in _doc()["exporters"].items():
+        _need(e, f"exporters.{key}", "source", "checked", "port", "runs_on")
+        out[key] = Exporter(key, int(e["port"]), e["runs_on"], _pin(e), e["source"], str(e["checked"]),
+                            tuple(e.get("counters", ())))
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _metrics() -> dict[str, Metric]:
+    known = set(exporters()) | {"textfile"}
+    out = {}
+    for key, m in _doc()["metrics"].items():
+        if m["exporter"] not in known:
+            raise CatalogError(f"observability.yaml: metrics.{key} names exporter {m['exporter']!r}, not one listed")
+        out[key] = Metric(key, m["name"], m["exporter"], m["type"], str(m["unit"]))
+    dcgm = set(exporters()["dcgm_exporter"].counters)
+    for m in out.values():
+        if m.exporter == "dcgm_exporter" and m.name not in dcgm:
+            raise CatalogError(f"observability.yaml: metrics.{m.key} ({m.name}) is not in dcgm_exporter.counters")
+    return out
+
+
+def metric(key: str) -> str:
+    """The series name of a metric role (KeyError: not in the one list)."""
+    return _metrics()[key].name
+
+
+def metrics() -> tuple[Metric, ...]:
+    return tuple(_metrics().values())
+
+
+@functools.lru_cache(maxsize=1)
+def _fabric() -> dict[str, FabricCounters]:
+    out = {}
+    for kind, f in _doc()["fabric"].items():
+        _need(f, f"fabric.{kind}", "source", "rx", "tx")
+        out[kind] = FabricCounters(kind, f["rx"], f["tx"], f.get("selector") or "", f["exporter"], f["source"])
+    return out
+
+
+def fabric(kind: str) -> FabricCounters:
+    return _fabric()[kind]
+
+
+@functools.lru_cache(maxsize=1)
+def _contracts() -> dict[str, Contract]:
+    out = {}
+    for key, c in _doc()["contracts"].items():
+        _need(c, f"contracts.{key}", "source", "writer", "name")
+        out[key] = Contract(key, c["name"], c["type"], tuple(c.get("labels", ())), c["writer"], c["source"])
+    return out
+
+
+def contract(key: str) -> Contract:
+    return _contracts()[key]
+
+
+def contracts() -> tuple[Contract, ...]:
+    return tuple(_contracts().values())
