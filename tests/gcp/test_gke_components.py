@@ -166,9 +166,11 @@ def test_gpu_job_attaches_every_gpu_nic_network(family_plans, machine, interface
 
 @pytest.mark.parametrize("machine", FAMILIES)
 def test_nccl_installer_of_the_family_at_its_pinned_version(family_plans, machine):
-    # Every GPU pool also runs the health agent's DaemonSet (tests/k8s/test_node_health_manifests.py).
+    # Every GPU pool also runs the health agent's DaemonSet (tests/k8s/test_node_health_manifests.py)
+    # and the metrics exporters' in `monitoring` (tests/observability/test_k8s_metrics.py).
     installers = [d for d in family_plans[machine].of_type(DAEMONSET)
-                  if not (reveal(d.inputs).get("metadata") or {}).get("name", "").startswith("aicluster-node-health")]
+                  if not (reveal(d.inputs).get("metadata") or {}).get("name", "").startswith("aicluster-node-health")
+                  and (reveal(d.inputs).get("metadata") or {}).get("namespace") != "monitoring"]
     stack = GCP[machine].gpu_nic_stack
     if stack == "none":
         assert installers == []

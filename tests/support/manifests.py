@@ -1,5 +1,5 @@
 """Validation of rendered Kubernetes manifests against the pinned version's schemas and the CRD
-schemas (tests/support/kueue_schema.py, jobset_schema.py and karpenter_schema.py: the pinned releases' CRDs; gke_schema.py:
+schemas (tests/support/kueue_schema.py, jobset_schema.py, karpenter_schema.py and gmp_schema.py: the pinned releases' CRDs; gke_schema.py:
 subsets of GKE's networking CRDs)."""
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import yaml
 
 from aicluster.kubernetes_design import versions
 from tests.support.gke_schema import SCHEMAS as GKE_SCHEMAS
+from tests.support.gmp_schema import SCHEMAS as GMP_SCHEMAS
 from tests.support.jobset_schema import jobset_schema
 from tests.support.karpenter_schema import SCHEMAS as KARPENTER_SCHEMAS
 from tests.support.kueue_schema import SCHEMAS
@@ -23,7 +24,8 @@ def validate(doc: dict) -> None:
     elif doc["apiVersion"].startswith("jobset.x-k8s.io/"):
         crd = jobset_schema()
     else:
-        crd = GKE_SCHEMAS.get((doc["apiVersion"], doc["kind"])) or KARPENTER_SCHEMAS.get((doc["apiVersion"], doc["kind"]))
+        key = (doc["apiVersion"], doc["kind"])
+        crd = GKE_SCHEMAS.get(key) or KARPENTER_SCHEMAS.get(key) or GMP_SCHEMAS.get(key)
     if crd is not None:
         jsonschema.validate(doc, crd)
         # A CRD object's metadata is a Kubernetes ObjectMeta: check it through a kind that has one.

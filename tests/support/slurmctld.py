@@ -53,12 +53,14 @@ def wait_for(what: str, check, timeout_s: float, diagnostics=lambda: ""):
 
 _ACCOUNTING_LINK = ("accountingstoragetype", "accountingstoragehost", "accountingstoragebackuphost",
                     "accountingstorageport", "accountingstoragepass", "accountingstorageuser",
-                    "accountingstorageenforce", "accountingstoragetres")
+                    "accountingstorageenforce", "accountingstoragetres",
+                    # Fairshare and age need slurmdbd's usage: 24.11 logs an error for each without it.
+                    "priorityweightage", "priorityweightfairshare")
 
 
 def without_accounting(conf: str) -> str:
-    """slurm.conf without its link to slurmdbd: every AccountingStorage* key (TRES too: slurmctld
-    refuses gres TRES without slurmdbd)."""
+    """slurm.conf without what needs slurmdbd: every AccountingStorage* key (TRES too: slurmctld
+    refuses gres TRES without slurmdbd) and the fairshare and age weights."""
     return "\n".join(line for line in conf.splitlines()
                      if line.split("=", 1)[0].strip().lower() not in _ACCOUNTING_LINK) + "\n"
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import pulumi
 
+from ..alert_rules import rules_yaml
 from ..design import ClusterDesign
+from ..observability_design import monitoring_design
 from ..node_local_files import local_nvme_devices
 from ..render import render, static
 from ..slurm_config import SLURMCTLD_PORT, node_domain
@@ -53,7 +55,9 @@ def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
     nodes = NodeIdentity(f"{design.name}-compute", NodeIdentityArgs(design.context))
     # Managed metrics and logs (aws/observability.py): depends on nothing, so no edit elsewhere touches it.
     observability = ObservabilityBackend(f"{design.name}-observability", ObservabilityBackendArgs(
-        context=design.context, log_streams=log_streams(kubernetes=bool(design.kubernetes))))
+        context=design.context, log_streams=log_streams(kubernetes=bool(design.kubernetes)),
+        # EKS: AMP evaluates the alert rules on what the in-cluster collector sends.
+        rules_yaml=rules_yaml(monitoring_design(design)) if design.kubernetes else None))
     filesystems = [
         # EFS: the shared /home (aws/home.py), mounted by everything in the nodes' group (compute,
         # head, login); spec.py allows it on Slurm clusters only.
@@ -115,7 +119,8 @@ def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
     if eks:
         outputs |= attach_kubernetes(design, eks, pools, filesystems, network.subnet_id, nodes.role_arn,
                                      instance_profile_arn=nodes.instance_profile_arn,
-                                     nodes_security_group_id=network.nodes_security_group_id)
+                                     nodes_security_group_id=network.nodes_security_group_id,
+                                     remote_write_url=observability.remote_write_url)
         # The collector's agents remote-write and ship logs with a Pod Identity role, never the nodes'.
         CollectorIdentity(f"{design.name}-collector", CollectorIdentityArgs(
             context=design.context, backend=observability, cluster_name=eks.cluster_name,

@@ -260,7 +260,7 @@ def eks_pool_security_groups(nodes_security_group_id, eks: EksCluster) -> list:
 
 def attach_kubernetes(design: ClusterDesign, eks: EksCluster, pools: dict, filesystems: list, subnet_id,
                       node_role_arn, *, instance_profile_arn=None,
-                      nodes_security_group_id=None) -> dict[str, pulumi.Output]:
+                      nodes_security_group_id=None, remote_write_url=None) -> dict[str, pulumi.Output]:
     """The node groups for the pools' launch templates, then everything inside the cluster, and
     Karpenter for the pools that grow past their node group (given the nodes' instance profile and
     security group, which its EC2NodeClasses name as the launch templates do)."""
@@ -283,7 +283,7 @@ def attach_kubernetes(design: ClusterDesign, eks: EksCluster, pools: dict, files
             design=design, provider=eks.provider,
             filesystems=[(fs_design, fs.file_system_id, fs.mount)
                          for fs_design, fs in zip(design.storage, filesystems)],
-            depends_on=eks.ready))
+            depends_on=eks.ready, remote_write_url=remote_write_url))
     outputs: dict[str, pulumi.Output] = {}
     if instance_profile_arn is not None and karpenter_pools(design.kubernetes):
         from .karpenter import Karpenter, KarpenterArgs

@@ -16,6 +16,8 @@ the cluster's own provider. Chart versions come from components/aicluster/catalo
   `aicluster plan --out DIR`.
 - GPU node health: the agent DaemonSet per GPU pool that runs the Slurm nodes' health check and
   labels, taints and conditions the node (aicluster.k8s_health; EFA devices counted).
+- Metrics (aicluster.k8s_metrics): dcgm-exporter, node-exporter and kube-state-metrics, and
+  Prometheus in agent mode remote-writing them and Kueue's to the AMP workspace with SigV4.
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ from ..k8s_resources import (RENDEZVOUS_PORT, SCRIPT_DIR, claim_name, examples_c
 from ..k8s_data import pod_identities_and_datasets
 from ..kubernetes_design import EFA_PRESENT_LABEL, GPU_PRESENT_LABEL, GPU_TAINT, ROLE_LABEL, SYSTEM_NODES, KubernetesPool, versions
 from ..k8s_health import NodeHealthSettings, expectations, gpu_pools, node_health
+from ..k8s_metrics import MetricsSettings, metrics
 from ..mounts import Mount
 
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
@@ -133,11 +136,14 @@ class KubernetesAddonsArgs:
         static persistent volume and claim.
     depends_on: what every object must wait for (`EksCluster.ready`: the managed add-ons and the
         system node group).
+    remote_write_url: the AMP workspace's remote-write URL (`ObservabilityBackend.remote_write_url`)
+        the metrics collector sends to. Default None: the exporters run, with no collector.
     """
     design: ClusterDesign
     provider: k8s.Provider
     filesystems: Sequence[tuple[StorageDesign, pulumi.Input[str], pulumi.Input[Mount]]]
     depends_on: Sequence[pulumi.Resource]
+    remote_write_url: pulumi.Input[str] | None = None
 
 
 class KubernetesAddons(pulumi.ComponentResource):
@@ -169,4 +175,6 @@ class KubernetesAddons(pulumi.ComponentResource):
         examples_configmap(name, design, {**{f"{job_name(p)}.yaml": render_job(design, p.name) for p in kd.pools},
                                           **gpu_job_scripts()}, in_namespace)
         node_health(f"{name}-health", design.name, kd.pools, node_health_settings(design), after_cluster)
+        metrics(f"{name}-metrics", design.name, kd.pools, MetricsSettings("eks", region=design.region), after_cluster,
+                remote_write_url=args.remote_write_url, kueue=[releases["kueue"]])
         self.register_outputs({"namespace": kd.namespace, "charts": {c: v.charts[c].version for c in releases}})

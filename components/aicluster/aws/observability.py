@@ -19,6 +19,10 @@ services only, so there is no self-run Prometheus or log store to lose with a no
   (`grant_shipping`); on EKS it goes to an IAM role that only EKS Pod Identity assumes, associated
   with the collector's one service account (`CollectorIdentity`), never to the nodes' role.
 
+- Rules: given the rendered alert rules (`rules_yaml`, aicluster.alert_rules), a rule groups
+  namespace in the workspace, named after the cluster, so AMP evaluates them (EKS clusters: their
+  collector remote-writes the series the rules read). Not stateful: it is the rules' text only.
+
 The agents themselves (what runs on the nodes and remote-writes) are installed elsewhere; this
 module makes the backends, identities and log groups they use.
 """
@@ -65,9 +69,12 @@ class ObservabilityBackendArgs:
     context: the cluster's name (the workspace alias, the log group names) and tags
         (`ClusterDesign.context`, or your own).
     log_streams: what the nodes ship, one log group each (`telemetry_backend.log_streams`).
+    rules_yaml: the Prometheus rule groups AMP evaluates (`alert_rules.rules_yaml`). Default None:
+        no rule groups namespace.
     """
     context: ClusterContext
     log_streams: Sequence[str]
+    rules_yaml: str | None = None
 
 
 class ObservabilityBackend(pulumi.ComponentResource):
@@ -88,6 +95,9 @@ class ObservabilityBackend(pulumi.ComponentResource):
         groups = {stream: aws.cloudwatch.LogGroup(
             f"{name}-{stream}", name=log_group_name(context.name, stream), retention_in_days=LOG_RETENTION_DAYS,
             tags=context.labels("logs"), opts=child) for stream in args.log_streams}
+        if args.rules_yaml:
+            aws.amp.RuleGroupNamespace(f"{name}-rules", name=f"aicluster-{context.name}", workspace_id=workspace.id,
+                                       data=args.rules_yaml, tags=context.labels("metrics"), opts=child)
         self.workspace_arn, self.workspace_id = workspace.arn, workspace.id
         self.remote_write_url = workspace.prometheus_endpoint.apply(remote_write_url)
         self.log_groups = {stream: g.name for stream, g in groups.items()}

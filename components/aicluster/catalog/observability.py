@@ -33,6 +33,8 @@ class Exporter:
     source: str
     checked: str
     counters: tuple[str, ...] = ()  # DCGM: the fields of its counters CSV
+    counter_types: tuple[str, ...] = ()   # each counter's Prometheus type (gauge | counter), in order
+    image: str = ""                 # the container image:tag on Kubernetes; "" where none runs there
 
 
 @dataclass(frozen=True)
@@ -96,9 +98,33 @@ def exporters() -> dict[str, Exporter]:
     out = {}
     for key, e in _doc()["exporters"].items():
         _need(e, f"exporters.{key}", "source", "checked", "port", "runs_on")
+        counters = e.get("counters") or {}
         out[key] = Exporter(key, int(e["port"]), e["runs_on"], _pin(e), e["source"], str(e["checked"]),
-                            tuple(e.get("counters", ())))
+                            tuple(counters), tuple(counters.values()), _image(e))
     return out
+
+
+def _image(e: dict) -> str:
+    if "image" in e:
+        return f"{e['image']}:{e['tag']}"
+    if "image_k8s" in e:
+        return f"{e['image_k8s']}:v{e['version']}"
+    return ""
+
+
+def counters_csv() -> str:
+    """dcgm-exporter's counters file (-f): `field, type, help` per line, the fields of the one list."""
+    dcgm = exporters()["dcgm_exporter"]
+    return "".join(f"{name}, {kind}, {name} (aicluster observability.yaml)\n"
+                   for name, kind in zip(dcgm.counters, dcgm.counter_types))
+
+
+@functools.lru_cache(maxsize=1)
+def collector_image() -> str:
+    """The EKS collector's image:tag (Prometheus in agent mode)."""
+    c = _doc()["collector"]
+    _need(c, "collector", "image", "tag", "source", "checked")
+    return f"{c['image']}:{c['tag']}"
 
 
 @functools.lru_cache(maxsize=1)
@@ -153,3 +179,8 @@ def contract(key: str) -> Contract:
 
 def contracts() -> tuple[Contract, ...]:
     return tuple(_contracts().values())
+
+
+def textfile_directory() -> str:
+    """node_exporter's textfile directory: where aicluster-node-metrics and training jobs write."""
+    return _doc()["exporters"]["node_exporter"]["textfile_directory"]

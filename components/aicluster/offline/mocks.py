@@ -493,6 +493,12 @@ def _amp_workspace(r: _Res):
                  "prometheusEndpoint": f"https://aps-workspaces.{r.region}.amazonaws.com/workspaces/{wid}/"}
 
 
+def _amp_rule_group_namespace(r: _Res):
+    """An AMP rule groups namespace: its ARN is the id (as the provider's)."""
+    arn = r.arn("aps", f"rulegroupsnamespace/{r.get('workspaceId')}/{r.given_name}")
+    return arn, {**_tags(r), "arn": arn}
+
+
 def _sqs_queue(r: _Res):
     """An SQS queue: its URL is the id (as the provider's), with its ARN."""
     name = r.given_name
@@ -926,6 +932,7 @@ RESOURCES: dict[str, Handler] = {
     "aws:kms/key:Key": _kms_key,
     "aws:cloudwatch/logGroup:LogGroup": _log_group,
     "aws:amp/workspace:Workspace": _amp_workspace,
+    "aws:amp/ruleGroupNamespace:RuleGroupNamespace": _amp_rule_group_namespace,
     "aws:eks/cluster:Cluster": _eks_cluster,
     "aws:eks/nodeGroup:NodeGroup": _eks_node_group,
     "aws:eks/addon:Addon": _eks_addon,
@@ -949,6 +956,12 @@ RESOURCES: dict[str, Handler] = {
     "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass": _k8s_object,
     "kubernetes:karpenter.sh/v1alpha1:NodeOverlay": _k8s_object,
     "kubernetes:apps/v1:DaemonSet": _k8s_object,
+    "kubernetes:apps/v1:Deployment": _k8s_object,
+    "kubernetes:monitoring.googleapis.com/v1:PodMonitoring": _k8s_object,
+    "kubernetes:monitoring.googleapis.com/v1:ClusterRules": _k8s_object,
+    "kubernetes:core/v1:Secret": _k8s_object,
+    "kubernetes:rbac.authorization.k8s.io/v1:Role": _k8s_object,
+    "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": _k8s_object,
     "kubernetes:core/v1:ServiceAccount": _k8s_object,
     "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole": _k8s_object,
     "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding": _k8s_object,
