@@ -46,7 +46,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("render", ("aicluster.render", "aicluster.slurm_config", "aicluster.slurm_files", "aicluster.login_files",
                 "aicluster.node_local_files", "aicluster.alert_rules", "aicluster.dashboards")),
     # Pulumi components: per cloud, and the in-cluster Kubernetes objects both clusters share.
-    ("components", ("aicluster.aws", "aicluster.gcp", "aicluster.k8s_capacity", "aicluster.k8s_resources", "aicluster.k8s_data", "aicluster.k8s_health", "aicluster.k8s_metrics",
+    ("components", ("aicluster.aws", "aicluster.gcp", "aicluster.k8s_capacity", "aicluster.k8s_resources", "aicluster.k8s_data", "aicluster.k8s_objects", "aicluster.k8s_health", "aicluster.k8s_metrics",
                     "aicluster.k8s_jobs", "aicluster.slurm_controller")),
     # The composition root: stack config -> spec -> design -> components.
     ("program", ("aicluster.cluster",)),

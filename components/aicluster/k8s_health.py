@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import pulumi
-import pulumi_kubernetes as k8s
 
+from .k8s_objects import builtin_resource
 from .kubernetes_design import POOL_LABEL, KubernetesPool
 from .render import static
 
@@ -218,27 +218,6 @@ def node_health_objects(cluster: str, pools: Sequence[KubernetesPool], settings:
             *(daemon_set(cluster, p, settings) for p in gpu)]
 
 
-def _resource(name: str, doc: dict, opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
-    meta, kind = doc["metadata"], doc["kind"]
-    if kind == "ConfigMap":
-        return k8s.core.v1.ConfigMap(name, metadata=meta, data=doc["data"], opts=opts)
-    if kind == "ServiceAccount":
-        return k8s.core.v1.ServiceAccount(name, metadata=meta, opts=opts)
-    if kind == "ClusterRole":
-        return k8s.rbac.v1.ClusterRole(name, metadata=meta, rules=doc["rules"], opts=opts)
-    if kind == "ClusterRoleBinding":
-        return k8s.rbac.v1.ClusterRoleBinding(name, metadata=meta, role_ref=doc["roleRef"], subjects=doc["subjects"],
-                                              opts=opts)
-    if kind == "ValidatingAdmissionPolicy":
-        return k8s.admissionregistration.v1.ValidatingAdmissionPolicy(name, metadata=meta, spec=doc["spec"], opts=opts)
-    if kind == "ValidatingAdmissionPolicyBinding":
-        return k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(name, metadata=meta, spec=doc["spec"],
-                                                                             opts=opts)
-    if kind == "DaemonSet":
-        return k8s.apps.v1.DaemonSet(name, metadata=meta, spec=doc["spec"], opts=opts)
-    raise ValueError(f"no resource for {kind}")
-
-
 def node_health(name: str, cluster: str, pools: Sequence[KubernetesPool], settings: NodeHealthSettings,
                 opts: pulumi.ResourceOptions) -> None:
     """Apply the agent's objects; the DaemonSets wait for the rest (their identity and files)."""
@@ -246,6 +225,6 @@ def node_health(name: str, cluster: str, pools: Sequence[KubernetesPool], settin
     for doc in node_health_objects(cluster, pools, settings):
         own = opts if doc["kind"] != "DaemonSet" else pulumi.ResourceOptions.merge(
             opts, pulumi.ResourceOptions(depends_on=list(before)))
-        resource = _resource(f"{name}-{doc['kind'].lower()}-{doc['metadata']['name']}", doc, own)
+        resource = builtin_resource(f"{name}-{doc['kind'].lower()}-{doc['metadata']['name']}", doc, own)
         if doc["kind"] != "DaemonSet":
             before.append(resource)

@@ -29,12 +29,12 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import pulumi
-import pulumi_kubernetes as k8s
 import yaml
 
 from .catalog.observability import (Exporter, collector_image, counters_csv, exporters, scrape,
                                     textfile_directory)
 from .k8s_health import STARTUP_TAINT_KEY, UNHEALTHY_TAINT_KEY
+from .k8s_objects import builtin_resource
 from .k8s_resources import KubernetesObject
 from .kubernetes_design import POOL_LABEL, SYSTEM_NODES, KubernetesPool, versions
 from .telemetry_backend import COLLECTOR_NAMESPACE, COLLECTOR_SERVICE_ACCOUNT
@@ -430,28 +430,7 @@ def metrics(name: str, cluster: str, pools: Sequence[KubernetesPool], settings: 
 
 
 def _resource(name: str, doc: dict, opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
-    meta, kind = doc["metadata"], doc["kind"]
-    if kind == "Namespace":
-        return k8s.core.v1.Namespace(name, metadata=meta, opts=opts)
-    if kind == "ConfigMap":
-        return k8s.core.v1.ConfigMap(name, metadata=meta, data=doc["data"], opts=opts)
-    if kind == "ServiceAccount":
-        return k8s.core.v1.ServiceAccount(name, metadata=meta, opts=opts)
-    if kind == "ClusterRole":
-        return k8s.rbac.v1.ClusterRole(name, metadata=meta, rules=doc["rules"], opts=opts)
-    if kind == "ClusterRoleBinding":
-        return k8s.rbac.v1.ClusterRoleBinding(name, metadata=meta, role_ref=doc["roleRef"], subjects=doc["subjects"],
-                                              opts=opts)
-    if kind == "Role":
-        return k8s.rbac.v1.Role(name, metadata=meta, rules=doc["rules"], opts=opts)
-    if kind == "RoleBinding":
-        return k8s.rbac.v1.RoleBinding(name, metadata=meta, role_ref=doc["roleRef"], subjects=doc["subjects"], opts=opts)
-    if kind == "Secret":
-        return k8s.core.v1.Secret(name, metadata=meta, type=doc["type"], opts=opts)
-    if kind == "DaemonSet":
-        return k8s.apps.v1.DaemonSet(name, metadata=meta, spec=doc["spec"], opts=opts)
-    if kind == "Deployment":
-        return k8s.apps.v1.Deployment(name, metadata=meta, spec=doc["spec"], opts=opts)
-    if kind in ("PodMonitoring", "ClusterRules"):
+    """GMP's custom resources as written (KubernetesObject), the built-in kinds typed."""
+    if doc["kind"] in ("PodMonitoring", "ClusterRules"):
         return KubernetesObject(name, doc, opts)
-    raise ValueError(f"no resource for {kind}")
+    return builtin_resource(name, doc, opts)
