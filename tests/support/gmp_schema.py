@@ -9,13 +9,12 @@ the Kueue ones (kueue_schema._strict): an unknown or misplaced field fails.
 """
 from __future__ import annotations
 
-import copy
 import functools
 from pathlib import Path
 
 import yaml
 
-from tests.support.kueue_schema import _strict
+from tests.support.kueue_schema import served_schemas
 
 VERSION = "0.17.2"
 CRD_DIR = Path(__file__).parent.parent / "data" / "schemas" / "gmp" / VERSION
@@ -23,27 +22,8 @@ CRD_DIR = Path(__file__).parent.parent / "data" / "schemas" / "gmp" / VERSION
 
 @functools.lru_cache(maxsize=1)
 def crd_schemas() -> dict[tuple[str, str], dict]:
-    """(apiVersion, kind) -> closed JSON Schema of the served v1 of every stored CRD."""
-    schemas = {}
-    for path in sorted(CRD_DIR.glob("*.yaml")):
-        crd = yaml.safe_load(path.read_text(encoding="utf-8"))
-        group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
-        for entry in crd["spec"]["versions"]:
-            if not entry.get("served"):
-                continue
-            api = f"{group}/{entry['name']}"
-            schema = _strict(copy.deepcopy(entry["schema"]["openAPIV3Schema"]))
-            schema["properties"]["apiVersion"] = {"const": api}
-            schema["properties"]["kind"] = {"const": kind}
-            namespaced = crd["spec"]["scope"] == "Namespaced"
-            schema["properties"]["metadata"] = {"type": "object",
-                                                "required": ["name", *(["namespace"] if namespaced else [])]}
-            if not namespaced:
-                schema["properties"]["metadata"]["not"] = {"required": ["namespace"]}
-            schema["required"] = sorted({"apiVersion", "kind", "metadata", *schema.get("required", [])})
-            schema["additionalProperties"] = False
-            schemas[(api, kind)] = schema
-    return schemas
+    """(apiVersion, kind) -> closed JSON Schema of every served version of every stored CRD."""
+    return served_schemas(yaml.safe_load(p.read_text(encoding="utf-8")) for p in sorted(CRD_DIR.glob("*.yaml")))
 
 
 SCHEMAS = crd_schemas()

@@ -9,14 +9,13 @@ can check, in Python, the ones aicluster's objects depend on.
 """
 from __future__ import annotations
 
-import copy
 import functools
 from pathlib import Path
 
 import yaml
 
 from aicluster.kubernetes_design import versions
-from tests.support.kueue_schema import _strict
+from tests.support.kueue_schema import served_schemas
 
 CRD_ROOT = Path(__file__).parent.parent / "data" / "schemas" / "karpenter"
 
@@ -32,21 +31,7 @@ def _crds(chart_version: str | None = None) -> list[dict]:
 @functools.lru_cache(maxsize=4)
 def crd_schemas(chart_version: str | None = None) -> dict[tuple[str, str], dict]:
     """(apiVersion, kind) -> closed JSON Schema of every served version of every stored CRD."""
-    schemas = {}
-    for crd in _crds(chart_version):
-        group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
-        for entry in crd["spec"]["versions"]:
-            if not entry.get("served"):
-                continue
-            api = f"{group}/{entry['name']}"
-            schema = _strict(copy.deepcopy(entry["schema"]["openAPIV3Schema"]))
-            schema["properties"]["apiVersion"] = {"const": api}
-            schema["properties"]["kind"] = {"const": kind}
-            schema["properties"]["metadata"] = {"type": "object", "required": ["name"]}
-            schema["required"] = sorted({"apiVersion", "kind", "metadata", *schema.get("required", [])})
-            schema["additionalProperties"] = False
-            schemas[(api, kind)] = schema
-    return schemas
+    return served_schemas(_crds(chart_version))
 
 
 def cel_rules(api_version: str, kind: str, chart_version: str | None = None) -> list[str]:

@@ -59,6 +59,32 @@ def _strict(node: dict) -> dict:
     return out
 
 
+def served_schemas(crds) -> dict[tuple[str, str], dict]:
+    """(apiVersion, kind) -> closed JSON Schema (`_strict`) of every served version of every CRD
+    given: apiVersion and kind fixed, metadata with a name, and a namespace exactly when the kind
+    is namespaced (a cluster-scoped object carrying one is refused). For the vendored CRDs other
+    than Kueue's (GMP, Karpenter)."""
+    schemas = {}
+    for crd in crds:
+        group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
+        for entry in crd["spec"]["versions"]:
+            if not entry.get("served"):
+                continue
+            api = f"{group}/{entry['name']}"
+            schema = _strict(copy.deepcopy(entry["schema"]["openAPIV3Schema"]))
+            schema["properties"]["apiVersion"] = {"const": api}
+            schema["properties"]["kind"] = {"const": kind}
+            namespaced = crd["spec"]["scope"] == "Namespaced"
+            schema["properties"]["metadata"] = {"type": "object",
+                                                "required": ["name", *(["namespace"] if namespaced else [])]}
+            if not namespaced:
+                schema["properties"]["metadata"]["not"] = {"required": ["namespace"]}
+            schema["required"] = sorted({"apiVersion", "kind", "metadata", *schema.get("required", [])})
+            schema["additionalProperties"] = False
+            schemas[(api, kind)] = schema
+    return schemas
+
+
 def _python_regex(pattern: str) -> str:
     """Go's RE2 takes inline flags anywhere (^(?i)[a-z]); Python only at the start."""
     flags = re.match(r"^\^(\(\?[a-z]+\))", pattern)
