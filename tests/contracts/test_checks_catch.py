@@ -143,6 +143,18 @@ def test_aws_names_are_caught():
                    "eks_nodegroup_name", "cloudwatch_log_group_name", "ec2_launch_template_name", "vpc_cidr_prefix"}
 
 
+def test_accounting_database_names_are_caught():
+    """RDS's identifier, final snapshot and parameter group; Cloud SQL's instance ID."""
+    assert limits_hit(cl.aws_names,
+                      res("aws:rds/instance:Instance", identifier="c--slurmdbd", finalSnapshotIdentifier="1-final"),
+                      res("aws:rds/parameterGroup:ParameterGroup", name="c-slurmdbd-")) == {
+        "rds_db_identifier", "rds_group_name"}
+    assert limits_hit(cl.aws_names, res("aws:rds/instance:Instance", identifier="d" * 64,
+                                        finalSnapshotIdentifier="ok-final")) == {"rds_db_identifier"}
+    assert limits_hit(cl.gcp_names, res("gcp:sql/databaseInstance:DatabaseInstance", name="C-slurmdbd")) == {
+        "cloudsql_instance_id"}
+
+
 def test_slurm_node_names_at_boot_are_caught():
     zone = res("aws:route53/zone:Zone", name="c.aicluster.internal")
     assert limits_hit(cl.aws_names, zone, pools=[("p" * 60, 1000)], scheduler="slurm") == {"route53_name"}

@@ -508,6 +508,18 @@ def aws_names(variant: str, result) -> list[Breach]:
             for pool, node in _node_names(result):
                 out += _dns_breaches(variant, r.urn, f"<node {node} of pool {pool}>.name (at boot)",
                                      f"{node}.{i.get('name', '')}", "route53_name")
+        elif t == "aws:rds/instance:Instance":
+            if not fullmatch("rds_db_identifier", str(i.get("identifier", ""))):
+                out.append(Breach(variant, r.urn, "identifier", i.get("identifier"), "1-63 letters, digits and -, a "
+                                  "letter first, no - last, no --", "rds_db_identifier"))
+            if not fullmatch("rds_group_name", str(i.get("finalSnapshotIdentifier", ""))):
+                out.append(Breach(variant, r.urn, "finalSnapshotIdentifier", i.get("finalSnapshotIdentifier"),
+                                  "1-255 letters, digits and -, a letter first, no - last, no --", "rds_group_name"))
+        elif t == "aws:rds/parameterGroup:ParameterGroup":
+            path, name = autoname(r)
+            if not fullmatch("rds_group_name", name):
+                out.append(Breach(variant, r.urn, path, name, "1-255 letters, digits and -, a letter first, no - "
+                                  "last, no --", "rds_group_name"))
         elif t == "aws:route53/record:Record":
             out += _dns_breaches(variant, r.urn, "name", str(i.get("name", "")), "route53_name")
         elif t == "aws:ec2/launchTemplate:LaunchTemplate":
@@ -607,6 +619,11 @@ def gcp_names(variant: str, result) -> list[Breach]:
             if not fullmatch("gcp_resource_name", name):
                 out.append(Breach(variant, r.urn, path, name, "RFC 1035: 1-63 lowercase letters, digits and -, "
                                   "a letter first, no - last", "gcp_resource_name"))
+        if t == "gcp:sql/databaseInstance:DatabaseInstance":
+            path, name = autoname(r)
+            if not fullmatch("cloudsql_instance_id", name):
+                out.append(Breach(variant, r.urn, path, name, "lowercase letters, digits and -, a letter first",
+                                  "cloudsql_instance_id"))
         if t == "gcp:container/cluster:Cluster":
             path, name = autoname(r)
             if not fullmatch("gke_cluster_name", name):
