@@ -43,7 +43,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                 "aicluster.zone_subnets", "aicluster.accounting_design", "aicluster.kubernetes_design", "aicluster.pod_identity_design", "aicluster.gke_design", "aicluster.login_design", "aicluster.design",
                 "aicluster.observability_design")),
     # ClusterDesign -> file texts (templates, slurm.conf).
-    ("render", ("aicluster.render", "aicluster.slurm_config", "aicluster.slurm_files", "aicluster.login_files",
+    ("render", ("aicluster.render", "aicluster.slurm_config", "aicluster.slurm_monitoring", "aicluster.slurm_files", "aicluster.login_files",
                 "aicluster.node_local_files", "aicluster.alert_rules", "aicluster.dashboards")),
     # Pulumi components: per cloud, and the in-cluster Kubernetes objects both clusters share.
     ("components", ("aicluster.aws", "aicluster.gcp", "aicluster.k8s_capacity", "aicluster.k8s_resources", "aicluster.k8s_data", "aicluster.k8s_objects", "aicluster.k8s_health", "aicluster.k8s_metrics",

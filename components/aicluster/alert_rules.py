@@ -1,4 +1,8 @@
-"""MonitoringDesign -> a Prometheus rules file (recording + alerting rules), one per stack.
+"""MonitoringDesign -> a Prometheus rules file (alerting rules), one per stack.
+
+No recording rules: every backend evaluates these expressions as they are (AMP, and Cloud
+Monitoring's PromQL alerting policies on GCP, which evaluate no recording rules), and the
+dashboards draw the same expressions (`gpu_util_by_node`, `fabric_gbps`, `lustre_gbs`).
 
 Every alert carries `threshold` and `threshold_origin` annotations (the plan's number and the
 factor applied to it: aicluster.observability_design), and names series only through the catalog's
@@ -22,9 +26,6 @@ GPU_UNHEALTHY_TAINT = "aicluster.io/gpu-unhealthy"
 # joins a node's states with "&" and Slurm appends flag characters such as * and ~).
 SLURM_STUCK_STATES = ".*(down|drain|fail).*"
 BY_NODE = "cluster, pool, node"
-FABRIC_RECORD = "aicluster:fabric_gbps:rate5m"
-GPU_UTIL_RECORD = "aicluster:gpu_util:avg"
-LUSTRE_RECORD = "aicluster:lustre_gbs:rate5m"
 
 
 def _num(value: float) -> str:
@@ -40,6 +41,28 @@ def _alert(name: str, expr: str, duration: str, severity: str, summary: str, ori
 
 def _pool_sel(pool: PoolWatch, extra: str = "") -> str:
     return "{" + ", ".join(x for x in (f'pool="{pool.name}"', extra) if x) + "}"
+
+
+def gpu_util_by_node(selector: str = "") -> str:
+    """Each node's mean GPU utilisation (percent)."""
+    return f"avg by ({BY_NODE}) ({metric('gpu_util')}{selector})"
+
+
+def fabric_gbps(pool: PoolWatch, window: str) -> str:
+    """Each node of the pool's fabric throughput: bytes/s both ways -> Gbps per direction (the
+    wired figure is per direction)."""
+    fc = fabric(pool.fabric_kind)
+    sel = _pool_sel(pool, fc.selector)
+    return (f"8 * (sum by ({BY_NODE}) (rate({fc.rx}{sel}[{window}])) + "
+            f"sum by ({BY_NODE}) (rate({fc.tx}{sel}[{window}]))) / 2 / 1e9")
+
+
+def lustre_gbs(mount: str, window: str) -> str:
+    """A Lustre filesystem's client throughput, read plus write, GB/s (summed over its clients)."""
+    read, write = contract("lustre_read").name, contract("lustre_write").name
+    sel = f'{{mount="{mount}"}}'
+    return (f"(sum by (cluster, mount) (rate({read}{sel}[{window}])) + "
+            f"sum by (cluster, mount) (rate({write}{sel}[{window}]))) / 1e9")
 
 
 def _gpu_rules(m: MonitoringDesign) -> list[dict[str, Any]]:
@@ -69,47 +92,37 @@ def _gpu_rules(m: MonitoringDesign) -> list[dict[str, Any]]:
     return rules
 
 
-def _fabric_rules(m: MonitoringDesign) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    records, alerts = [], []
+def _fabric_rules(m: MonitoringDesign) -> list[dict[str, Any]]:
+    alerts = []
     f, d = m.factors, m.durations
-    if m.gpu_pools:
-        records.append({"record": GPU_UTIL_RECORD, "expr": f"avg by ({BY_NODE}) ({metric('gpu_util')})"})
     for p in m.fabric_pools:
-        fc = fabric(p.fabric_kind)
-        sel, w = _pool_sel(p, fc.selector), d.rate_window
-        # bytes/s both ways -> Gbps per direction (the wired figure is per direction)
-        records.append({"record": FABRIC_RECORD, "expr": (
-            f"8 * (sum by ({BY_NODE}) (rate({fc.rx}{sel}[{w}])) + "
-            f"sum by ({BY_NODE}) (rate({fc.tx}{sel}[{w}]))) / 2 / 1e9")})
+        gbps = fabric_gbps(p, d.rate_window)
         t: Threshold = p.fabric_threshold
         active = f.fabric_active_fraction * p.wired_gbps
-        busy = (f" and on ({BY_NODE}) {GPU_UTIL_RECORD}{_pool_sel(p)} >= {_num(f.busy_gpu_util_pct)}"
+        busy = (f" and on ({BY_NODE}) {gpu_util_by_node(_pool_sel(p))} >= {_num(f.busy_gpu_util_pct)}"
                 if p.gpus_per_node else "")
         alerts.append(_alert(
             "AiclusterFabricBelowWired",
-            f"{FABRIC_RECORD}{_pool_sel(p)} < {_num(t.value)} and {FABRIC_RECORD}{_pool_sel(p)} > {_num(active)}{busy}",
+            f"({gbps}) < {_num(t.value)} and ({gbps}) > {_num(active)}{busy}",
             d.fabric, "warning",
             f"{{{{ $labels.node }}}} (pool {p.name}) moves {{{{ $value | humanize }}}} Gbps over its fabric "
             f"during collectives, below {_num(t.value)} Gbps",
             t.origin + f"; in a collective: above {_num(active)} Gbps"
             + (f" with GPUs at least {_num(f.busy_gpu_util_pct)} % busy" if busy else ""),
             f"< {_num(t.value)} Gbps"))
-    return records, alerts
+    return alerts
 
 
-def _storage_rules(m: MonitoringDesign) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    records, alerts = [], []
-    read, write = contract("lustre_read").name, contract("lustre_write").name
+def _storage_rules(m: MonitoringDesign) -> list[dict[str, Any]]:
+    alerts = []
     for fs in m.filesystems:
-        sel, w = f'{{mount="{fs.mount}"}}', m.durations.rate_window
-        records.append({"record": LUSTRE_RECORD, "expr": (
-            f"(sum by (cluster, mount) (rate({read}{sel}[{w}])) + sum by (cluster, mount) (rate({write}{sel}[{w}]))) / 1e9")})
         alerts.append(_alert(
-            "AiclusterFilesystemNearProvisioned", f"{LUSTRE_RECORD}{sel} > {_num(fs.threshold.value)}",
+            "AiclusterFilesystemNearProvisioned",
+            f"{lustre_gbs(fs.mount, m.durations.rate_window)} > {_num(fs.threshold.value)}",
             m.durations.filesystem, "warning",
             f"{fs.name} ({fs.mount}) moves {{{{ $value | humanize }}}} GB/s, near its provisioned {fs.provisioned_gbs:.2f} GB/s",
             fs.threshold.origin, f"> {_num(fs.threshold.value)} GB/s"))
-    return records, alerts
+    return alerts
 
 
 def _job_rules(m: MonitoringDesign) -> list[dict[str, Any]]:
@@ -155,13 +168,10 @@ def _node_rules(m: MonitoringDesign) -> list[dict[str, Any]]:
 
 
 def rule_groups(m: MonitoringDesign) -> dict[str, Any]:
-    fabric_records, fabric_alerts = _fabric_rules(m)
-    storage_records, storage_alerts = _storage_rules(m)
     groups = [
-        ("records", fabric_records + storage_records),
         ("gpu", _gpu_rules(m)),
-        ("fabric", fabric_alerts),
-        ("storage", storage_alerts),
+        ("fabric", _fabric_rules(m)),
+        ("storage", _storage_rules(m)),
         ("nodes", _node_rules(m)),
         ("training", _job_rules(m)),
     ]

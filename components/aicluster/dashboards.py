@@ -14,7 +14,7 @@ import hashlib
 import json
 from typing import Any
 
-from .alert_rules import FABRIC_RECORD, GPU_UTIL_RECORD, LUSTRE_RECORD, SLURM_STUCK_STATES
+from .alert_rules import SLURM_STUCK_STATES, fabric_gbps, gpu_util_by_node, lustre_gbs
 from .catalog.observability import contract, metric
 from .observability_design import MonitoringDesign
 
@@ -104,7 +104,7 @@ def _gpus(m: MonitoringDesign) -> list[dict[str, Any]]:
 
 def _fabric(m: MonitoringDesign) -> list[dict[str, Any]]:
     return [_panel(f"{p.name}: fabric Gbps per node (wired {p.wired_gbps:g}, alert below {p.fabric_threshold.value:g})",
-                   [(f'{FABRIC_RECORD}{{pool="{p.name}"}}', "{{node}}")], "short", threshold=p.fabric_threshold.value)
+                   [(fabric_gbps(p, m.durations.rate_window), "{{node}}")], "short", threshold=p.fabric_threshold.value)
             for p in m.fabric_pools]
 
 
@@ -114,7 +114,8 @@ def _storage(m: MonitoringDesign) -> list[dict[str, Any]]:
     for fs in m.filesystems:
         sel = f'{{mount="{fs.mount}"}}'
         panels.append(_panel(f"{fs.name} ({fs.mount}): GB/s (provisioned {fs.provisioned_gbs:.2f})",
-                             [(f"{LUSTRE_RECORD}{sel}", "total")], "short", threshold=fs.threshold.value))
+                             [(lustre_gbs(fs.mount, m.durations.rate_window), "total")], "short",
+                             threshold=fs.threshold.value))
         panels.append(_panel(f"{fs.name}: per node", [
             (f"sum by (node) (rate({read}{sel}[5m]))", "{{node}} read"),
             (f"sum by (node) (rate({write}{sel}[5m]))", "{{node}} write")], "Bps"))
@@ -140,7 +141,7 @@ def _jobs(m: MonitoringDesign) -> list[dict[str, Any]]:
         panels.append(_panel("Kueue pending workloads", [
             (f"sum by (cluster_queue, status) ({metric('kueue_pending')})", "{{cluster_queue}} {{status}}")], "short"))
     if m.gpu_pools:
-        panels.append(_panel("GPU utilisation by pool", [(f"avg by (pool) ({GPU_UTIL_RECORD})", "{{pool}}")], "percent"))
+        panels.append(_panel("GPU utilisation by pool", [(f"avg by (pool) ({gpu_util_by_node()})", "{{pool}}")], "percent"))
     return panels
 
 

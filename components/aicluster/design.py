@@ -302,6 +302,7 @@ class ClusterDesign:
     tags: Mapping[str, str]
     slurm: SlurmDesign | None = None
     kubernetes: KubernetesDesign | None = None
+    alert_emails: tuple[str, ...] = ()      # spec monitoring.alert_emails: who the alerts are e-mailed to
 
     def pool(self, name: str) -> PoolDesign:
         for pool in self.pools:
@@ -381,6 +382,7 @@ def design_cluster(spec: ClusterSpec) -> ClusterDesign:
         tags=dict(spec.tags),
         slurm=_design_slurm(spec, pools, network.vpc_cidr) if spec.scheduler == "slurm" else None,
         kubernetes=_design_kubernetes(spec, pools, network) if spec.scheduler == "kubernetes" else None,
+        alert_emails=tuple(spec.monitoring.alert_emails),
     )
 
 

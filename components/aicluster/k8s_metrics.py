@@ -16,8 +16,8 @@ Objects, in namespace `monitoring` (telemetry_backend.COLLECTOR_NAMESPACE):
   cluster's AMP workspace (aws/observability.py CollectorIdentity); it scrapes the exporters and
   Kueue's metrics endpoint and remote-writes with SigV4.
 - GKE: managed collection (gcp/observability.py) scrapes what PodMonitoring objects select (one
-  per exporter) and evaluates the alert rules (aicluster.alert_rules, the same groups `plan --out`
-  writes) as one ClusterRules object: cluster-wide, as the rules read every namespace's series.
+  per exporter); Cloud Monitoring evaluates the alert rules as PromQL alerting policies (the same
+  backend as the GCP Slurm VMs), so nothing here evaluates rules.
 
 Pure object builders (dicts, validated by the tests against the pinned schemas) and `metrics`,
 which applies them through the cluster's provider.
@@ -37,7 +37,7 @@ from .k8s_health import STARTUP_TAINT_KEY, UNHEALTHY_TAINT_KEY
 from .k8s_objects import builtin_resource
 from .k8s_resources import KubernetesObject
 from .kubernetes_design import POOL_LABEL, SYSTEM_NODES, KubernetesPool, versions
-from .telemetry_backend import COLLECTOR_NAMESPACE, COLLECTOR_SERVICE_ACCOUNT
+from .telemetry_backend import COLLECTOR_NAMESPACE, COLLECTOR_SERVICE_ACCOUNT, amp_remote_write
 
 NAMESPACE = COLLECTOR_NAMESPACE
 APP_LABEL = "app.kubernetes.io/name"
@@ -276,9 +276,7 @@ def agent_config(cluster: str, remote_write_url: str, region: str) -> dict:
               "tls_config": {"insecure_skip_verify": True}}
     return {"global": {"scrape_interval": f"{s.interval_s}s", "scrape_timeout": f"{s.timeout_s}s"},
             "scrape_configs": [*jobs, kueue],
-            "remote_write": [{"url": remote_write_url, "sigv4": {"region": region},
-                              # AMP's documented queue settings for a busy sender.
-                              "queue_config": {"max_samples_per_send": 1000, "max_shards": 200, "capacity": 2500}}]}
+            "remote_write": [amp_remote_write(remote_write_url, region)]}
 
 
 def agent_config_yaml(cluster: str, remote_write_url: str, region: str) -> str:
@@ -382,17 +380,8 @@ def kueue_pod_monitoring(cluster: str) -> list[dict]:
     ]
 
 
-def cluster_rules(cluster: str, groups: dict) -> dict:
-    """The alert rules (alert_rules.rule_groups) for managed rule evaluation, each group evaluated
-    at the catalog's interval."""
-    every = f"{scrape().evaluation_interval_s}s"
-    return {"apiVersion": MONITORING_API, "kind": "ClusterRules",
-            "metadata": {"name": f"aicluster-{cluster}", "labels": {"aicluster-cluster": cluster}},
-            "spec": {"groups": [{"name": g["name"], "interval": every, "rules": g["rules"]} for g in groups["groups"]]}}
-
-
 def metrics_objects(cluster: str, pools: Sequence[KubernetesPool], settings: MetricsSettings,
-                    remote_write_url: str | pulumi.Output | None = None, rules: dict | None = None) -> list[dict]:
+                    remote_write_url: str | pulumi.Output | None = None) -> list[dict]:
     """Every object of a cluster's metrics, in apply order. EKS without a remote-write URL: the
     exporters only (no collector to send with)."""
     objects = exporter_objects(cluster, pools, settings)
@@ -402,18 +391,17 @@ def metrics_objects(cluster: str, pools: Sequence[KubernetesPool], settings: Met
         config = (pulumi.Output.from_input(remote_write_url).apply(lambda url: agent_config_yaml(cluster, url, settings.region))
                   if isinstance(remote_write_url, pulumi.Output) else agent_config_yaml(cluster, remote_write_url, settings.region))
         return objects + agent_objects(cluster, config)
-    return (objects + pod_monitorings(cluster) + kueue_pod_monitoring(cluster)
-            + ([cluster_rules(cluster, rules)] if rules and rules["groups"] else []))
+    return objects + pod_monitorings(cluster) + kueue_pod_monitoring(cluster)
 
 
 def metrics(name: str, cluster: str, pools: Sequence[KubernetesPool], settings: MetricsSettings,
             opts: pulumi.ResourceOptions, remote_write_url: pulumi.Input[str] | None = None,
-            rules: dict | None = None, kueue: Sequence[pulumi.Resource] = ()) -> None:
+            kueue: Sequence[pulumi.Resource] = ()) -> None:
     """Apply the objects; everything waits for the namespace, the workloads for their identity and
     files, what lives in Kueue's namespace for Kueue's release (`kueue`, which makes it)."""
     before: list[pulumi.Resource] = []
     ns = None
-    for doc in metrics_objects(cluster, pools, settings, remote_write_url, rules):
+    for doc in metrics_objects(cluster, pools, settings, remote_write_url):
         kind = doc["kind"]
         after = [ns] if ns is not None else []
         if doc["metadata"].get("namespace") == kueue_namespace():
@@ -424,7 +412,7 @@ def metrics(name: str, cluster: str, pools: Sequence[KubernetesPool], settings: 
                              pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=after)))
         if kind == "Namespace":
             ns = resource
-        elif kind not in ("DaemonSet", "Deployment", "PodMonitoring", "ClusterRules") \
+        elif kind not in ("DaemonSet", "Deployment", "PodMonitoring") \
                 and doc["metadata"].get("namespace") != kueue_namespace():
             before.append(resource)
 

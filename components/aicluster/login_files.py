@@ -25,6 +25,8 @@ from .node_local_files import CONTAINERS_PROGRAM, node_local_programs
 from .render import render, static
 from .slurm_config import SLURMCTLD_PORT, node_domain
 from .slurm_files import BIN, CONFIG_PREFIX
+from .slurm_monitoring import LOGIN_POOL
+from .slurm_monitoring import node_programs as monitoring_programs
 
 # The head's published files (slurm_files.published_files) the login nodes read, and nothing else
 # of them: the filesystems' mount script, the fabric check and the cluster's facts it reads
@@ -42,11 +44,12 @@ _PROGRAMS = {"aicluster-secret": "scripts/aicluster-secret.py",
 
 
 def _program_texts() -> dict[str, str]:
-    """{name: text} of the login node's own programs: its set-up, the secret helper, and the
-    compute nodes' container installer (node_local_files: the catalog's pins, nothing of the spec)."""
+    """{name: text} of the login node's own programs: its set-up, the secret helper, the compute
+    nodes' container installer (node_local_files: the catalog's pins, nothing of the spec) and what
+    watches it (slurm_monitoring: the same program as every Slurm VM's, role login)."""
     texts = {name: static(template) for name, template in _PROGRAMS.items()}
     texts[CONTAINERS_PROGRAM] = node_local_programs()[CONTAINERS_PROGRAM]
-    return texts
+    return texts | monitoring_programs()
 
 
 def login_programs() -> list[tuple[dict, str]]:
@@ -60,10 +63,11 @@ def login_programs() -> list[tuple[dict, str]]:
 
 
 def login_user_data(*, cloud: str, cluster: str, region: str, hostname: str, controller_addr: str,
-                    munge_secret: str, bucket: str) -> str:
+                    munge_secret: str, bucket: str, metrics_write_url: str | None = None) -> str:
     """A login node's cloud-config. controller_addr: the head's private address (slurmctld);
     munge_secret: the munge key's ARN (aws) or projects/<p>/secrets/<id> (gcp); bucket: the
-    configuration bucket the head's files are published to."""
+    configuration bucket the head's files are published to; metrics_write_url: aws, the AMP
+    workspace's remote-write URL (the node's metrics agent writes there)."""
     programs = _program_texts()
     fetch_list = json.dumps({"bucket": bucket, "region": region, "files": [e for e, _ in login_programs()]},
                             indent=1) + "\n"
@@ -75,4 +79,6 @@ def login_user_data(*, cloud: str, cluster: str, region: str, hostname: str, con
                   fetch_script=static("scripts/aicluster-fetch.py") if cloud == "aws" else "",
                   secret_script=programs["aicluster-secret"], bootstrap_script=programs["aicluster-login-bootstrap"],
                   containers_script=programs[CONTAINERS_PROGRAM],
+                  monitoring_programs=monitoring_programs() if cloud == "gcp" else {},
+                  login_pool=LOGIN_POOL, metrics_write_url=metrics_write_url or "",
                   gcp_module=static("scripts/aicluster_gcp.py") if cloud == "gcp" else "")

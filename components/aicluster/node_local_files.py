@@ -14,6 +14,7 @@ from typing import Any
 from aicluster.catalog import load_catalog
 from aicluster.catalog.node_local import SCRATCH, containers, local_nvme
 from aicluster.render import render, static
+from aicluster.slurm_monitoring import node_programs as monitoring_programs
 
 SCRATCH_PROGRAM = "aicluster-scratch"
 CONTAINERS_PROGRAM = "aicluster-containers"
@@ -21,9 +22,11 @@ CONTAINER_USAGE = "srun --container-image"    # how a job uses them: pyxis's opt
 
 
 def node_local_programs() -> dict[str, str]:
-    """{program name: text} of the programs a node installs in its bin directory."""
+    """{program name: text} of the programs a node installs in its bin directory: also what watches
+    it (aicluster-monitoring and aicluster-node-metrics, slurm_monitoring.py)."""
     return {SCRATCH_PROGRAM: static("scripts/aicluster-scratch"),
-            CONTAINERS_PROGRAM: render("scripts/aicluster-containers.sh.j2", c=containers(), scratch=SCRATCH)}
+            CONTAINERS_PROGRAM: render("scripts/aicluster-containers.sh.j2", c=containers(), scratch=SCRATCH),
+            **monitoring_programs()}
 
 
 def local_nvme_devices(instance_type: str) -> int:

@@ -20,6 +20,7 @@ from .balance import fabric_gbps, from_design
 from .catalog.observability import scrape
 from .design import ClusterDesign, PoolDesign
 from .errors import SpecError
+from .telemetry_backend import LOG_RETENTION_DAYS, SLURM_LOG_STREAMS, log_group_name, log_id
 from .workload_inputs import estimate_design
 
 
@@ -100,6 +101,7 @@ class MonitoringDesign:
     factors: AlertFactors
     durations: AlertDurations
     notes: tuple[str, ...] = field(default_factory=tuple)   # what is not watched, and why
+    alert_emails: tuple[str, ...] = ()                     # spec monitoring.alert_emails
 
     @property
     def gpu_pools(self) -> tuple[PoolWatch, ...]:
@@ -180,7 +182,7 @@ def monitoring_design(design: ClusterDesign, factors: AlertFactors | None = None
     elif design.workload is not None and design.workload.model is None:
         notes.append("workload without workload.model: no throughput rule")
     return MonitoringDesign(design.name, design.cloud, design.scheduler, pools, tuple(filesystems), checkpoint,
-                            tokens, f, durations or AlertDurations(), tuple(notes))
+                            tokens, f, durations or AlertDurations(), tuple(notes), tuple(design.alert_emails))
 
 
 # ---------------------------------------------------------------- the plan's Monitoring section
@@ -203,6 +205,36 @@ def _watched(m: MonitoringDesign) -> list[str]:
     return what
 
 
+def _shipping(m: MonitoringDesign) -> dict[str, str]:
+    """How the metrics reach the backend and where the logs go (slurm_monitoring on Slurm VMs,
+    k8s_metrics on Kubernetes)."""
+    if m.scheduler == "slurm":
+        collector = {"aws": "a Prometheus agent on every node (remote write, SigV4 as the instance role)",
+                     "gcp": "the Ops Agent on every node (its Prometheus receiver)"}[m.cloud]
+        where = (log_group_name(m.cluster, "<stream>") if m.cloud == "aws"
+                 else f"log {log_id(m.cluster, '<stream>')} in the cluster's log bucket")
+        shipper = "the CloudWatch agent" if m.cloud == "aws" else "the Ops Agent"
+        logs = (f"{', '.join(SLURM_LOG_STREAMS)} (XID lines only) by {shipper} to {where}, "
+                f"{LOG_RETENTION_DAYS} days")
+    else:
+        collector = {"aws": "a Prometheus agent in namespace monitoring (Pod Identity, SigV4); AMP evaluates the rules",
+                     "gcp": "GKE managed collection (PodMonitorings)"}[m.cloud]
+        logs = {"aws": f"control plane to /aws/eks/{m.cluster}/cluster, {LOG_RETENTION_DAYS} days; node and "
+                       "container logs (the health agent's XID findings) are not shipped by aicluster on EKS",
+                "gcp": "GKE's system and container logs (the health agent's XID findings included) routed to the "
+                       f"cluster's log bucket, {LOG_RETENTION_DAYS} days"}[m.cloud]
+    emails = ", ".join(m.alert_emails)
+    if m.cloud == "aws":
+        alerts = (f"AMP's alert manager to the SNS topic aicluster-{m.cluster}-alerts (output alerts_topic_arn), "
+                  + (f"e-mailed to {emails} (each address confirms its subscription once)" if emails
+                     else "no subscriber yet (monitoring.alert_emails, or subscribe to the topic)"))
+    else:
+        alerts = ("Cloud Monitoring alerting policies, one per rule, "
+                  + (f"e-mailed to {emails}" if emails
+                     else "incidents in the console only (monitoring.alert_emails adds an e-mail channel)"))
+    return {"collector": collector, "logs": logs, "alerts": alerts}
+
+
 def _thresholds(m: MonitoringDesign) -> list[tuple[str, Threshold]]:
     out = [(f"fabric {p.name} below", p.fabric_threshold) for p in m.fabric_pools]
     out += [(f"filesystem {f.name} above", f.threshold) for f in m.filesystems]
@@ -216,7 +248,10 @@ def _thresholds(m: MonitoringDesign) -> list[tuple[str, Threshold]]:
 def plan_lines(m: MonitoringDesign, rules_file: str, dashboard_dir: str) -> list[str]:
     """The Monitoring block of `aicluster plan`: what is watched, where it lives, the thresholds."""
     lines = [f"  watched: {w}" for w in _watched(m)]
-    lines.append(f"  metrics: {_BACKEND.get(m.cloud, m.cloud)}; scrape every {_scrape_s()} s")
+    shipping = _shipping(m)
+    lines.append(f"  metrics: {_BACKEND.get(m.cloud, m.cloud)}; scrape every {_scrape_s()} s by {shipping['collector']}")
+    lines.append(f"  logs: {shipping['logs']}")
+    lines.append(f"  alerts: {shipping['alerts']}")
     lines.append(f"  rules: {rules_file}; dashboards: {dashboard_dir}/*.json (import into Grafana: docs/operating.md)")
     if m.gpu_pools:
         lines.append("  alert GPU XID or uncorrectable ECC: any; GPU missing: fewer than "
@@ -232,6 +267,7 @@ def plan_lines(m: MonitoringDesign, rules_file: str, dashboard_dir: str) -> list
 def plan_facts(m: MonitoringDesign, rules_file: str, dashboard_dir: str) -> dict:
     return {
         "backend": _BACKEND.get(m.cloud, m.cloud), "scrape_interval_s": _scrape_s(), "watched": _watched(m),
+        **_shipping(m),
         "rules_file": rules_file, "dashboards_dir": dashboard_dir,
         "gpus_per_node": {p.name: p.gpus_per_node for p in m.gpu_pools},
         "thresholds": [{"alert": label, "value": t.value, "unit": t.unit, "origin": t.origin}

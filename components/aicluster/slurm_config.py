@@ -57,6 +57,11 @@ CHECKPOINT_MARGIN = 2
 # slurm.conf SlurmctldPort: Slurm's default, and where configless slurmd's fetch their configuration.
 SLURMCTLD_PORT = 6817
 
+# Where the head's power programs and reconcile loop log (cluster.json log_file; shipped by the
+# head's log agent, slurm_monitoring).
+POWER_LOG = "/var/log/aicluster/power.log"
+RECONCILE_LOG = "/var/log/aicluster/reconcile.log"
+
 
 @dataclass(frozen=True)
 class SlurmRuntime:

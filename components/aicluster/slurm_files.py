@@ -25,14 +25,14 @@ from aicluster.catalog.slurm_release import nccl_check_config
 from aicluster.design import ClusterContext, ClusterDesign, PoolDesign
 from aicluster.mounts import Mount
 from aicluster.render import render, static
-from aicluster.slurm_config import SLURM_CONFIG_FILES, SlurmRuntime, node_domain, render_slurm_configs
+from aicluster.slurm_config import (POWER_LOG, RECONCILE_LOG, SLURM_CONFIG_FILES, SlurmRuntime, node_domain,
+                                    render_slurm_configs)
+from aicluster.slurm_monitoring import head_monitoring_files
 
 CONFIG_PREFIX = "head/"                 # the head's published files, under this prefix of the bucket
 BIN = "/opt/aicluster/bin"              # where aicluster's programs are installed, on every node
 # The filesystems' mount script, at one path on every node (head, compute, TPU host) and cloud.
 MOUNT_SCRIPT = "/usr/local/sbin/aicluster-mount-storage"
-POWER_LOG = "/var/log/aicluster/power.log"
-RECONCILE_LOG = "/var/log/aicluster/reconcile.log"
 # The power program's links: slurmctld runs the first three, aicluster-reconcile.timer the last
 # (templates/scripts/aicluster_reconcile.py, docs/reconcile.md).
 POWER_LINKS = ("aicluster-resume", "aicluster-suspend", "aicluster-resume-fail", "aicluster-reconcile")
@@ -118,7 +118,8 @@ def published_keys(programs: Iterable[str], extra: Iterable[str] = ()) -> tuple[
     `programs` and `extra` as given to published_files (their names, their keys)."""
     return (*[f"slurm/{f}" for f in SLURM_CONFIG_FILES], "aicluster/cluster.json", "aicluster/accounting.json",
             *extra, *[f"bin/{p}" for p in {**dict.fromkeys(programs), **HEAD_PROGRAMS}],
-            "bin/aicluster-mount-storage", "manifest.json")
+            "bin/aicluster-mount-storage", *[key for key, *_ in head_monitoring_files("aws", "c", None)],
+            "manifest.json")
 
 
 def reconcile_facts(design: ClusterDesign) -> dict:
@@ -155,13 +156,15 @@ def _json(value) -> str:
 def published_files(design: ClusterDesign, *, controller_addr: str, cluster: dict, programs: Mapping[str, str],
                     power_program: str, accounting_secret: str | None, mounts: list[Mount] = (),
                     node_addrs: Mapping[str, str] | None = None, extra: Iterable[Published] = (),
-                    accounting_endpoint: Mapping[str, str] | None = None) -> dict[str, str]:
+                    accounting_endpoint: Mapping[str, str] | None = None,
+                    metrics_write_url: str | None = None) -> dict[str, str]:
     """key -> content of everything the head installs from the bucket, with manifest.json, the list
     aicluster-sync follows. `cluster` is the cloud's part of cluster.json (how to launch a pool's
     nodes); `programs` the cloud's programs (name -> template), installed in BIN beside HEAD_PROGRAMS;
     `extra` its own files, installed after the accounting settings. `accounting_endpoint`: the
     managed accounting database's address and CA ({"host", and "tls_ca_pem" or "tls_ca_url"}),
-    known once the cloud made it; None with the database on the head."""
+    known once the cloud made it; None with the database on the head. `metrics_write_url`: AWS, the
+    AMP workspace's remote-write URL the head's agent writes to (slurm_monitoring)."""
     # Pid files where Ubuntu's slurm units expect them (/run/slurmctld.pid, /run/slurmd.pid).
     runtime = SlurmRuntime(controller_host=head_hostname(design.name), controller_addr=controller_addr, run_dir="/run",
                            accounting_host=head_hostname(design.name) if design.slurm.accounting else None,
@@ -195,6 +198,10 @@ def published_files(design: ClusterDesign, *, controller_addr: str, cluster: dic
                   _json(accounting_settings(design, accounting_secret, accounting_endpoint)),
                   run=(f"{BIN}/aicluster-accounting",)),
         *extra,
+        # Last: watching the head (slurm_monitoring), set up in the background, never in the way of
+        # slurmctld's start; a changed program or setting sets it up again.
+        *[Published(key, path, content, mode, run=run)
+          for key, path, content, mode, run in head_monitoring_files(design.cloud, design.name, metrics_write_url)],
     ]
     manifest = {"files": [f.entry() for f in files],
                 "links": [{"path": f"{BIN}/{link}", "target": power_program} for link in POWER_LINKS]}

@@ -144,6 +144,20 @@ class WorkloadSpec(_Model):
         5.0, description="Share of the checkpoint interval a synchronous checkpoint write may stall training.")
 
 
+# An e-mail address as SNS and Cloud Monitoring take it: one @, a dot in the domain, no spaces.
+_EMAIL = r"^[^@\s]+@[^@\s]+\.[^@\s]+$"
+MAX_ALERT_EMAILS = 10
+
+
+class MonitoringSpec(_Model):
+    alert_emails: Annotated[tuple[Annotated[str, Field(strict=True, pattern=_EMAIL, max_length=254)], ...],
+                            Field(max_length=MAX_ALERT_EMAILS)] = Field(
+        (), description="Addresses the cluster's alerts are e-mailed to: on aws an SNS e-mail subscription "
+                        "to the alerts topic (each address confirms it once, from the mail AWS sends); on gcp a "
+                        "Cloud Monitoring e-mail notification channel on every alert policy. Default: none "
+                        "(aws: subscribe to the `alerts_topic_arn` output; gcp: incidents in the console).")
+
+
 class HeadNodeSpec(_Model):
     instance_type: Text | None = Field(None, description="A controller type from the catalog "
                                                          "(`aicluster catalog`); the policy pack checks it "
@@ -259,6 +273,8 @@ class ClusterSpec(_Model):
     slurm: SlurmSpec = Field(SlurmSpec(), description="Slurm settings (scheduler: slurm only).")
     kubernetes: KubernetesSpec = Field(KubernetesSpec(), description="Kubernetes settings: EKS on aws, GKE on gcp "
                                                                     "(scheduler: kubernetes only).")
+    monitoring: MonitoringSpec = Field(MonitoringSpec(), description="Where the cluster's alerts go "
+                                                                     "(docs/operating.md).")
     tags: Mapping[Annotated[str, Field(strict=True, min_length=1, max_length=63)],
                   Annotated[str, Field(strict=True, max_length=63)]] = Field(
         default_factory=dict, description="Added to every resource (GCP: as labels).")

@@ -97,7 +97,9 @@ def test_fetch_installs_exactly_the_pinned_programs(node, tmp_path, role):
     expected = {"head": {"aicluster-sync", "aicluster-secret"},
                 "compute": {"aicluster-secret", "aicluster-node-bootstrap", "aicluster-gpu-healthcheck",
                             "aicluster-mount-storage", "aicluster-resume-job", "aicluster-task-prolog",
-                            "aicluster-scratch", "aicluster-containers"}}[role]
+                            "aicluster-scratch", "aicluster-containers",
+                            # what watches the node (slurm_monitoring), started after slurmd
+                            "aicluster-monitoring", "aicluster-node-metrics"}}[role]
     assert {Path(e["path"]).name for e in listing["files"]} == expected
 
 

@@ -111,7 +111,10 @@ def test_user_data_fetches_exactly_the_programs_in_the_bucket(plan):
         assert hashlib.sha256(objects[entry["key"]].encode()).hexdigest() == entry["sha256"]
     assert {e["path"] for e in listing["files"]} == {"/opt/aicluster/bin/aicluster-secret",
                                                      "/opt/aicluster/bin/aicluster-login-bootstrap",
-                                                     "/opt/aicluster/bin/aicluster-containers"}
+                                                     "/opt/aicluster/bin/aicluster-containers",
+                                                     # what watches the node (slurm_monitoring)
+                                                     "/opt/aicluster/bin/aicluster-monitoring",
+                                                     "/opt/aicluster/bin/aicluster-node-metrics"}
     assert doc["runcmd"][-1] == ["sh", "-ec", "/opt/aicluster/bin/aicluster-fetch /etc/aicluster/login-files.json; "
                                               "exec /opt/aicluster/bin/aicluster-login-bootstrap"]
 

@@ -395,8 +395,11 @@ def test_published_configuration_is_the_shared_slurm_templates(plan_spec):
     runs = [f["run"] for f in manifest["files"] if f.get("run")]
     # The mount script at one path on every node of both clouds (it was /opt/aicluster/bin on the GCP
     # head only); modules the programs import are not executable, as on AWS.
+    # Last, the head's monitoring set-up, run again when its settings or its program change.
+    monitoring = ["/opt/aicluster/bin/aicluster-monitoring", "--cloud", "gcp", "--role", "head",
+                  "--env", "/etc/aicluster/monitoring.env", "--background"]
     assert runs == [["/usr/local/sbin/aicluster-mount-storage"], ["/opt/aicluster/bin/aicluster-accounting"],
-                    ["/opt/aicluster/bin/aicluster-gcp-lustre-import"]]
+                    ["/opt/aicluster/bin/aicluster-gcp-lustre-import"], monitoring, monitoring]
     modes = {f["path"].rsplit("/", 1)[1]: f["mode"] for f in manifest["files"]}
     assert (modes["aicluster_slurm.py"], modes["aicluster_gcp.py"], modes["aicluster-gcp-power.py"]) == \
         ("0644", "0644", "0755")

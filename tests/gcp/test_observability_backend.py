@@ -10,7 +10,7 @@ from aicluster.gcp.observability import GKE_RESOURCE_TYPES, log_id, sink_filter
 from aicluster.offline.capture import reveal
 from aicluster.stateful import stateful_kind
 from aicluster.telemetry_backend import KUBERNETES_LOG_STREAMS, LOG_RETENTION_DAYS, SLURM_LOG_STREAMS
-from tests.support.stack_plans import stack_plan
+from tests.support.stack_plans import stack_plan, stack_result
 
 BUCKET = "gcp:logging/projectBucketConfig:ProjectBucketConfig"
 SINK = "gcp:logging/projectSink:ProjectSink"
@@ -83,3 +83,59 @@ def test_the_gke_sink_takes_the_clusters_kubernetes_logs_and_no_other_clusters(g
     assert f'resource.labels.cluster_name="{cluster.inputs["name"]}"' in sink.inputs["filter"]
     assert all(f'"{t}"' in sink.inputs["filter"] for t in GKE_RESOURCE_TYPES)
     assert sink_filter("a", ["kernel"]) == 'log_id("aicluster-a-kernel")'      # Slurm: the nodes' logs only
+    assert sink.inputs["filter"].startswith("(resource.type=")                 # GKE: no node stream of ours
+    with pytest.raises(ValueError):
+        sink_filter("a", [])                                                     # a sink that routes nothing
+
+
+POLICY = "gcp:monitoring/alertPolicy:AlertPolicy"
+
+
+@pytest.mark.parametrize("stack", ["gcp-a3ultra-slurm", "gcp-a3ultra-gke"])
+def test_cloud_monitoring_evaluates_every_alert_rule(stack):
+    """One PromQL alerting policy per alerting rule, on both schedulers: the rule's expression,
+    its `for:` as the duration, its severity, the rule group and name, its threshold's origin in the
+    documentation; metric validation off (no series exists when the stack is created)."""
+    from aicluster.alert_rules import rule_groups
+    from aicluster.catalog.observability import scrape
+    from aicluster.observability_design import monitoring_design
+
+    result = stack_result(stack)
+    plan = result.plan
+    rules = [(g["name"], r) for g in rule_groups(monitoring_design(result.design))["groups"] for r in g["rules"]]
+    policies = [p.inputs for p in plan.of_type(POLICY)]
+    assert len(policies) == len(rules) > 0
+    by_query = {p["conditions"][0]["conditionPrometheusQueryLanguage"]["query"]: p for p in policies}
+    for group, rule in rules:
+        policy = by_query[rule["expr"]]
+        promql = policy["conditions"][0]["conditionPrometheusQueryLanguage"]
+        assert (promql["ruleGroup"], promql["alertRule"]) == (group, rule["alert"])
+        minutes = int(rule["for"].rstrip("m")) if rule["for"].endswith("m") else None
+        if minutes is not None:
+            assert promql["duration"] == f"{minutes * 60}s"
+        assert promql["evaluationInterval"] == f"{scrape().evaluation_interval_s}s"
+        assert promql["disableMetricValidation"] is True
+        assert policy["severity"] == rule["labels"]["severity"].upper()
+        assert rule["annotations"]["threshold_origin"] in policy["documentation"]["content"]
+
+
+def test_policy_durations_are_converted_exactly():
+    from aicluster.gcp.observability import _seconds
+
+    assert [_seconds(d) for d in ("30s", "5m", "2h")] == [30, 300, 7200]
+    with pytest.raises(ValueError):
+        _seconds("1h30m")
+
+
+def test_alert_emails_are_a_channel_on_every_policy():
+    from tests.support import stack_spec
+    from tests.support.stack_plans import plan_with_spec
+
+    spec = stack_spec("gcp-a3ultra-slurm")
+    spec["monitoring"] = {"alert_emails": ["oncall@example.com"]}
+    plan = plan_with_spec("gcp-a3ultra-slurm", spec)
+    (channel,) = plan.of_type("gcp:monitoring/notificationChannel:NotificationChannel")
+    assert channel.inputs["type"] == "email" and channel.inputs["labels"] == {"email_address": "oncall@example.com"}
+    policies = plan.of_type(POLICY)
+    assert policies and all(p.inputs["notificationChannels"] == [channel.outputs["name"]] for p in policies)
+    assert not [p for p in stack_plan("gcp-a3ultra-slurm").of_type(POLICY) if p.inputs.get("notificationChannels")]

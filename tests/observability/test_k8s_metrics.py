@@ -1,7 +1,7 @@
 """Metrics on Kubernetes (components/aicluster/k8s_metrics.py): the exporters of the one list
 (catalog/observability.yaml) on EKS and GKE, every object valid (strict, CRDs included), the
 scrape targets on the exporters' ports, the EKS collector's config accepted by promtool, the GKE
-PodMonitorings selecting the exporters' pods, the alert rules as a ClusterRules object."""
+PodMonitorings selecting the exporters' pods."""
 from __future__ import annotations
 
 import copy
@@ -15,7 +15,6 @@ import pytest
 import yaml
 
 from aicluster import k8s_metrics as km
-from aicluster.alert_rules import rule_groups
 from aicluster.aws.observability import remote_write_url
 from aicluster.catalog.observability import counters_csv, exporters, scrape
 from aicluster.k8s_health import STARTUP_TAINT_KEY, UNHEALTHY_TAINT_KEY
@@ -47,7 +46,7 @@ def metrics_docs(plan) -> dict[tuple[str, str], dict]:
     names = {f"aicluster-{km.KSM}", km.AGENT, km.KUEUE_READER, f"{km.KUEUE_READER}-token"}
     return {(d["kind"], d["metadata"]["name"]): d for d in docs
             if d["metadata"].get("namespace") == km.NAMESPACE or d["metadata"]["name"] in names
-            or d["kind"] in ("ClusterRules", "PodMonitoring")
+            or d["kind"] == "PodMonitoring"
             or (d["kind"] == "Namespace" and d["metadata"]["name"] == km.NAMESPACE)}
 
 
@@ -78,7 +77,6 @@ def test_eks_runs_the_exporters_and_the_agent_and_every_object_validates(plans):
 def test_gke_runs_the_exporters_and_pod_monitorings_and_every_object_validates(plans):
     ours = metrics_docs(plans(GKE))
     assert set(ours) == exporter_set(GKE) | {("PodMonitoring", a) for a in (km.DCGM, km.NODE_EXPORTER, km.KSM, "kueue")} \
-        | {("ClusterRules", f"aicluster-{stack_spec(GKE)['name']}")} \
         | {(k, km.KUEUE_READER) for k in ("ServiceAccount", "Secret", "ClusterRole", "ClusterRoleBinding")} \
         | {(k, f"{km.KUEUE_READER}-token") for k in ("Role", "RoleBinding")}
     for doc in ours.values():
@@ -114,24 +112,6 @@ def test_a_broken_pod_monitoring_fails_validation(plans, mistake):
     mistake(doc)
     with pytest.raises((kubernetes_validate.ValidationError, jsonschema.ValidationError)):
         validate(doc)
-
-
-def test_a_cluster_rules_object_with_a_namespace_or_a_stray_field_fails(plans):
-    (doc,) = [d for (kind, _), d in metrics_docs(plans(GKE)).items() if kind == "ClusterRules"]
-    for mistake in (lambda d: d["metadata"].update(namespace="monitoring"),
-                    lambda d: d["spec"]["groups"][0]["rules"][0].update(severity="page")):
-        bad = copy.deepcopy(doc)
-        mistake(bad)
-        with pytest.raises(jsonschema.ValidationError):
-            validate(bad)
-
-
-def test_the_cluster_rules_are_the_rendered_alert_rules(plans):
-    plan = plans(GKE)
-    (doc,) = [d for (kind, _), d in metrics_docs(plan).items() if kind == "ClusterRules"]
-    expected = rule_groups(monitoring_design(plan.design))["groups"]
-    assert [(g["name"], g["rules"]) for g in doc["spec"]["groups"]] == [(g["name"], g["rules"]) for g in expected]
-    assert {g["interval"] for g in doc["spec"]["groups"]} == {f"{scrape().evaluation_interval_s}s"}
 
 
 def _pods(ours: dict) -> list[tuple[str, dict]]:
@@ -332,17 +312,18 @@ def test_gke_scrapes_kueue_with_a_token_only_the_collector_may_read(plans):
     assert ours[("ClusterRole", km.KUEUE_READER)]["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
 
 
-def test_eks_loads_the_alert_rules_into_the_amp_workspace_and_slurm_does_not(plans):
+@pytest.mark.parametrize("stack", [EKS, "aws-p5-slurm"])
+def test_aws_loads_the_alert_rules_into_the_amp_workspace(plans, stack):
+    """EKS's collector and the Slurm VMs' agents both write to the workspace, which evaluates the
+    rules (Slurm's since its nodes ship: slurm_monitoring)."""
     from aicluster.alert_rules import rules_yaml
 
-    plan = plans(EKS)
+    plan = plans(stack)
     (workspace,) = [r for r in plan.plan.resources if r.type == "aws:amp/workspace:Workspace"]
     (rules,) = [r for r in plan.plan.resources if r.type == "aws:amp/ruleGroupNamespace:RuleGroupNamespace"]
     assert rules.inputs["workspaceId"] == workspace.id
     assert rules.inputs["data"] == rules_yaml(monitoring_design(plan.design))
     assert not rules.protect
-    slurm = plans("aws-p5-slurm")
-    assert not [r for r in slurm.plan.resources if r.type == "aws:amp/ruleGroupNamespace:RuleGroupNamespace"]
 
 
 def _target_label_names(job: dict) -> set[str]:

@@ -110,3 +110,11 @@ def test_every_stack_plans_with_rules_and_dashboards(name):
     from aicluster.plan_report import text, to_json
     assert "Monitoring (alert thresholds from the plan's numbers)" in text(result)
     assert to_json(result)["monitoring"]["rules_file"] == RULES_FILE
+
+
+@pytest.mark.parametrize("stack", ["aws-p5-slurm", "gcp-a3ultra-slurm", "aws-p5-eks"])
+def test_rules_are_alerts_only(stack):
+    """No recording rules: Cloud Monitoring's PromQL alerting policies (GCP) evaluate none, so an
+    alert that read one would never fire there; the dashboards draw the same inline expressions."""
+    rules = [r for g in rule_groups(_watch(stack))["groups"] for r in g["rules"]]
+    assert rules and all("alert" in r and "record" not in r for r in rules)

@@ -229,3 +229,19 @@ def test_an_unreachable_controller_fails_the_set_up(s3, tmp_path):
 def test_shellcheck():
     result = subprocess.run(["shellcheck", "--severity=style", str(SCRIPT)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
+
+
+@pytest.mark.parametrize("rc", [0, 1])
+def test_starts_its_monitoring_in_the_background_and_a_failure_is_not_fatal(s3, tmp_path, rc):
+    endpoint, client = s3
+    publish_everything(client)
+    env, stubs = node(tmp_path, endpoint)
+    programs = Path(env["AICLUSTER_BIN"])
+    (programs / "aicluster-monitoring").write_text(f'#!/bin/bash\necho "aicluster-monitoring $*" >> "{stubs}/calls"\nexit {rc}\n')
+    (programs / "aicluster-monitoring").chmod(0o755)
+    result = run(env)
+    assert result.returncode == 0, result.stderr
+    started = [c for c in (stubs / "calls").read_text().splitlines() if c.startswith("aicluster-monitoring ")]
+    login_env = Path(env["AICLUSTER_ROOT"]) / "etc/aicluster/login.env"
+    assert started == [f"aicluster-monitoring --cloud aws --role login --env {login_env} --background"]
+    assert ("this node is not monitored" in result.stderr) == bool(rc)

@@ -146,3 +146,23 @@ def test_bootstrap_scripts_pass_shellcheck(script):
     run = subprocess.run([shellcheck, "--severity=style", str(script)], capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
     assert json.dumps(run.stdout) == '""'
+
+
+# --- monitoring: started after slurmd, in the background, never fatal ------------------------------
+
+@pytest.mark.parametrize("rc", [0, 1])
+@pytest.mark.parametrize("cloud", ["aws", "gcp"])
+def test_monitoring_starts_after_slurmd_and_its_failure_keeps_the_node(request, cloud, rc):
+    node = request.getfixturevalue(cloud)
+    program = node.programs / "aicluster-monitoring"
+    program.write_text(f'#!/bin/bash\necho "aicluster-monitoring $*" >> {node.bin}/calls\nexit {rc}\n')
+    program.chmod(0o755)
+    run = node.run(AWS_SCRIPT if cloud == "aws" else GCP_SCRIPT)
+    assert run.returncode == 0, run.stderr
+    calls = node.calls()
+    started = [i for i, c in enumerate(calls) if c.startswith("aicluster-monitoring ")]
+    assert [calls[i] for i in started] == [f"aicluster-monitoring --cloud {cloud} --role compute --background"]
+    assert started[0] > calls.index("systemctl restart slurmd")
+    assert ("this node is not monitored" in run.stderr) == bool(rc)
+    if cloud == "aws":
+        assert node.error_tag() is None            # not a bootstrap failure: the node stays in Slurm

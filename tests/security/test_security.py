@@ -161,7 +161,9 @@ def test_unencrypted_storage_is_caught():
     db = r("aws:rds/instance:Instance", inputs={})
     unknown = r("aws:fsx/windowsFileSystem:WindowsFileSystem", inputs={})   # not in the stateful table
     mystery = r("gcp:compute/disk:Disk", inputs={})                          # service-encrypted: fine
-    assert len(checks.unencrypted([lt, instance, volume, bucket, obj, db, unknown, mystery])) == 6
+    topic = r("aws:sns/topic:Topic", inputs={"name": "alerts"})
+    keyed = r("aws:sns/topic:Topic", name="keyed", inputs={"name": "alerts", "kmsMasterKeyId": "arn:aws:kms:k"})
+    assert len(checks.unencrypted([lt, instance, volume, bucket, obj, db, unknown, mystery, topic, keyed])) == 7
 
 
 def test_telemetry_grants_beyond_the_cluster_are_caught():

@@ -284,8 +284,9 @@ SERVICE_ENCRYPTED = {
 
 
 def unencrypted(resources) -> list[str]:
-    """EBS (launch templates, instances, volumes), EFS, RDS and S3 (bucket default encryption, and
-    objects) are encrypted; every other stateful data store is one the service encrypts itself."""
+    """EBS (launch templates, instances, volumes), EFS, RDS, S3 (bucket default encryption, and
+    objects) and SNS topics are encrypted; every other stateful data store is one the service
+    encrypts itself."""
     from aicluster.stateful import type_key
 
     found = []
@@ -329,6 +330,10 @@ def unencrypted(resources) -> list[str]:
         elif r.type == "aws:s3/bucketObjectv2:BucketObjectv2":
             if not i.get("serverSideEncryption") and not i.get("kmsKeyId"):
                 found.append(f"{r.name}: object without server-side encryption")
+        elif r.type == "aws:sns/topic:Topic":
+            # SNS keeps a message until it is delivered: unencrypted unless the topic names a key.
+            if not i.get("kmsMasterKeyId"):
+                found.append(f"{r.name}: SNS topic without server-side encryption (kmsMasterKeyId)")
         elif kind in ("filesystem", "volume", "database", "metrics") and type_key(r.type) not in SERVICE_ENCRYPTED:
             found.append(f"{r.name}: {r.type} stores data and no check here knows how it is encrypted")
     return found

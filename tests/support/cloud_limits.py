@@ -279,7 +279,10 @@ def _label_maps(r: CapturedResource) -> Iterator[tuple[str, dict]]:
         if isinstance(node, dict):
             for key, child in node.items():
                 path = f"{where}.{key}" if where else key
-                if key in ("labels", "resourceLabels", "effectiveLabels") and isinstance(child, dict):
+                # userLabels: Cloud Monitoring alert policies' labels, under the same rules (Cloud
+                # Monitoring API, AlertPolicy.user_labels: lowercase letters, digits, _ and -, a
+                # key starting with a letter, at most 63 characters each).
+                if key in ("labels", "resourceLabels", "effectiveLabels", "userLabels") and isinstance(child, dict):
                     if not (key == "labels" and in_node_config):
                         yield path, child
                 else:

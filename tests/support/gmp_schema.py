@@ -1,5 +1,5 @@
 """JSON Schemas for the Google Cloud Managed Service for Prometheus objects aicluster writes on GKE
-(PodMonitoring, ClusterRules), from the CRDs of a pinned prometheus-engine release.
+(PodMonitoring), from the CRDs of a pinned prometheus-engine release.
 
 tests/data/schemas/gmp/<version>/ holds the release's CustomResourceDefinitions verbatim
 (GoogleCloudPlatform/prometheus-engine charts/operator/crds at the release tag; tests/data/schemas/

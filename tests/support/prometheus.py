@@ -23,7 +23,8 @@ import yaml
 def program(name: str) -> str:
     found = shutil.which(name) or shutil.which(name, path="/usr/bin:/usr/sbin:/usr/local/bin")
     if not found:
-        pytest.fail(f"{name} is missing: install Debian's prometheus package (.ci/install-system-deps)")
+        pytest.fail(f"{name} is missing: install Debian's prometheus and prometheus-alertmanager packages "
+                    "(.ci/install-system-deps)")
     return found
 
 

@@ -162,6 +162,14 @@ def _add_tag(spec: dict) -> Pair:
     return spec, after
 
 
+def _add_alert_email(spec: dict) -> Pair:
+    """Someone else is to be mailed the alerts: a subscription or channel, nothing replaced."""
+    after = _copy(spec)
+    after.setdefault("monitoring", {}).setdefault("alert_emails", [])
+    after["monitoring"]["alert_emails"] = [*after["monitoring"]["alert_emails"], "oncall@example.com"]
+    return spec, after
+
+
 def _change_tag(spec: dict) -> Pair:
     tags = spec.get("tags") or {}
     if tags:
@@ -309,6 +317,7 @@ EDITS = [
     Edit("add-filesystem", "a second Lustre filesystem", _add_filesystem),
     Edit("add-tag", "a new tag", _add_tag, changes_tags=True),
     Edit("change-tag", "a tag value changed", _change_tag, changes_tags=True),
+    Edit("alert-email", "monitoring.alert_emails + one address", _add_alert_email),
     Edit("add-ssh-cidr", "network.ssh_ingress_cidrs + one CIDR", _add_ssh_cidr),
     Edit("change-ssh-cidr", "network.ssh_ingress_cidrs[0] changed", _change_ssh_cidr),
     Edit("idle-time", "slurm.suspend_idle_min +35", _idle_time),

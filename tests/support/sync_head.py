@@ -97,6 +97,9 @@ class Head:
         return self.root / STATE / name
 
 
+METRICS_WRITE_URL = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-0123abcd/api/v1/remote_write"
+
+
 def aws_head(moto_endpoint: str, tmp_path: Path) -> Head:
     from aicluster.aws.slurm import CONFIG_PREFIX, published_files
     from aicluster.design import design_cluster
@@ -112,7 +115,8 @@ def aws_head(moto_endpoint: str, tmp_path: Path) -> Head:
     design = design_cluster(parse_spec(spec))
     files = published_files(design, controller_addr="10.0.0.10", subnet_id="subnet-0123456789abcdef0",
                             launch_templates={"gpu": "lt-0123456789abcdef0"}, placement_groups={"gpu": "pg"},
-                            accounting_secret=None, hosted_zone_id="Z0123456789ABCDEFGHIJ")
+                            accounting_secret=None, hosted_zone_id="Z0123456789ABCDEFGHIJ",
+                            metrics_write_url=METRICS_WRITE_URL)
     for key, content in files.items():
         s3.put_object(Bucket=BUCKET, Key=CONFIG_PREFIX + key, Body=content.encode())
     root = tmp_path / "root"
@@ -121,10 +125,13 @@ def aws_head(moto_endpoint: str, tmp_path: Path) -> Head:
         json.dumps({"bucket": BUCKET, "prefix": CONFIG_PREFIX, "region": "us-east-1"}))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name in ("scontrol", "systemctl"):
+    # systemd-run and systemctl also first on PATH: the published programs' run steps (the head's
+    # monitoring set-up starts its transient unit) record instead of reaching a system bus.
+    for name in ("scontrol", "systemctl", "systemd-run"):
         (bin_dir / name).write_text(RECORDER.format(name=name, calls=tmp_path / "calls"))
         (bin_dir / name).chmod(0o755)
-    env = {**os.environ, "AICLUSTER_ROOT": str(root), "AICLUSTER_SCONTROL": str(bin_dir / "scontrol"),
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
+           "AICLUSTER_ROOT": str(root), "AICLUSTER_SCONTROL": str(bin_dir / "scontrol"),
            "AICLUSTER_SYSTEMCTL": str(bin_dir / "systemctl"),
            "AICLUSTER_SLURMCTLD": str(fake_slurmctld.install(bin_dir)),
            fake_slurmctld.CALLS: str(tmp_path / "slurmctld-tests"),

@@ -17,6 +17,7 @@ from ..observability_design import monitoring_design
 from ..node_local_files import local_nvme_devices
 from ..render import render, static
 from ..slurm_config import SLURMCTLD_PORT, node_domain
+from ..slurm_monitoring import role_streams
 from ..telemetry_backend import log_streams
 from .gpu_pool import GpuPool, GpuPoolArgs
 from .home import HomeFilesystem, HomeFilesystemArgs
@@ -31,15 +32,17 @@ from .storage import LustreFilesystem, LustreFilesystemArgs
 
 
 def compute_user_data(design: ClusterDesign, pool_name: str, *, controller_addr: str, munge_secret: str,
-                      bucket: str, files: list[dict]) -> str:
+                      bucket: str, files: list[dict], metrics_write_url: str) -> str:
     """A Slurm compute node's cloud-config: its settings, and aicluster-fetch with the list of
-    programs to fetch from the configuration bucket (`SlurmNodeFiles.files`)."""
+    programs to fetch from the configuration bucket (`SlurmNodeFiles.files`). `metrics_write_url`:
+    the AMP workspace's remote-write URL, where the node's agent writes (aicluster-monitoring)."""
     pool = design.pool(pool_name)
     slurm = {
         "controller": f"{controller_addr}:{SLURMCTLD_PORT}",
         "munge_secret": munge_secret,
         "node_tag": NODE_TAG,
         "dns_domain": node_domain(design.name),
+        "metrics_write_url": metrics_write_url,
     }
     gpus = pool.instance.accelerator_count if pool.instance.accelerator.kind == "gpu" else 0
     return render("cloud-init/compute.yaml.j2", cluster=design.name, pool=pool.name, gpus=gpus,
@@ -56,8 +59,9 @@ def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
     # Managed metrics and logs (aws/observability.py): depends on nothing, so no edit elsewhere touches it.
     observability = ObservabilityBackend(f"{design.name}-observability", ObservabilityBackendArgs(
         context=design.context, log_streams=log_streams(kubernetes=bool(design.kubernetes)),
-        # EKS: AMP evaluates the alert rules on what the in-cluster collector sends.
-        rules_yaml=rules_yaml(monitoring_design(design)) if design.kubernetes else None))
+        # AMP evaluates the alert rules on what the agents send: the in-cluster collector on EKS,
+        # every Slurm VM's own agent (slurm_monitoring) on Slurm.
+        rules_yaml=rules_yaml(monitoring_design(design)), alert_emails=design.alert_emails))
     filesystems = [
         # EFS: the shared /home (aws/home.py), mounted by everything in the nodes' group (compute,
         # head, login); spec.py allows it on Slurm clusters only.
@@ -83,11 +87,14 @@ def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
         node_files = SlurmNodeFiles(f"{design.name}-slurm-node-files", SlurmNodeFilesArgs(
             controller=controller, compute_role_name=nodes.role_name, mounts=mounts))
         node_inputs = pulumi.Output.all(controller.controller_addr, controller.munge_secret_arn,
-                                        controller.bucket_name, node_files.files)
+                                        controller.bucket_name, node_files.files, observability.remote_write_url)
         # The nodes' agents remote-write and ship logs with their instance role; on EKS a Pod
         # Identity role does it instead (below), never the nodes'.
-        grant_shipping(f"{design.name}-compute-observability", observability, nodes.role_name)
-        grant_shipping(f"{design.name}-head-observability", observability, controller.role_name)
+        # Each role: the log groups of what its nodes ship (slurm_monitoring.log_streams), no other.
+        grant_shipping(f"{design.name}-compute-observability", observability, nodes.role_name,
+                       streams=role_streams("compute"))
+        grant_shipping(f"{design.name}-head-observability", observability, controller.role_name,
+                       streams=role_streams("head"))
     eks = None
     if design.kubernetes:
         # Imported here: a Slurm cluster never loads the EKS modules or pulumi_kubernetes.
@@ -104,7 +111,8 @@ def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
                                 else eks_pool_security_groups(network.nodes_security_group_id, eks)),
             instance_profile_arn=nodes.instance_profile_arn,
             user_data=(node_inputs.apply(lambda a, p=pool.name: compute_user_data(
-                design, p, controller_addr=a[0], munge_secret=a[1], bucket=a[2], files=list(a[3])))
+                design, p, controller_addr=a[0], munge_secret=a[1], bucket=a[2], files=list(a[3]),
+                metrics_write_url=a[4]))
                        if eks is None else eks_node_user_data(design, pool.name)),
             launcher="fleet" if eks is None else "eks"))
         for pool in design.pools
@@ -138,7 +146,8 @@ def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
             outputs["accounting_database"] = database.address
         SlurmConfiguration(f"{design.name}-slurm-config", SlurmConfigurationArgs(
             design=design, controller=controller, compute_role_arn=nodes.role_arn, pools=pools,
-            subnet_id=network.subnet_id, mounts=mounts, accounting_endpoint=endpoint))
+            subnet_id=network.subnet_id, mounts=mounts, accounting_endpoint=endpoint,
+            metrics_write_url=observability.remote_write_url))
         outputs["slurm_controller"] = controller.controller_addr
         outputs["slurm_config_bucket"] = controller.bucket_name
         if design.slurm.login and design.slurm.login.count:
@@ -149,6 +158,8 @@ def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
                 subnet_id=network.subnet_id, nodes_security_group_id=network.nodes_security_group_id,
                 controller_addr=controller.controller_addr, munge_secret_arn=controller.munge_secret_arn,
                 bucket_name=controller.bucket_name, bucket_arn=controller.bucket_arn,
-                ssh_ingress_cidrs=design.network.ssh_ingress_cidrs))
+                ssh_ingress_cidrs=design.network.ssh_ingress_cidrs, metrics_write_url=observability.remote_write_url))
+            grant_shipping(f"{design.name}-login-observability", observability, login.role_name,
+                           streams=role_streams("login"))
             outputs["login_nodes"] = login.private_ips
     return outputs

@@ -59,6 +59,9 @@ class LoginNodesArgs:
     munge_secret_arn: the munge key in Secrets Manager (`SlurmController.munge_secret_arn`).
     bucket_name, bucket_arn: the configuration bucket the head's files are published to.
     ssh_ingress_cidrs: the CIDRs allowed SSH (`network.ssh_ingress_cidrs`); none by default.
+    metrics_write_url: the AMP workspace's remote-write URL (`ObservabilityBackend.remote_write_url`),
+        where the nodes' metrics agent writes; None leaves them unmonitored (their set-up says so).
+        Grant the role its writes with `observability.grant_shipping(..., role_name)`.
     """
     context: ClusterContext
     login: LoginDesign
@@ -70,6 +73,7 @@ class LoginNodesArgs:
     bucket_name: pulumi.Input[str]
     bucket_arn: pulumi.Input[str]
     ssh_ingress_cidrs: tuple[str, ...] = ()
+    metrics_write_url: pulumi.Input[str] | None = None
 
 
 class LoginNodes(pulumi.ComponentResource):
@@ -120,10 +124,11 @@ class LoginNodes(pulumi.ComponentResource):
 
         self.instance_ids, self.private_ips = [], []
         for number, hostname in enumerate(login.names(cluster.name), start=1):
-            user_data = pulumi.Output.all(args.controller_addr, args.munge_secret_arn, args.bucket_name).apply(
+            user_data = pulumi.Output.all(args.controller_addr, args.munge_secret_arn, args.bucket_name,
+                                          args.metrics_write_url).apply(
                 lambda a, h=hostname: within_user_data_limit(h, login_user_data(
                     cloud="aws", cluster=cluster.name, region=cluster.region, hostname=h, controller_addr=a[0],
-                    munge_secret=a[1], bucket=a[2])))
+                    munge_secret=a[1], bucket=a[2], metrics_write_url=a[3])))
             instance = aws.ec2.Instance(
                 f"{name}-{number}",
                 launch_template=aws.ec2.InstanceLaunchTemplateArgs(id=template.id,

@@ -20,10 +20,18 @@ services only, so there is no self-run Prometheus or log store to lose with a no
   with the collector's one service account (`CollectorIdentity`), never to the nodes' role.
 
 - Rules: given the rendered alert rules (`rules_yaml`, aicluster.alert_rules), a rule groups
-  namespace in the workspace, named after the cluster, so AMP evaluates them (EKS clusters: their
-  collector remote-writes the series the rules read). Not stateful: it is the rules' text only.
+  namespace in the workspace, named after the cluster, so AMP evaluates them on the series the
+  agents remote-write (EKS: the in-cluster collector; Slurm: each VM's agent, slurm_monitoring).
+  Not stateful: it is the rules' text only.
+- Alert delivery: AMP's alert manager sends every firing alert to the cluster's SNS topic (the
+  only receiver AMP supports), grouped per alert and node; subscribe e-mail, a chat hook or a pager
+  to the topic (output `alerts_topic_arn`, docs/operating.md). The topic is encrypted with a key of
+  the cluster's own: AMP publishes to an encrypted topic only through a customer managed key whose
+  policy lets it (an AWS managed key's policy cannot be changed). Only AMP, for this workspace
+  and account, may publish (topic policy with aws:SourceArn and aws:SourceAccount).
 
-The agents themselves (what runs on the nodes and remote-writes) are installed elsewhere; this
+The agents themselves (what runs on the nodes and remote-writes) are installed elsewhere
+(k8s_metrics.py on EKS, slurm_monitoring.py on Slurm VMs); this
 module makes the backends, identities and log groups they use.
 """
 from __future__ import annotations
@@ -34,15 +42,55 @@ from typing import Sequence
 
 import pulumi
 import pulumi_aws as aws
+import yaml
 
 from ..design import ClusterContext
-from ..telemetry_backend import COLLECTOR_NAMESPACE, COLLECTOR_SERVICE_ACCOUNT, LOG_RETENTION_DAYS
+from ..telemetry_backend import COLLECTOR_NAMESPACE, COLLECTOR_SERVICE_ACCOUNT, LOG_RETENTION_DAYS, log_group_name
 
 REMOTE_WRITE_PATH = "api/v1/remote_write"
+# AMP keeps repeat_interval at most 5 days; a firing alert is sent again every 4 hours.
+ALERT_REPEAT = "4h"
 
 
-def log_group_name(cluster: str, stream: str) -> str:
-    return f"/aicluster/{cluster}/{stream}"
+def _account(arn: str) -> str:
+    return arn.split(":")[4]
+
+
+def alert_manager_definition(topic_arn: str) -> str:
+    """AMP's alert manager definition: every alert to the topic (an SNS receiver must name its
+    region in sigv4; api_url and http_config are not allowed), grouped per alert and node, with a
+    short subject (SNS subjects hold at most 100 ASCII characters; AMP's default can be longer)."""
+    region = topic_arn.split(":")[3]
+    config = {
+        "route": {"receiver": "cluster-topic", "group_by": ["alertname", "cluster", "pool", "node"],
+                  "group_wait": "30s", "group_interval": "5m", "repeat_interval": ALERT_REPEAT},
+        "receivers": [{"name": "cluster-topic", "sns_configs": [{
+            "topic_arn": topic_arn, "sigv4": {"region": region},
+            "subject": '[{{ .Status | toUpper }}] {{ .CommonLabels.alertname }} {{ .CommonLabels.cluster }}'}]}],
+    }
+    return yaml.safe_dump({"alertmanager_config": yaml.safe_dump(config, sort_keys=False)}, sort_keys=False)
+
+
+def alert_topic_policy(topic_arn: str, workspace_arn: str) -> dict:
+    """Only AMP, for this workspace in this account, may publish to the topic."""
+    return {"Version": "2012-10-17", "Statement": [{
+        "Sid": "AmpPublishesAlerts", "Effect": "Allow", "Principal": {"Service": "aps.amazonaws.com"},
+        "Action": ["sns:Publish", "sns:GetTopicAttributes"], "Resource": topic_arn,
+        "Condition": {"ArnEquals": {"aws:SourceArn": workspace_arn},
+                      "StringEquals": {"aws:SourceAccount": _account(workspace_arn)}}}]}
+
+
+def alert_key_policy(workspace_arn: str) -> dict:
+    """The topic's key: administered by the account (IAM decides who), used by AMP (to publish)
+    and SNS (to deliver) for this account only."""
+    account = _account(workspace_arn)
+    return {"Version": "2012-10-17", "Statement": [
+        {"Sid": "AccountAdministersTheKey", "Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{account}:root"},
+         "Action": "kms:*", "Resource": "*"},
+        {"Sid": "AmpEncryptsAlerts", "Effect": "Allow", "Principal": {"Service": "aps.amazonaws.com"},
+         "Action": ["kms:GenerateDataKey*", "kms:Decrypt"], "Resource": "*",
+         "Condition": {"StringEquals": {"aws:SourceAccount": account}}},
+    ]}
 
 
 def remote_write_url(prometheus_endpoint: str) -> str:
@@ -55,11 +103,12 @@ def shipping_policy(workspace_arn: str, log_group_arns: Sequence[str]) -> dict:
     ARN (the provider strips the API's ":*") is what CreateLogStream acts on; PutLogEvents acts on
     the group's streams (IAM service authorization reference, Amazon CloudWatch Logs)."""
     groups = sorted(log_group_arns)
-    return {"Version": "2012-10-17", "Statement": [
-        {"Sid": "RemoteWriteMetrics", "Effect": "Allow", "Action": ["aps:RemoteWrite"], "Resource": [workspace_arn]},
-        {"Sid": "ShipLogs", "Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
-         "Resource": [*groups, *[f"{arn}:log-stream:*" for arn in groups]]},
-    ]}
+    statements = [{"Sid": "RemoteWriteMetrics", "Effect": "Allow", "Action": ["aps:RemoteWrite"],
+                   "Resource": [workspace_arn]}]
+    if groups:      # none on EKS: its collector ships metrics only
+        statements.append({"Sid": "ShipLogs", "Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+                           "Resource": [*groups, *[f"{arn}:log-stream:*" for arn in groups]]})
+    return {"Version": "2012-10-17", "Statement": statements}
 
 
 @dataclass(frozen=True)
@@ -71,10 +120,12 @@ class ObservabilityBackendArgs:
     log_streams: what the nodes ship, one log group each (`telemetry_backend.log_streams`).
     rules_yaml: the Prometheus rule groups AMP evaluates (`alert_rules.rules_yaml`). Default None:
         no rule groups namespace.
+    alert_emails: addresses subscribed to the alerts topic by e-mail (`ClusterDesign.alert_emails`).
     """
     context: ClusterContext
     log_streams: Sequence[str]
     rules_yaml: str | None = None
+    alert_emails: Sequence[str] = ()
 
 
 class ObservabilityBackend(pulumi.ComponentResource):
@@ -83,6 +134,7 @@ class ObservabilityBackend(pulumi.ComponentResource):
     remote_write_url: pulumi.Output[str]
     log_groups: dict[str, pulumi.Output[str]]         # stream -> log group name
     policy: pulumi.Output[str]                        # shipping_policy, as JSON
+    alerts_topic_arn: pulumi.Output[str]              # where AMP sends firing alerts
 
     def __init__(self, name: str, args: ObservabilityBackendArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aicluster:aws:ObservabilityBackend", name, None, opts)
@@ -98,20 +150,47 @@ class ObservabilityBackend(pulumi.ComponentResource):
         if args.rules_yaml:
             aws.amp.RuleGroupNamespace(f"{name}-rules", name=f"aicluster-{context.name}", workspace_id=workspace.id,
                                        data=args.rules_yaml, tags=context.labels("metrics"), opts=child)
+        # Stateful (encryption-key): protected and kept, as every key aicluster makes.
+        key = aws.kms.Key(
+            f"{name}-alerts-key", description=f"aicluster {context.name}: encrypts the alerts topic",
+            enable_key_rotation=True, deletion_window_in_days=30,
+            policy=workspace.arn.apply(lambda arn: json.dumps(alert_key_policy(arn), sort_keys=True)),
+            tags=context.labels("alerts"), opts=pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True))
+        topic = aws.sns.Topic(f"{name}-alerts", name=f"aicluster-{context.name}-alerts", kms_master_key_id=key.arn,
+                              tags=context.labels("alerts"), opts=child)
+        topic_policy = aws.sns.TopicPolicy(
+            f"{name}-alerts-policy", arn=topic.arn,
+            policy=pulumi.Output.all(topic.arn, workspace.arn).apply(
+                lambda a: json.dumps(alert_topic_policy(a[0], a[1]), sort_keys=True)), opts=child)
+        # E-mail subscribers (spec monitoring.alert_emails): SNS mails each a confirmation link, and
+        # delivers nothing to an address until it is followed (SNS e-mail subscriptions).
+        for index, email in enumerate(args.alert_emails):
+            aws.sns.TopicSubscription(f"{name}-alerts-email-{index}", topic=topic.arn, protocol="email",
+                                      endpoint=email, opts=child)
+        aws.amp.AlertManagerDefinition(f"{name}-alertmanager", workspace_id=workspace.id,
+                                       definition=topic.arn.apply(alert_manager_definition),
+                                       opts=pulumi.ResourceOptions(parent=self, depends_on=[topic_policy]))
         self.workspace_arn, self.workspace_id = workspace.arn, workspace.id
         self.remote_write_url = workspace.prometheus_endpoint.apply(remote_write_url)
         self.log_groups = {stream: g.name for stream, g in groups.items()}
-        self.policy = pulumi.Output.all(workspace.arn, *[g.arn for g in groups.values()]).apply(
-            lambda a: json.dumps(shipping_policy(a[0], a[1:]), sort_keys=True))
+        self.alerts_topic_arn = topic.arn
+        self._workspace_arn, self._group_arns = workspace.arn, {stream: g.arn for stream, g in groups.items()}
+        self.policy = self.policy_for(list(groups))
         self.register_outputs({"workspace_arn": workspace.arn, "remote_write_url": self.remote_write_url,
-                               "log_groups": self.log_groups})
+                               "log_groups": self.log_groups, "alerts_topic_arn": topic.arn})
+
+    def policy_for(self, streams: Sequence[str]) -> pulumi.Output[str]:
+        """shipping_policy (JSON) on the workspace and the groups of the given streams only."""
+        return pulumi.Output.all(self._workspace_arn, *[self._group_arns[s] for s in streams]).apply(
+            lambda a: json.dumps(shipping_policy(a[0], a[1:]), sort_keys=True))
 
 
 def grant_shipping(name: str, backend: ObservabilityBackend, role_name: pulumi.Input[str],
-                   parent: pulumi.Resource | None = None) -> aws.iam.RolePolicy:
-    """The role may remote-write to the workspace and ship into the cluster's log groups."""
-    return aws.iam.RolePolicy(name, role=role_name, policy=backend.policy,
-                              opts=pulumi.ResourceOptions(parent=parent or backend))
+                   parent: pulumi.Resource | None = None, streams: Sequence[str] | None = None) -> aws.iam.RolePolicy:
+    """The role may remote-write to the workspace and ship into the cluster's log groups: those of
+    `streams` only (what the role's nodes ship, slurm_monitoring.log_streams), every group if None."""
+    policy = backend.policy if streams is None else backend.policy_for(streams)
+    return aws.iam.RolePolicy(name, role=role_name, policy=policy, opts=pulumi.ResourceOptions(parent=parent or backend))
 
 
 @dataclass(frozen=True)
@@ -155,4 +234,4 @@ class CollectorIdentity(pulumi.ComponentResource):
 def observability_outputs(backend: ObservabilityBackend) -> dict[str, pulumi.Output]:
     """What the agents and the plan need: where to remote-write, which groups to ship into."""
     return {"metrics_workspace": backend.workspace_arn, "remote_write_url": backend.remote_write_url,
-            "log_groups": backend.log_groups}
+            "log_groups": backend.log_groups, "alerts_topic_arn": backend.alerts_topic_arn}

@@ -446,6 +446,8 @@ class SlurmConfigurationArgs:
     mounts: the filesystems the head mounts once they are published (`list[Mount]`); default none.
     accounting_endpoint: the managed accounting database's {"host": ...} (`SlurmdbdDatabase`);
         None with the database on the head or accounting off.
+    metrics_write_url: the AMP workspace's remote-write URL (`ObservabilityBackend.remote_write_url`),
+        where the head's metrics agent writes; None leaves the head unmonitored (its set-up says so).
     """
     design: ClusterDesign
     controller: SlurmController
@@ -454,6 +456,7 @@ class SlurmConfigurationArgs:
     subnet_id: pulumi.Input[str]
     mounts: pulumi.Input[list] = ()
     accounting_endpoint: pulumi.Input[dict] | None = None
+    metrics_write_url: pulumi.Input[str] | None = None
 
 
 class SlurmConfiguration(SlurmConfigurationShape):
@@ -463,12 +466,12 @@ class SlurmConfiguration(SlurmConfigurationShape):
         pools = pool_facts(args.pools, "launch_template_id", "placement_group_name")
         files = pulumi.Output.all(controller.controller_addr, args.subnet_id, pools,
                                   controller.accounting_secret_arn or "", args.mounts, controller.dns_zone_id,
-                                  args.accounting_endpoint).apply(
+                                  args.accounting_endpoint, args.metrics_write_url).apply(
             lambda a: published_files(design, controller_addr=a[0], subnet_id=a[1],
                                       launch_templates=a[2]["launch_template_id"],
                                       placement_groups=a[2]["placement_group_name"],
                                       accounting_secret=a[3] or None, mounts=list(a[4]), hosted_zone_id=a[5],
-                                      accounting_endpoint=a[6]))
+                                      accounting_endpoint=a[6], metrics_write_url=a[7]))
         self.publish(PUBLISHED_KEYS, files, lambda key, content: aws.s3.BucketObjectv2(
             f"{name}-{key.replace('/', '-').replace('.', '-')}", bucket=controller.bucket_name,
             key=CONFIG_PREFIX + key, content=content, server_side_encryption="AES256", opts=child))
@@ -490,7 +493,8 @@ PUBLISHED_KEYS = published_keys(_PROGRAMS)
 
 def published_files(design: ClusterDesign, *, controller_addr: str, subnet_id: str, launch_templates: dict,
                     placement_groups: dict, accounting_secret: str | None, hosted_zone_id: str,
-                    mounts: list[Mount] = (), accounting_endpoint: dict | None = None) -> dict[str, str]:
+                    mounts: list[Mount] = (), accounting_endpoint: dict | None = None,
+                    metrics_write_url: str | None = None) -> dict[str, str]:
     cluster = {
         "cluster_tag": CLUSTER_TAG, "node_tag": NODE_TAG, "pool_tag": POOL_TAG, "hosted_zone_id": hosted_zone_id,
         "pools": {p.name: {
@@ -502,4 +506,4 @@ def published_files(design: ClusterDesign, *, controller_addr: str, subnet_id: s
     }
     return _published_files(design, controller_addr=controller_addr, cluster=cluster, programs=_PROGRAMS,
                             power_program="aicluster-power.py", accounting_secret=accounting_secret, mounts=mounts,
-                            accounting_endpoint=accounting_endpoint)
+                            accounting_endpoint=accounting_endpoint, metrics_write_url=metrics_write_url)

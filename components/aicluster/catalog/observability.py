@@ -184,3 +184,49 @@ def contracts() -> tuple[Contract, ...]:
 def textfile_directory() -> str:
     """node_exporter's textfile directory: where aicluster-node-metrics and training jobs write."""
     return _doc()["exporters"]["node_exporter"]["textfile_directory"]
+
+
+@dataclass(frozen=True)
+class Download:
+    """A release file a Slurm node downloads, and the SHA-256 it must have (x86_64)."""
+    url: str
+    sha256: str
+    version: str
+
+
+@dataclass(frozen=True)
+class SlurmNodeAgents:
+    """What the Slurm VMs install (observability.yaml slurm_nodes): the same pins as Kubernetes."""
+    node_exporter: Download
+    prometheus: Download           # the AWS nodes' agent (Prometheus in agent mode)
+    dcgm_image: str                # image:tag of dcgm-exporter that enroot runs (Kubernetes' own)
+    slurm_exporter_module: str
+    slurm_exporter_version: str
+    go_package: str
+    cloudwatch_agent: dict         # AWS log shipper: deb_url, sig_url, key_url, key_fingerprint, version
+    ops_agent: dict                # GCP metrics and log agent: script_url, version
+
+
+def _arch_url(template: str, version: str) -> str:
+    return template.replace("{version}", version).replace("{arch}", "amd64")
+
+
+@functools.lru_cache(maxsize=1)
+def slurm_node_agents() -> SlurmNodeAgents:
+    doc = _doc()
+    nodes = doc["slurm_nodes"]
+    for key, entry in nodes.items():
+        _need(entry, f"slurm_nodes.{key}", "source", "checked")
+    ne = doc["exporters"]["node_exporter"]
+    dcgm = doc["exporters"]["dcgm_exporter"]
+    slurm = doc["exporters"]["slurm_exporter"]
+    prom_version = doc["collector"]["tag"].lstrip("v")
+    return SlurmNodeAgents(
+        node_exporter=Download(_arch_url(ne["url"], ne["version"]), nodes["node_exporter"]["sha256"]["amd64"],
+                               ne["version"]),
+        prometheus=Download(_arch_url(nodes["agent"]["url"], prom_version), nodes["agent"]["sha256"]["amd64"],
+                            prom_version),
+        dcgm_image=f"{dcgm['image']}:{dcgm['tag']}",
+        slurm_exporter_module=nodes["slurm_exporter"]["module"], slurm_exporter_version=slurm["version"],
+        go_package=nodes["slurm_exporter"]["go_package"],
+        cloudwatch_agent=dict(nodes["cloudwatch_agent"]), ops_agent=dict(nodes["ops_agent"]))

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import pulumi
 
+from ..alert_rules import rule_groups
 from ..catalog import load_catalog
+from ..catalog.observability import scrape
 from ..design import ClusterDesign
 from ..mounts import Mount
 from ..node_local_files import local_nvme_devices, node_local_programs
+from ..observability_design import monitoring_design
 from ..render import render, static
 from ..slurm_config import SLURMCTLD_PORT, node_domain
 from ..telemetry_backend import log_streams
@@ -94,7 +97,9 @@ def build_gcp_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
     # Managed metrics and logs (gcp/observability.py); the node accounts already hold the writer roles.
     observability = ObservabilityBackend(f"{design.name}-observability", ObservabilityBackendArgs(
         context=design.context, log_streams=log_streams(kubernetes=bool(design.kubernetes)),
-        gke_cluster=design.kubernetes.gke.cluster_name if design.kubernetes else None))
+        gke_cluster=design.kubernetes.gke.cluster_name if design.kubernetes else None,
+        alert_rules=rule_groups(monitoring_design(design)), evaluation_interval_s=scrape().evaluation_interval_s,
+        alert_emails=design.alert_emails))
     filesystems: list = []
     for fs in design.storage:
         if fs.kind == "filestore":

@@ -15,7 +15,7 @@ cluster's own provider (versions from components/aicluster/catalog/kubernetes.ya
 - GPU node health: the agent DaemonSet per GPU pool (aicluster.k8s_health), with the driver's host
   path and without the fabric count (node_health_settings);
 - metrics (aicluster.k8s_metrics): dcgm-exporter, node-exporter and kube-state-metrics, the
-  PodMonitorings managed collection scrapes (Kueue's too) and the alert rules as ClusterRules.
+  PodMonitorings managed collection scrapes (Kueue's too).
 """
 from __future__ import annotations
 
@@ -37,8 +37,6 @@ from ..k8s_resources import (JOB_PRIORITY, SCRIPT_DIR, examples_configmap, gang_
 from ..kubernetes_design import EXAMPLES_CONFIGMAP, POOL_LABEL, ROLE_LABEL, versions
 from ..k8s_health import NodeHealthSettings, expectations, gpu_pools, node_health
 from ..k8s_metrics import MetricsSettings, metrics
-from ..alert_rules import rule_groups
-from ..observability_design import monitoring_design
 from ..mounts import Mount
 from ..render import render, static
 
@@ -349,9 +347,9 @@ class GkeAddons(pulumi.ComponentResource):
         pod_identities_and_datasets(name, design, {kd.namespace: namespace, **teams}, args.gsa_emails, after_cluster)
         examples_configmap(name, design, example_files(design), in_namespace)
         node_health(f"{name}-health", design.name, kd.pools, node_health_settings(design), after_cluster)
-        # Managed collection scrapes what the PodMonitorings select and evaluates the alert rules
-        # (gcp/observability.py turns it on).
+        # Managed collection scrapes what the PodMonitorings select (gcp/observability.py turns it
+        # on, and has Cloud Monitoring evaluate the alert rules).
         metrics(f"{name}-metrics", design.name, kd.pools, MetricsSettings("gke", driver_dir=NVIDIA_HOST_DIR),
-                after_cluster, rules=rule_groups(monitoring_design(design)), kueue=[releases["kueue"]])
+                after_cluster, kueue=[releases["kueue"]])
         self.register_outputs({"namespace": kd.namespace, "charts": {c: v.charts[c].version for c in releases}})
 

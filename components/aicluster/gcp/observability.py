@@ -22,29 +22,33 @@ managed services only, so there is no self-run Prometheus or log store to lose w
   encrypts every bucket at rest; a customer-managed key is optional and not used (it is a
   project-wide Cloud Logging setting, and a key to keep alive).
 
+- Alerts: Cloud Monitoring evaluates the cluster's alert rules (aicluster.alert_rules, the same
+  groups `plan --out` writes and AMP evaluates on AWS) as PromQL alerting policies, one per rule,
+  over what Managed Service for Prometheus holds, on both schedulers: Slurm VMs have no in-cluster
+  rule evaluator, and on GKE it spares a self-run Alertmanager. An open incident shows in Cloud
+  Monitoring and is e-mailed to the spec's `monitoring.alert_emails` (one e-mail notification
+  channel each, on every policy); add other channels to the policies to be paged elsewhere. Metric
+  validation is off: at `pulumi up` no node has written a series yet, and Cloud Monitoring would
+  refuse a policy on a metric it has not seen.
+
 The agents themselves are installed elsewhere; this module makes the backends they write to.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import pulumi
 import pulumi_gcp as gcp
 
 from ..design import ClusterContext
-from ..telemetry_backend import LOG_RETENTION_DAYS
+from ..telemetry_backend import LOG_RETENTION_DAYS, log_id
 from .common import project, short_name
 
 SERVICES = ("monitoring.googleapis.com", "logging.googleapis.com")
 # What GKE logs under a cluster's name (Cloud Logging monitored resource types).
 GKE_RESOURCE_TYPES = ("k8s_container", "k8s_pod", "k8s_node", "k8s_cluster")
-
-
-def log_id(cluster: str, stream: str) -> str:
-    """The log a node writes one stream to (the Ops Agent's log name): one per cluster and stream,
-    so clusters sharing a project never mix."""
-    return f"aicluster-{cluster}-{stream}"
 
 
 def bucket_id(cluster: str) -> str:
@@ -54,11 +58,51 @@ def bucket_id(cluster: str) -> str:
 
 def sink_filter(cluster: str, streams: Sequence[str], gke_cluster: str | None = None) -> str:
     """The Logging query language filter of the cluster's logs."""
-    logs = " OR ".join(f'log_id("{log_id(cluster, s)}")' for s in streams)
-    if not gke_cluster:
-        return logs
-    kinds = " OR ".join(f'"{t}"' for t in GKE_RESOURCE_TYPES)
-    return f'{logs} OR (resource.type=({kinds}) AND resource.labels.cluster_name="{gke_cluster}")'
+    logs = [f'log_id("{log_id(cluster, s)}")' for s in streams]
+    if gke_cluster:
+        kinds = " OR ".join(f'"{t}"' for t in GKE_RESOURCE_TYPES)
+        logs.append(f'(resource.type=({kinds}) AND resource.labels.cluster_name="{gke_cluster}")')
+    if not logs:
+        raise ValueError("a sink needs a stream or a GKE cluster to route")
+    return " OR ".join(logs)
+
+
+_SEVERITY = {"critical": "CRITICAL", "warning": "WARNING"}
+_DURATION = re.compile(r"^(\d+)([smh])$")
+
+
+def _seconds(duration: str) -> int:
+    """A Prometheus `for:` duration of one unit ("5m") in seconds."""
+    match = _DURATION.match(duration)
+    if not match:
+        raise ValueError(f"not a duration of one unit: {duration!r}")
+    return int(match[1]) * {"s": 1, "m": 60, "h": 3600}[match[2]]
+
+
+def alert_policies(cluster: str, rule_groups: dict, evaluation_interval_s: int) -> dict[str, dict[str, Any]]:
+    """resource-name key -> AlertPolicy arguments, one per alerting rule: its PromQL as the
+    condition, its `for:` as the duration, its severity, and its threshold's origin as the
+    documentation. The key is the group and the rule's place in it (group names carry the cluster)."""
+    out = {}
+    for group in rule_groups.get("groups", []):
+        short = group["name"].removeprefix(f"aicluster-{cluster}-")
+        for index, rule in enumerate(r for r in group["rules"] if "alert" in r):
+            notes = rule["annotations"]
+            out[f"{short}-{index}"] = {
+                "display_name": f"aicluster {cluster}: {rule['alert']}",
+                "combiner": "OR",
+                "severity": _SEVERITY[rule["labels"]["severity"]],
+                "user_labels": {"aicluster-cluster": cluster, "aicluster-rule-group": short},
+                "documentation": {"mime_type": "text/markdown", "content": (
+                    f"**{rule['alert']}** (aicluster, cluster {cluster}): threshold {notes['threshold']}.\n\n"
+                    f"Where the threshold comes from: {notes['threshold_origin']}.\n\nSee docs/operating.md.")},
+                "conditions": [{"display_name": rule["alert"], "condition_prometheus_query_language": {
+                    "query": rule["expr"], "duration": f"{_seconds(rule['for'])}s",
+                    "evaluation_interval": f"{evaluation_interval_s}s", "rule_group": group["name"],
+                    "alert_rule": rule["alert"], "labels": dict(rule["labels"]),
+                    "disable_metric_validation": True}}],
+            }
+    return out
 
 
 def prometheus_query_url(project_id: str) -> str:
@@ -75,10 +119,18 @@ class ObservabilityBackendArgs:
     log_streams: what the nodes ship, one log each (`telemetry_backend.log_streams`).
     gke_cluster: the GKE cluster's name, whose container, pod and node logs the sink routes too
         (`ClusterDesign.kubernetes.gke.cluster_name`); None on Slurm.
+    alert_rules: the Prometheus rule groups Cloud Monitoring evaluates (`alert_rules.rule_groups`);
+        None makes no alerting policy.
+    evaluation_interval_s: how often each policy evaluates its query (the catalog's rule interval).
+    alert_emails: addresses every policy notifies, one e-mail notification channel each
+        (`ClusterDesign.alert_emails`).
     """
     context: ClusterContext
     log_streams: Sequence[str]
     gke_cluster: str | None = None
+    alert_rules: dict | None = None
+    evaluation_interval_s: int = 30
+    alert_emails: Sequence[str] = ()
 
 
 class ObservabilityBackend(pulumi.ComponentResource):
@@ -87,6 +139,7 @@ class ObservabilityBackend(pulumi.ComponentResource):
     metrics_project: str
     query_url: str
     services: list[pulumi.Resource]           # what writers and GKE's managed collection wait for
+    alert_policies: list[pulumi.Resource]
 
     def __init__(self, name: str, args: ObservabilityBackendArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aicluster:gcp:ObservabilityBackend", name, None, opts)
@@ -107,6 +160,16 @@ class ObservabilityBackend(pulumi.ComponentResource):
             destination=bucket.id.apply(lambda b: f"logging.googleapis.com/{b}"),
             filter=sink_filter(context.name, args.log_streams, args.gke_cluster),
             unique_writer_identity=True, opts=child)
+        channels = [gcp.monitoring.NotificationChannel(
+            f"{name}-alerts-email-{index}", project=project_id, type="email", labels={"email_address": email},
+            display_name=f"aicluster {context.name}: {email}",
+            opts=pulumi.ResourceOptions(parent=self, depends_on=self.services))
+            for index, email in enumerate(args.alert_emails)]
+        self.alert_policies = [
+            gcp.monitoring.AlertPolicy(f"{name}-alert-{key}", project=project_id, **policy,
+                                       notification_channels=[c.name for c in channels],
+                                       opts=pulumi.ResourceOptions(parent=self, depends_on=self.services))
+            for key, policy in alert_policies(context.name, args.alert_rules or {}, args.evaluation_interval_s).items()]
         self.log_bucket = bucket.id
         self.log_ids = {stream: log_id(context.name, stream) for stream in args.log_streams}
         self.metrics_project = project_id

@@ -493,6 +493,17 @@ def _amp_workspace(r: _Res):
                  "prometheusEndpoint": f"https://aps-workspaces.{r.region}.amazonaws.com/workspaces/{wid}/"}
 
 
+def _sns_topic(r: _Res):
+    """An SNS topic: its id is its ARN (as the provider's)."""
+    arn = r.arn("sns", r.given_name)
+    return arn, {**_tags(r), "arn": arn, "name": r.given_name}
+
+
+def _amp_alert_manager_definition(r: _Res):
+    """AMP's alert manager definition: one per workspace, its id the workspace's."""
+    return str(r.get("workspaceId")), {}
+
+
 def _amp_rule_group_namespace(r: _Res):
     """An AMP rule groups namespace: its ARN is the id (as the provider's)."""
     arn = r.arn("aps", f"rulegroupsnamespace/{r.get('workspaceId')}/{r.given_name}")
@@ -837,6 +848,13 @@ def _gcp_log_sink(r: _Res):
                  "writerIdentity": f"serviceAccount:service-{r.digits(12, 'sink')}@gcp-sa-logging.iam.gserviceaccount.com"}
 
 
+def _gcp_notification_channel(r: _Res):
+    """A Cloud Monitoring notification channel: projects/<p>/notificationChannels/<numeric id>,
+    which is also its `name` (what alert policies list)."""
+    cid = f"projects/{r.project}/notificationChannels/{r.digits(19, 'channel')}"
+    return cid, {"name": cid, "project": r.project}
+
+
 def _gcp_router_nat(r: _Res):
     return f"{r.project}/{r.gcp_region}/{r.get('router', 'router')}/{r.given_name}", {
         "name": r.given_name, "project": r.project, "region": r.gcp_region}
@@ -933,6 +951,8 @@ RESOURCES: dict[str, Handler] = {
     "aws:cloudwatch/logGroup:LogGroup": _log_group,
     "aws:amp/workspace:Workspace": _amp_workspace,
     "aws:amp/ruleGroupNamespace:RuleGroupNamespace": _amp_rule_group_namespace,
+    "aws:amp/alertManagerDefinition:AlertManagerDefinition": _amp_alert_manager_definition,
+    "aws:sns/topic:Topic": _sns_topic,
     "aws:eks/cluster:Cluster": _eks_cluster,
     "aws:eks/nodeGroup:NodeGroup": _eks_node_group,
     "aws:eks/addon:Addon": _eks_addon,
@@ -958,7 +978,6 @@ RESOURCES: dict[str, Handler] = {
     "kubernetes:apps/v1:DaemonSet": _k8s_object,
     "kubernetes:apps/v1:Deployment": _k8s_object,
     "kubernetes:monitoring.googleapis.com/v1:PodMonitoring": _k8s_object,
-    "kubernetes:monitoring.googleapis.com/v1:ClusterRules": _k8s_object,
     "kubernetes:core/v1:Secret": _k8s_object,
     "kubernetes:rbac.authorization.k8s.io/v1:Role": _k8s_object,
     "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": _k8s_object,
@@ -1006,6 +1025,7 @@ RESOURCES: dict[str, Handler] = {
     "gcp:tpu/v2Vm:V2Vm": _tpu_v2vm,
     "gcp:logging/projectBucketConfig:ProjectBucketConfig": _gcp_log_bucket,
     "gcp:logging/projectSink:ProjectSink": _gcp_log_sink,
+    "gcp:monitoring/notificationChannel:NotificationChannel": _gcp_notification_channel,
     "gcp:dns/managedZone:ManagedZone": _gcp_dns_zone,
     "gcp:dns/dnsManagedZoneIamMember:DnsManagedZoneIamMember": _gcp_iam_member,
 }
