@@ -57,7 +57,7 @@ class AlertDurations:
     checkpoint: str = "0s"       # one slow checkpoint is already a missed budget
     node_stuck: str = "30m"
     tokens: str = "30m"
-    # The window of rate() in the recording rules: 5m spans 10 scrapes at 30 s. A rate over a series
+    # The window of rate() in the rules and dashboards: 5m spans 10 scrapes at 30 s. A rate over a series
     # younger than its window reads low (Prometheus divides by the window), so a test with 1 s
     # scrapes shortens it with the `for:` durations.
     rate_window: str = "5m"

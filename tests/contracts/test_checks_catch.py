@@ -137,10 +137,13 @@ def test_aws_names_are_caught():
                      res("aws:eks/nodeGroup:NodeGroup", nodeGroupName="n" * 64),
                      res("aws:cloudwatch/logGroup:LogGroup", name="/aws/eks/c cluster"),
                      res("aws:ec2/launchTemplate:LaunchTemplate", "t" * 121),
-                     res("aws:ec2/vpc:Vpc", cidrBlock="10.0.0.0/8"))
+                     res("aws:ec2/vpc:Vpc", cidrBlock="10.0.0.0/8"),
+                     res("aws:sns/topic:Topic", name="aicluster.c.alerts"),
+                     res("aws:amp/ruleGroupNamespace:RuleGroupNamespace", name="-" + "r" * 64))
     assert hit == {"s3_bucket_name", "s3_bucket_prefix", "s3_object_key_bytes", "secretsmanager_name",
                    "route53_name", "ec2_security_group_name", "ec2_security_group_text_chars", "eks_cluster_name",
-                   "eks_nodegroup_name", "cloudwatch_log_group_name", "ec2_launch_template_name", "vpc_cidr_prefix"}
+                   "eks_nodegroup_name", "cloudwatch_log_group_name", "ec2_launch_template_name", "vpc_cidr_prefix",
+                   "sns_topic_name", "amp_rule_groups_namespace_name"}
 
 
 def test_accounting_database_names_are_caught():

@@ -147,8 +147,10 @@ esac
 ''',
     "hostname": '#!/bin/bash\necho "${AICLUSTER_TEST_HOSTNAME:-c1-gpu-3}"\n',
     "dpkg-query": '#!/bin/bash\nexit 1\n',
+    # import writes the image; create unpacks it under ENROOT_DATA_PATH (the image's /etc/dcgm-exporter).
     "enroot": '#!/bin/bash\necho "enroot $*" >> "${0%/*}/calls"\n'
-              'if [[ $1 == import ]]; then echo squashfs > "$3"; fi\n',
+              'if [[ $1 == import ]]; then echo squashfs > "$3"; fi\n'
+              'if [[ $1 == create ]]; then mkdir -p "$ENROOT_DATA_PATH/$3/etc/dcgm-exporter"; fi\n',
     "go": '#!/bin/bash\necho "go $* GOBIN=$GOBIN GOTOOLCHAIN=$GOTOOLCHAIN" >> "${0%/*}/calls"\n'
           'printf "#!/bin/sh\\n" > "$GOBIN/prometheus-slurm-exporter"; chmod +x "$GOBIN/prometheus-slurm-exporter"\n',
 }
@@ -239,8 +241,10 @@ def test_aws_gpu_node_installs_exporters_and_ships(tmp_path):
     dcgm_unit = (units / "aicluster-dcgm-exporter.service").read_text()
     assert "Environment=ENROOT_ALLOW_SUPERUSER=y" in dcgm_unit and "-a 127.0.0.1:9400" in dcgm_unit
     assert f"docker://{slurm_node_agents().dcgm_image.replace('/', '#', 1)}" in "\n".join(node.calls_of("enroot"))
-    counters = (node.root / "etc/aicluster/monitoring/dcgm-counters.csv").read_text()
+    counters = (node.root / "opt/aicluster/monitoring/enroot/data/aicluster-dcgm-exporter/etc/dcgm-exporter"
+                / "aicluster-counters.csv").read_text()
     assert "DCGM_FI_DEV_XID_ERRORS, gauge" in counters
+    assert "-f /etc/dcgm-exporter/aicluster-counters.csv" in dcgm_unit and "RuntimeDirectory=aicluster-enroot" in dcgm_unit
     # The agent's configuration: the node's values in, checked by the real promtool, then started.
     agent = yaml.safe_load((node.root / "etc/aicluster/monitoring/prometheus-agent.yml").read_text())
     assert agent["remote_write"][0]["url"] == VALUES["write_url"]

@@ -571,6 +571,15 @@ def aws_names(variant: str, result) -> list[Breach]:
             if not fullmatch("cloudwatch_log_group_name", name):
                 out.append(Breach(variant, r.urn, path, name, "1-512 characters of [.-_/#A-Za-z0-9]",
                                   "cloudwatch_log_group_name"))
+        elif t == "aws:sns/topic:Topic":
+            path, name = autoname(r)
+            if not fullmatch("sns_topic_name", name):
+                out.append(Breach(variant, r.urn, path, name, "1-256 characters of A-Za-z0-9_-", "sns_topic_name"))
+        elif t == "aws:amp/ruleGroupNamespace:RuleGroupNamespace":
+            path, name = autoname(r)
+            if not fullmatch("amp_rule_groups_namespace_name", name):
+                out.append(Breach(variant, r.urn, path, name, "1-64 characters, [0-9A-Za-z][-.0-9A-Z_a-z]*",
+                                  "amp_rule_groups_namespace_name"))
         elif t in ("aws:ec2/vpc:Vpc", "aws:ec2/subnet:Subnet") and i.get("cidrBlock"):
             low, high = value("vpc_cidr_prefix")
             prefix = ipaddress.ip_network(i["cidrBlock"], strict=False).prefixlen
