@@ -109,7 +109,13 @@ def test_every_stack_plans_with_rules_and_dashboards(name):
     assert any(f.startswith(DASHBOARD_DIR + "/") for f in result.files)
     from aicluster.plan_report import text, to_json
     assert "Monitoring (alert thresholds from the plan's numbers)" in text(result)
-    assert to_json(result)["monitoring"]["rules_file"] == RULES_FILE
+    facts = to_json(result)["monitoring"]
+    assert facts["rules_file"] == RULES_FILE
+    # How metrics are collected, where the logs and the alerts go: said for every stack.
+    assert facts["collector"] and facts["logs"] and facts["alerts"]
+    lines = text(result)
+    for start in ("  metrics: ", "  logs: ", "  alerts: "):
+        assert any(line.startswith(start) for line in lines), start
 
 
 @pytest.mark.parametrize("stack", ["aws-p5-slurm", "gcp-a3ultra-slurm", "aws-p5-eks"])
@@ -118,3 +124,15 @@ def test_rules_are_alerts_only(stack):
     alert that read one would never fire there; the dashboards draw the same inline expressions."""
     rules = [r for g in rule_groups(_watch(stack))["groups"] for r in g["rules"]]
     assert rules and all("alert" in r and "record" not in r for r in rules)
+
+
+@pytest.mark.parametrize("stack,collector,logs,alerts", [
+    ("aws-p5-slurm", "Prometheus agent on every node", "CloudWatch agent to /aicluster/p5-train/<stream>", "SNS topic"),
+    ("gcp-a3ultra-slurm", "Ops Agent on every node", "aicluster-a3ultra-train-<stream>", "Cloud Monitoring"),
+    ("aws-p5-eks", "Pod Identity", "not shipped by aicluster on EKS", "SNS topic"),
+    ("gcp-a3ultra-gke", "managed collection", "routed to the cluster's log bucket", "Cloud Monitoring"),
+])
+def test_the_plan_says_where_metrics_logs_and_alerts_go(stack, collector, logs, alerts):
+    from aicluster.plan_report import to_json
+    facts = to_json(stack_result(stack))["monitoring"]
+    assert collector in facts["collector"] and logs in facts["logs"] and alerts in facts["alerts"]

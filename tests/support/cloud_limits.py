@@ -566,20 +566,11 @@ def aws_names(variant: str, result) -> list[Breach]:
             if len(i.get("taints") or []) > value("eks_taints_per_nodegroup"):
                 out.append(Breach(variant, r.urn, "taints", len(i["taints"]),
                                   f"at most {value('eks_taints_per_nodegroup')} taints", "eks_taints_per_nodegroup"))
-        elif t == "aws:cloudwatch/logGroup:LogGroup":
+        elif t in _AWS_NAME_PATTERNS:
+            limit, allowed = _AWS_NAME_PATTERNS[t]
             path, name = autoname(r)
-            if not fullmatch("cloudwatch_log_group_name", name):
-                out.append(Breach(variant, r.urn, path, name, "1-512 characters of [.-_/#A-Za-z0-9]",
-                                  "cloudwatch_log_group_name"))
-        elif t == "aws:sns/topic:Topic":
-            path, name = autoname(r)
-            if not fullmatch("sns_topic_name", name):
-                out.append(Breach(variant, r.urn, path, name, "1-256 characters of A-Za-z0-9_-", "sns_topic_name"))
-        elif t == "aws:amp/ruleGroupNamespace:RuleGroupNamespace":
-            path, name = autoname(r)
-            if not fullmatch("amp_rule_groups_namespace_name", name):
-                out.append(Breach(variant, r.urn, path, name, "1-64 characters, [0-9A-Za-z][-.0-9A-Z_a-z]*",
-                                  "amp_rule_groups_namespace_name"))
+            if not fullmatch(limit, name):
+                out.append(Breach(variant, r.urn, path, name, allowed, limit))
         elif t in ("aws:ec2/vpc:Vpc", "aws:ec2/subnet:Subnet") and i.get("cidrBlock"):
             low, high = value("vpc_cidr_prefix")
             prefix = ipaddress.ip_network(i["cidrBlock"], strict=False).prefixlen
@@ -587,6 +578,15 @@ def aws_names(variant: str, result) -> list[Breach]:
                 out.append(Breach(variant, r.urn, "cidrBlock", i["cidrBlock"], f"a /{low} to /{high} block",
                                   "vpc_cidr_prefix"))
     return out
+
+
+# Types whose name is judged by one pattern of limits.yaml alone: type -> (limit, what is allowed).
+_AWS_NAME_PATTERNS = {
+    "aws:cloudwatch/logGroup:LogGroup": ("cloudwatch_log_group_name", "1-512 characters of [.-_/#A-Za-z0-9]"),
+    "aws:sns/topic:Topic": ("sns_topic_name", "1-256 characters of A-Za-z0-9_-"),
+    "aws:amp/ruleGroupNamespace:RuleGroupNamespace": ("amp_rule_groups_namespace_name",
+                                                      "1-64 characters, [0-9A-Za-z][-.0-9A-Z_a-z]*"),
+}
 
 
 def _sg_text(variant, r, texts) -> list[Breach]:

@@ -60,7 +60,14 @@ def fake_exporter(body: Callable[[], str]) -> Iterator[int]:
         def log_message(self, *args):
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    with serving(Handler) as port:
+        yield port
+
+
+@contextmanager
+def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[int]:
+    """A threaded HTTP server of `handler` on 127.0.0.1 (a free port, yielded), stopped on exit."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

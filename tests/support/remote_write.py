@@ -8,8 +8,10 @@ from __future__ import annotations
 import struct
 import threading
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Iterator
+
+from tests.support.prometheus import serving
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -119,11 +121,5 @@ def remote_write_receiver() -> Iterator[tuple[int, Receiver]]:
         def log_message(self, *args):
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server.server_address[1], received
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as port:
+        yield port, received

@@ -101,7 +101,11 @@ def remote_write_url(prometheus_endpoint: str) -> str:
 def shipping_policy(workspace_arn: str, log_group_arns: Sequence[str]) -> dict:
     """Remote write to one workspace, and log events into the cluster's groups only. A log group's
     ARN (the provider strips the API's ":*") is what CreateLogStream acts on; PutLogEvents acts on
-    the group's streams (IAM service authorization reference, Amazon CloudWatch Logs)."""
+    the group's streams (IAM service authorization reference, Amazon CloudWatch Logs). Enough for
+    the CloudWatch agent: it calls DescribeLogGroups and PutRetentionPolicy only for a configured
+    retention (none: the groups carry aicluster's) and CreateLogGroup only for a missing group
+    (github.com/aws/amazon-cloudwatch-agent v1.300071.0 plugins/outputs/cloudwatchlogs/internal/
+    pusher/target.go)."""
     groups = sorted(log_group_arns)
     statements = [{"Sid": "RemoteWriteMetrics", "Effect": "Allow", "Action": ["aps:RemoteWrite"],
                    "Resource": [workspace_arn]}]
