@@ -27,7 +27,7 @@ from aicluster.mounts import Mount
 from aicluster.render import render, static
 from aicluster.slurm_config import (POWER_LOG, RECONCILE_LOG, SLURM_CONFIG_FILES, SlurmRuntime, node_domain,
                                     render_slurm_configs)
-from aicluster.slurm_monitoring import head_monitoring_files
+from aicluster.slurm_monitoring import HEAD_MONITORING_KEYS, head_monitoring_files
 
 CONFIG_PREFIX = "head/"                 # the head's published files, under this prefix of the bucket
 BIN = "/opt/aicluster/bin"              # where aicluster's programs are installed, on every node
@@ -118,7 +118,7 @@ def published_keys(programs: Iterable[str], extra: Iterable[str] = ()) -> tuple[
     `programs` and `extra` as given to published_files (their names, their keys)."""
     return (*[f"slurm/{f}" for f in SLURM_CONFIG_FILES], "aicluster/cluster.json", "aicluster/accounting.json",
             *extra, *[f"bin/{p}" for p in {**dict.fromkeys(programs), **HEAD_PROGRAMS}],
-            "bin/aicluster-mount-storage", *[key for key, *_ in head_monitoring_files("aws", "c", None)],
+            "bin/aicluster-mount-storage", *HEAD_MONITORING_KEYS,
             "manifest.json")
 
 

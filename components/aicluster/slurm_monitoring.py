@@ -23,6 +23,7 @@ What runs where (every exporter listens on 127.0.0.1 only: the node's own agent 
 """
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 
@@ -87,9 +88,14 @@ def role_streams(role: str) -> list[str]:
     return [s.stream for s in log_streams(role)]
 
 
+def _ports() -> dict[str, int]:
+    """exporter key -> the port it listens on (127.0.0.1 on a Slurm VM)."""
+    return {key: e.port for key, e in exporters().items()}
+
+
 def scrape_targets(role: str, gpu: bool) -> list[tuple[str, int]]:
     """(job, port on 127.0.0.1) of what the node's agent scrapes."""
-    ports = {key: e.port for key, e in exporters().items()}
+    ports = _ports()
     targets = [(NODE_JOB, ports["node_exporter"])]
     if gpu:
         targets.append((DCGM_JOB, ports["dcgm_exporter"]))
@@ -170,13 +176,24 @@ def _regex(text: str) -> str:
 
 def monitoring_program(agents: SlurmNodeAgents | None = None) -> str:
     """The program's text. `agents` defaults to the catalog's pins (tests give their own digests)."""
-    agents = agents or slurm_node_agents()
-    configs = {(role, gpu): {"prometheus": prometheus_agent_config(role, gpu), "ops": ops_agent_config(role, gpu)}
-               for role, gpu in ROLE_GPU}
+    return _render_program(agents) if agents else _catalog_program()
+
+
+@functools.lru_cache(maxsize=1)
+def _catalog_program() -> str:
+    """The program with the catalog's pins: the same text on every node of every cluster, so it is
+    rendered once (every compute, login and head file set carries it)."""
+    return _render_program(slurm_node_agents())
+
+
+def _render_program(agents: SlurmNodeAgents) -> str:
+    # (case pattern KIND/ROLE/GPU, configuration): the program picks its node's by that key.
+    configs = [(f"{kind}/{role}/{str(gpu).lower()}", text) for role, gpu in ROLE_GPU
+               for kind, text in (("prometheus", prometheus_agent_config(role, gpu)), ("ops", ops_agent_config(role, gpu)))]
+    configs += [(f"cloudwatch/{role}/*", cloudwatch_agent_config(role)) for role in ROLES]
     return render("scripts/aicluster-monitoring.sh.j2", a=agents, configs=configs,
-                  cloudwatch={role: cloudwatch_agent_config(role) for role in ROLES},
                   counters=counters_csv(), textfile_dir=textfile_directory(), tokens=TOKENS,
-                  ports={key: e.port for key, e in exporters().items()}, head_pool=HEAD_POOL,
+                  ports=_ports(), head_pool=HEAD_POOL,
                   node_metrics=NODE_METRICS_PROGRAM, interval_s=scrape().interval_s)
 
 
@@ -200,15 +217,21 @@ def node_env_lines(write_url: str | None) -> str:
     return f"AICLUSTER_METRICS_WRITE_URL={write_url}\n" if write_url else ""
 
 
+# The keys of the head's published monitoring files, in install order (head_monitoring_files):
+# known without rendering anything (slurm_files.published_keys lists them at import).
+HEAD_MONITORING_KEYS = (f"bin/{NODE_METRICS_PROGRAM}", "aicluster/monitoring.env", f"bin/{PROGRAM}")
+
+
 def head_monitoring_files(cloud: str, cluster: str, write_url: str | None) -> list[tuple[str, str, str, str, tuple]]:
     """(key, path, content, mode, run) of what the head installs from its published files: the node
     metrics program, its settings, then the program, whose run sets up the head's monitoring (run
     again by aicluster-sync whenever the program or the settings change)."""
     run = tuple(setup_command(cloud, "head", HEAD_ENV))
     settings = f"AICLUSTER_CLUSTER={cluster}\nAICLUSTER_POOL={HEAD_POOL}\nAICLUSTER_GPUS=0\n" + node_env_lines(write_url)
-    return [(f"bin/{NODE_METRICS_PROGRAM}", f"{BIN}/{NODE_METRICS_PROGRAM}", static(f"scripts/{NODE_METRICS_PROGRAM}"), "0755", ()),
-            ("aicluster/monitoring.env", HEAD_ENV, settings, "0644", run),
-            (f"bin/{PROGRAM}", f"{BIN}/{PROGRAM}", monitoring_program(), "0755", run)]
+    metrics_key, env_key, program_key = HEAD_MONITORING_KEYS
+    return [(metrics_key, f"{BIN}/{NODE_METRICS_PROGRAM}", static(f"scripts/{NODE_METRICS_PROGRAM}"), "0755", ()),
+            (env_key, HEAD_ENV, settings, "0644", run),
+            (program_key, f"{BIN}/{PROGRAM}", monitoring_program(), "0755", run)]
 
 
 def node_programs() -> dict[str, str]:

@@ -432,3 +432,14 @@ def test_job_names_are_the_kubernetes_collectors():
     from aicluster import k8s_metrics
 
     assert (mon.NODE_JOB, mon.DCGM_JOB) == (k8s_metrics.NODE_EXPORTER, k8s_metrics.DCGM)
+
+
+def test_a_role_with_no_such_configuration_says_so(tmp_path):
+    """A head node whose settings claim GPUs has no configuration to install: the program stops
+    and names what is missing, instead of installing an empty one."""
+    node = Node(tmp_path)
+    node.env.write_text(f"AICLUSTER_CLUSTER=c1\nAICLUSTER_POOL=head\nAICLUSTER_GPUS=8\n"
+                        f"AICLUSTER_METRICS_WRITE_URL={VALUES['write_url']}\n")
+    done = node.run("--cloud", "aws", "--role", "head")
+    assert done.returncode == 1 and "no prometheus configuration for role head (GPUs: true)" in done.stderr
+    assert not (node.root / "etc/aicluster/monitoring/prometheus-agent.yml").exists()
