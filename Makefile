@@ -6,6 +6,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STACK  ?= aws-p5-slurm
 PYTEST_ARGS ?=
+LOCK   := requirements.lock
+# uv resolves the lock (make lock); pinned so that two refreshes of the same inputs agree.
+UV_VERSION := 0.13.9
+PIP_VERSION := 26.3
 # The programs the tests run for real (shellcheck, cloud-init, Slurm, munge, MariaDB, openssl, curl), before anything else:
 #   install  (default) install the missing ones with apt-get (sudo when not root), or fail at once
 #            with the command to run
@@ -23,7 +27,7 @@ else
 $(error SYSTEM_DEPS must be install, check or skip, not '$(SYSTEM_DEPS)')
 endif
 
-.PHONY: plan test bench venv system-deps clean
+.PHONY: plan test bench venv system-deps clean lock
 # Serial even under -j: the system check must finish (or fail) before the venv install starts.
 .NOTPARALLEL:
 
@@ -31,11 +35,14 @@ endif
 $(BIN)/python:
 	@$(system_deps) --venv-only
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# The stamp is rebuilt whenever pyproject.toml changes, so dependency edits reinstall.
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+# Exactly the versions CI tested: every dependency (pip and setuptools too) comes from
+# requirements.lock, each checked against its sha256 (--require-hashes); aicluster itself is then
+# installed on top without resolving anything (--no-deps, and the locked setuptools builds it).
+# The stamp is rebuilt whenever pyproject.toml or the lock changes, so dependency edits reinstall.
+$(VENV)/.installed: pyproject.toml $(LOCK) | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --require-hashes -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
 venv: $(VENV)/.installed
@@ -52,6 +59,19 @@ test: system-deps $(VENV)/.installed
 # Plan-time scaling benchmark: writes bench/results/plan_scaling.md and .json (a few minutes).
 bench: $(VENV)/.installed
 	$(BIN)/python bench/plan_scaling.py
+
+# Refresh requirements.lock after editing the dependencies in pyproject.toml (needs PyPI): the newest
+# versions within pyproject's ranges, for every Python from 3.10 and every platform, with the
+# sha256 of every file PyPI serves for them. Commit the lock with the change; `make test` then
+# reinstalls from it.
+lock:
+	rm -rf .lock-venv
+	$(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/python -m pip install --quiet uv==$(UV_VERSION)
+	echo 'pip==$(PIP_VERSION)' > .lock-venv/pip.in
+	.lock-venv/bin/uv pip compile pyproject.toml .lock-venv/pip.in --extra test --universal \
+		--python-version 3.10 --generate-hashes --custom-compile-command "make lock" --index-url https://pypi.org/simple -o $(LOCK)
+	rm -rf .lock-venv
 
 clean:
 	rm -rf $(VENV) plan-out .pytest_cache .hypothesis

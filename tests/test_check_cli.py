@@ -348,3 +348,18 @@ def test_the_pull_request_workflow_tests_checks_uploads_and_previews():
     assert doc["jobs"]["policy"]["permissions"]["security-events"] == "write"
     assert any("pulumi preview" in s and "--policy-pack policies" in s for s in steps["preview"])
     assert "AWS_ROLE_TO_ASSUME" in doc["jobs"]["preview"]["env"]
+
+
+def test_the_workflow_runs_the_suite_as_root_on_the_ci_base_like_ci_run():
+    """The real-daemon tests need root (slurmctld, munged, MariaDB, the trixie chroot): the test job
+    runs .ci/run itself, in a Debian bookworm container (root), with no `make test` of its own."""
+    doc = yaml.safe_load((ROOT / ".github" / "workflows" / "pull-request.yml").read_text())
+    job = doc["jobs"]["test"]
+    container = job.get("container") or {}
+    image = container if isinstance(container, str) else container.get("image", "")
+    assert image.startswith("debian:bookworm"), "the suite runs as root on the CI base (Debian bookworm)"
+    assert "--user" not in (container.get("options", "") if isinstance(container, dict) else "")
+    runs = [s.get("run", "") for s in job["steps"]]
+    assert any(re.search(r"(^|\s)(bash )?\.ci/run\b", r) for r in runs)
+    assert not any("make test" in r for r in runs), "the workflow runs what .ci/run runs, not its own variant"
+    assert job["timeout-minutes"] >= 90, "CI's own limit for .ci/run is 90 minutes"

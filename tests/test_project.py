@@ -141,3 +141,66 @@ def test_without_root_or_sudo_it_prints_the_root_command(tmp_path):
     assert run.returncode == 1 and "sudo is not installed" in run.stderr
     assert "su -c 'apt-get update && apt-get install -y --no-install-recommends " in run.stderr
     assert not (tmp_path / "apt-get.calls").exists()
+
+
+# ---------------------------------------------------------------- the lock file
+
+
+LOCK = ROOT / "requirements.lock"
+
+
+def _locked() -> dict[str, list[tuple[str, str]]]:
+    """name -> [(version, environment marker)] of requirements.lock; each entry must carry hashes."""
+    entries: dict[str, list[tuple[str, str]]] = {}
+    text = LOCK.read_text().replace("\\\n", " ")
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        match = re.match(r"^([A-Za-z0-9_.-]+)==([^\s;]+)\s*(?:;\s*(.*?))?\s*((?:--hash=sha256:[0-9a-f]{64}\s*)+)$",
+                         line.strip())
+        assert match, f"requirements.lock: not an exact, hashed pin: {line[:120]}"
+        name = re.sub(r"[-_.]+", "-", match.group(1)).lower()
+        entries.setdefault(name, []).append((match.group(2), match.group(3) or ""))
+    return entries
+
+
+def test_make_installs_exactly_the_locked_versions_checked_by_hash():
+    makefile = (ROOT / "Makefile").read_text()
+    installed = re.search(r"^\$\(VENV\)/\.installed:.*\n((?:\t.*\n)+)", makefile, re.M)
+    assert installed, "the venv's install rule"
+    recipe = installed.group(1)
+    assert "--require-hashes -r $(LOCK)" in recipe and "LOCK   := requirements.lock" in makefile
+    assert "--no-deps" in recipe, "aicluster itself must not resolve anything beyond the lock"
+    assert "$(LOCK)" in installed.group(0).splitlines()[0], "a changed lock reinstalls"
+    assert re.search(r"^lock:", makefile, re.M), "`make lock` refreshes the lock"
+
+
+def test_the_lock_pins_every_package_this_venv_runs_and_satisfies_pyproject():
+    """What the suite runs with is what the lock says, so a fresh machine gets what CI tested."""
+    from importlib import metadata
+
+    from packaging.markers import Marker
+    from packaging.requirements import Requirement
+
+    locked = _locked()
+
+    def version_here(name: str) -> str | None:
+        for version, marker in locked.get(name, []):
+            if not marker or Marker(marker).evaluate():
+                return version
+        return None
+
+    drift = []
+    for dist in metadata.distributions():
+        name = re.sub(r"[-_.]+", "-", dist.metadata["Name"]).lower()
+        if name == "aicluster":
+            continue
+        if version_here(name) != dist.version:
+            drift.append(f"{name}: installed {dist.version}, locked {version_here(name)}")
+    assert not drift, drift
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for spec in project["dependencies"] + project["optional-dependencies"]["test"]:
+        requirement = Requirement(spec.split("#")[0])
+        name = re.sub(r"[-_.]+", "-", requirement.name).lower()
+        assert version_here(name) is not None, f"{name} is not in the lock: run `make lock`"
+        assert requirement.specifier.contains(version_here(name)), f"{name} {version_here(name)} outside {spec}"
