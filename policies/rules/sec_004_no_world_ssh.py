@@ -1,7 +1,7 @@
 """AIC-SEC-004: no SSH open to the whole internet.
 
 Refused: an ingress rule from 0.0.0.0/0 or ::/0 that covers TCP 22 (protocol tcp with the port in
-range, or all protocols) - inline on aws:ec2/securityGroup, aws:vpc/securityGroupIngressRule,
+range, or all protocols; however spelled: tcp, TCP, 6 or the number 6; -1, all, ALL or the number -1) - inline on aws:ec2/securityGroup, aws:vpc/securityGroupIngressRule,
 aws:ec2/securityGroupRule of type ingress, and GCP firewalls (direction INGRESS, source 0.0.0.0/0,
 tcp 22 or all). Use SSM Session Manager / IAP, or a named CIDR.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, Severity
 
 from ._base import schema
-from ._props import get, integer, items, kind, plain
+from ._props import get, integer, items, kind, number, plain
 
 ID = "AIC-SEC-004"
 SUPPORTED = ("aws:ec2/securityGroup", "aws:vpc/securityGroupIngressRule", "aws:ec2/securityGroupRule",
@@ -19,11 +19,24 @@ WORLD = ("0.0.0.0/0", "::/0")
 SSH = 22
 
 
+def _protocol(value) -> str:
+    """A rule's protocol, one spelling per protocol: "tcp" (tcp, TCP, 6), "all" (-1, all, ALL) or the
+    text as given. EC2 takes a name or an IANA number (IpPermission IpProtocol: tcp | udp | icmp |
+    icmpv6 | -1 or a number), GCP a name, all or a number (Firewall.allowed[].IPProtocol); a
+    hand-written program may pass a number, which reaches the pack as a float (6.0, -1.0)."""
+    n = number(value)
+    if n is not None and n == int(n):
+        text = str(int(n))
+    else:
+        text = str(value if value is not None else "").strip().lower()
+    return {"6": "tcp", "-1": "all"}.get(text, text)
+
+
 def _covers(protocol, low, high) -> bool:
-    protocol = str(protocol if protocol is not None else "").lower()
-    if protocol in ("-1", "all"):
+    protocol = _protocol(protocol)
+    if protocol == "all":
         return True
-    if protocol not in ("tcp", "6"):
+    if protocol != "tcp":
         return False
     low, high = integer(low), integer(high)
     if low is None and high is None:
@@ -32,10 +45,10 @@ def _covers(protocol, low, high) -> bool:
 
 
 def _gcp_ports(allow) -> bool:
-    protocol = str(get(allow, "protocol", default="")).lower()
+    protocol = _protocol(get(allow, "protocol", default=""))
     if protocol == "all":
         return True
-    if protocol not in ("tcp", "6"):
+    if protocol != "tcp":
         return False
     ports = items(allow, "ports")
     if not ports:

@@ -12,6 +12,10 @@ metadata (user-data, startup-script), GKE node pools and TPU VMs, after base64 d
   are fine: `$VAR`, `$(command)`, `{{ template }}`, `${...}`, file paths, ARNs, `resolve:` ...;
 * a cloud-init write_files entry that writes a key file (munge.key, *.pem, id_rsa, ...) inline.
 The message names the kind of secret and where it is, never the value.
+
+In a preview, user data built from other resources' outputs is unknown: such a resource is reported
+"not judged in preview" (not applicable, with where the unknown script is), never "pass"; `pulumi up`
+knows every value and judges it.
 """
 from __future__ import annotations
 
@@ -22,10 +26,11 @@ import re
 import yaml
 from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, Severity
 
-from ._base import schema
+from ._base import not_applicable, schema
 from ._props import get, is_unknown, kind, plain
 
 ID = "AIC-SEC-005"
+NOT_JUDGED = "not judged in preview"
 SUPPORTED = ("aws:ec2/launchTemplate", "aws:ec2/instance", "gcp:compute/instance", "gcp:compute/instanceTemplate",
              "gcp:container/nodePool", "gcp:tpu/v2Vm")
 
@@ -89,34 +94,51 @@ def findings(text: str) -> list[str]:
     return out
 
 
-def _scripts(k: str, p) -> list[tuple[str, str]]:
+def _scripts(k: str, p) -> tuple[list[tuple[str, str]], list[str]]:
+    """(where, text) of every script the resource carries, and where a script is still unknown."""
     out: list[tuple[str, str]] = []
+    unknown: list[str] = []
     if k in ("aws:ec2/launchTemplate", "aws:ec2/instance"):
         for key in ("userData", "userDataBase64"):
             value = get(p, key)
-            if isinstance(value, str) and not is_unknown(value):
+            if is_unknown(value):
+                unknown.append(key)
+            elif isinstance(value, str):
                 out.append((key, _decode(value)))
     else:
+        where = "nodeConfig.metadata" if k == "gcp:container/nodePool" else "metadata"
         metadata = get(p, "nodeConfig", "metadata") if k == "gcp:container/nodePool" else get(p, "metadata")
-        if isinstance(metadata, dict):
+        if is_unknown(metadata):
+            unknown.append(where)
+        elif isinstance(metadata, dict):
             for key, value in metadata.items():
-                if isinstance(value, str) and not is_unknown(value):
+                if is_unknown(value):
+                    unknown.append(f"metadata.{key}")
+                elif isinstance(value, str):
                     out.append((f"metadata.{key}", _decode(value)))
         value = get(p, "metadataStartupScript")
-        if isinstance(value, str) and not is_unknown(value):
+        if is_unknown(value):
+            unknown.append("metadataStartupScript")
+        elif isinstance(value, str):
             out.append(("metadataStartupScript", value))
-    return out
+    return out, unknown
 
 
 def validate(args, report_violation) -> None:
     k = kind(args.resource_type)
     if k not in SUPPORTED:
         return
-    for where, text in _scripts(k, plain(args.props)):
+    scripts, unknown = _scripts(k, plain(args.props))
+    for where, text in scripts:
         found = findings(text)
         if found:
             report_violation(f"{k} {args.name!r} {where} holds what looks like a secret: {'; '.join(found)} "
                              "(value not shown)", None)
+    if unknown:
+        # A preview does not know user data built from other resources' outputs (addresses, names):
+        # unread is not clean, so it is not judged here; `pulumi up` knows the values and judges them.
+        not_applicable(args, f"{NOT_JUDGED}: {', '.join(unknown)} of {args.name!r} is still unknown "
+                             "(built from other resources' outputs); `pulumi up` judges it")
 
 
 POLICY = ResourceValidationPolicy(

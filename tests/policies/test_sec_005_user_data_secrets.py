@@ -58,3 +58,97 @@ def test_gce_startup_script_is_read():
         hw.gce_instance("a3", sub, metadata={"startup-script": "export GITHUB_TOKEN=ghp_" + "a1B2" * 9 + "\n"})
     verdict = hw.check(RULE, program)
     assert verdict.status == "fail" and "metadata.startup-script" in hw.messages(verdict)
+
+
+# ---------------------------------------------------------------- unknown in a preview: not judged
+# In a `pulumi preview`, user data built from other resources' outputs is unknown: the engine hands
+# the policy pulumi_policy's unknown sentinels behind its unknown-checking proxy. Unread is not
+# clean: the rule says "not judged in preview" (args.not_applicable), never "pass".
+
+def _validate(resource_type: str, props: dict):
+    """Run the rule through pulumi_policy's own types, as its Analyze does: (violations, n/a reason)."""
+    from pulumi_policy import ResourceValidationArgs
+    from pulumi_policy.policy import _NotApplicableError
+    from pulumi_policy.proxy import unknown_checking_proxy
+
+    violations: list[str] = []
+    args = ResourceValidationArgs(resource_type, unknown_checking_proxy(props), f"urn:pulumi:s::p::{resource_type}::r",
+                                  "r", None, None, {}, {})
+    try:
+        hw.rule(RULE).POLICY.validate(args, lambda message, urn=None: violations.append(message))
+    except _NotApplicableError as exc:
+        return violations, exc.reason
+    return violations, None
+
+
+@pytest.mark.parametrize("resource_type, props, where", [
+    ("aws:ec2/launchTemplate:LaunchTemplate", {"userData": "UNKNOWN"}, "userData"),
+    ("aws:ec2/instance:Instance", {"userDataBase64": "UNKNOWN"}, "userDataBase64"),
+    ("gcp:compute/instanceTemplate:InstanceTemplate", {"metadata": {"startup-script": "UNKNOWN"}},
+     "metadata.startup-script"),
+    ("gcp:compute/instance:Instance", {"metadata": "UNKNOWN_OBJECT"}, "metadata"),
+    ("gcp:compute/instance:Instance", {"metadataStartupScript": "UNKNOWN"}, "metadataStartupScript"),
+    ("gcp:container/nodePool:NodePool", {"nodeConfig": {"metadata": "UNKNOWN_OBJECT"}}, "nodeConfig.metadata"),
+])
+def test_user_data_unknown_in_a_preview_is_not_judged(resource_type, props, where):
+    from pulumi_policy import proxy
+
+    sentinel = {"UNKNOWN": proxy.UNKNOWN_STRING_VALUE, "UNKNOWN_OBJECT": proxy.UNKNOWN_OBJECT_VALUE}
+
+    def fill(value):
+        if isinstance(value, dict):
+            return {k: fill(v) for k, v in value.items()}
+        return sentinel.get(value, value)
+    violations, reason = _validate(resource_type, fill(props))
+    assert violations == []
+    assert reason is not None and reason.startswith("not judged in preview: ") and where in reason
+    assert "pulumi up" in reason
+
+
+def test_known_secrets_are_still_reported_beside_an_unknown_script():
+    from pulumi_policy import proxy
+
+    violations, reason = _validate("gcp:compute/instance:Instance", {
+        "metadata": {"startup-script": proxy.UNKNOWN_STRING_VALUE, "user-data": "StoragePass=Sup3rSecret!\n"}})
+    assert len(violations) == 1 and "metadata.user-data" in violations[0]
+    assert reason.startswith("not judged in preview: metadata.startup-script")
+
+
+def test_known_clean_user_data_is_judged_and_passes():
+    violations, reason = _validate("aws:ec2/launchTemplate:LaunchTemplate", {"userData": CLEAN})
+    assert violations == [] and reason is None
+
+
+def test_the_real_pack_over_grpc_says_not_judged_for_unknown_user_data():
+    """As `pulumi preview --policy-pack policies` runs it: the pack's Analyze answers not-applicable
+    for AIC-SEC-005 (with the reason), and no diagnostic (no pass, no violation)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import grpc
+    from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
+
+    from aicluster.offline.capture import UNKNOWN, plain_to_struct
+
+    root = Path(__file__).resolve().parents[2]
+    process = subprocess.Popen([sys.executable, "-u", "-m", "pulumi.policy", "127.0.0.1:0", "policies"], cwd=root,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        port = process.stdout.readline().strip()
+        assert port.isdigit(), process.stderr.read()
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        grpc.channel_ready_future(channel).result(timeout=30)
+        stub = analyzer_pb2_grpc.AnalyzerStub(channel)
+        stub.Configure(analyzer_pb2.ConfigureAnalyzerRequest(policyConfig={}))
+        response = stub.Analyze(analyzer_pb2.AnalyzeRequest(
+            type="aws:ec2/launchTemplate:LaunchTemplate", urn="urn:pulumi:s::p::aws:ec2/launchTemplate:LaunchTemplate::lt",
+            name="lt", properties=plain_to_struct({"userData": UNKNOWN, "instanceType": "p5.48xlarge"}),
+            options=analyzer_pb2.AnalyzerResourceOptions()))
+        channel.close()
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+    reasons = {n.policy_name: n.reason for n in response.not_applicable}
+    assert reasons.get(RULE, "").startswith("not judged in preview: userData of 'lt'")
+    assert not [d for d in response.diagnostics if d.policyName == RULE]
