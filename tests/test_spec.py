@@ -161,6 +161,62 @@ def test_gcp_type_on_aws_names_its_cloud_and_lists_aws_types():
     assert "p5.48xlarge" in p.allowed and "h100" in p.allowed
 
 
+# Tag keys that are, or become once GCP's label rule applies, a key of aicluster's own (aicluster-node
+# is how the power programs find a node's instance), and keys near them that stay the user's.
+RESERVED_TAG_KEYS = ["aicluster-node", "Aicluster-Node", "aicluster.node", "AICLUSTER.NODE", "aicluster:node",
+                     "aicluster:pool", "aicluster@role", "aicluster+cluster", "aicluster=x", "aicluster.resume-id"]
+USER_TAG_KEYS = ["aicluster_node", "aicluster", "aiclusternode", "team.aicluster-node", "my-aicluster-x",
+                 "x-aicluster-node", "ai.cluster-node"]
+
+
+@pytest.mark.parametrize("base", [AWS_MIN, GCP_MIN], ids=["aws", "gcp"])
+@pytest.mark.parametrize("key", RESERVED_TAG_KEYS)
+def test_a_tag_key_that_becomes_an_aicluster_label_is_refused_on_both_clouds(base, key):
+    (p,) = problems_of(spec(base, tags={key: "x"}))
+    assert (p.path, p.value) == (f"tags.{key}", key)
+    assert "aicluster- (reserved" in p.allowed and "aicluster-node" in p.allowed
+    if key != "aicluster-node":
+        from aicluster.spec import _gcp_label_key
+
+        assert f"{key} becomes the GCP label {_gcp_label_key(key)}" in p.allowed
+
+
+@pytest.mark.parametrize("base", [AWS_MIN, GCP_MIN], ids=["aws", "gcp"])
+@pytest.mark.parametrize("key", USER_TAG_KEYS)
+def test_tag_keys_near_the_reserved_ones_stay_the_users(base, key):
+    design_cluster(parse_spec(spec(base, tags={key: "x"})))
+
+
+def test_no_tag_the_spec_takes_becomes_a_gcp_label_of_aicluster():
+    """The GCP components' own conversion (gcp.common.label_key), not the spec's copy of it: whatever
+    key the spec takes, the labels it writes keep aicluster's own keys and values."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from aicluster.gcp.common import labels, label_key
+
+    keys = st.one_of(st.text(min_size=1, max_size=63),
+                     st.builds(lambda head, sep, tail: head + sep + tail,
+                               st.sampled_from(["aicluster", "AICLUSTER", "Aicluster", "aiCluster"]),
+                               st.sampled_from(list("-.:@+=/_ ")), st.text("abcdefgnoprsuz-", max_size=12)))
+
+    @settings(max_examples=300, deadline=None)
+    @given(keys)
+    def check(key):
+        try:
+            parsed = parse_spec(spec(GCP_MIN, tags={key: "x"}))
+        except SpecError as exc:
+            if label_key(key).startswith("aicluster-"):
+                assert [p.path for p in exc.problems] == [f"tags.{key}"], [str(p) for p in exc.problems]
+            return
+        assert not label_key(key).startswith("aicluster-"), key
+        written = labels(design_cluster(parsed), "compute", "gpu")
+        assert written["aicluster-cluster"] == "test" and written["aicluster-pool"] == "gpu", written
+        assert written["aicluster-role"] == "compute" and "aicluster-node" not in written, written
+
+    check()
+
+
 def test_deeply_nested_value_is_a_spec_error_not_a_crash_shallow():
     x: list = []
     for _ in range(200):

@@ -277,7 +277,10 @@ class ClusterSpec(_Model):
                                                                      "(docs/operating.md).")
     tags: Mapping[Annotated[str, Field(strict=True, min_length=1, max_length=63)],
                   Annotated[str, Field(strict=True, max_length=63)]] = Field(
-        default_factory=dict, description="Added to every resource (GCP: as labels).")
+        default_factory=dict, description="Added to every resource (GCP: as labels, lower-cased, other characters "
+                                          "than letters, digits, _ and - turned into -). Keys starting with aws: or "
+                                          "aicluster- are reserved, also once turned into a label (aicluster.node, "
+                                          "AICLUSTER:node).")
 
 
 def parse_spec(data: Any, source: str | None = None) -> ClusterSpec:
@@ -1024,11 +1027,27 @@ def _mount_overlap_problems(spec: ClusterSpec) -> list[Problem]:
                     f"storage[{j}].mount ({spec.storage[j].mount.rstrip('/') or '/'})") for i, j in sorted(pairs)]
 
 
+# Tag and label keys aicluster sets itself (aicluster-cluster, -role, -pool, -node, -resume-id, the
+# pool facts) and reads back: the power programs find a node's instance by aicluster-node.
+RESERVED_TAG_PREFIX = "aicluster-"
+
+
+def reserved_tag_problem(key: str, at: str) -> Problem | None:
+    """A user tag key aicluster or the cloud keeps for itself: aws: (AWS's own), or aicluster- as
+    written or once it is a GCP label (aicluster.node, AICLUSTER:node and `aicluster node` all
+    become the label aicluster-node). Checked on both clouds, so a spec moves between them whole."""
+    label = _gcp_label_key(key)
+    if key.lower().startswith("aws:"):
+        return Problem(at, key, "a key not starting with aws: or aicluster- (reserved: aws: for AWS's own tags)")
+    if label.startswith(RESERVED_TAG_PREFIX):   # lower-cased: Aicluster-x too
+        became = "" if label == key else f"; {key} becomes the GCP label {label}"
+        return Problem(at, key, f"a key not starting with aws: or aicluster- (reserved: aicluster- for the tags "
+                                f"aicluster sets and reads back, such as aicluster-node and aicluster-pool{became})")
+    return None
+
+
 def _tag_problems(spec: ClusterSpec) -> list[Problem]:
-    problems = []
-    for key in spec.tags:
-        if key.lower().startswith(("aws:", "aicluster-")):
-            problems.append(Problem(f"tags.{key}", key, "a key not starting with aws: or aicluster- (reserved)"))
+    problems = [p for key in spec.tags if (p := reserved_tag_problem(key, f"tags.{key}")) is not None]
     return problems + _tag_limit_problems(spec)
 
 

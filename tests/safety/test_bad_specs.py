@@ -1,7 +1,7 @@
 """Hand-written bad specs through the whole `aicluster plan FILE` path: exit 2, every problem
 named by its YAML path with the value and what is allowed, no traceback.
 
-Two tables. tests/support/bad_specs.py's BAD table (61 cases: shape and meaning, checked there against
+Two tables. tests/support/bad_specs.py's BAD table (shape and meaning, checked there against
 parse_spec) is replayed here through the CLI. STAGES adds the cases only the later stages catch
 (sizing in design, the stack file, the provider's region) and the issue's list that BAD lacked:
 a TPU on AWS, EFA on a type without it, Lustre below the minimum.

@@ -126,6 +126,12 @@ BAD = [
     ("tag-key-aws-reserved", spec(tags={"aws:foo": "x"}), "tags.aws:foo", "aws:foo", "reserved", None),
     ("tag-key-aicluster-reserved", spec(tags={"aicluster-role": "x"}), "tags.aicluster-role",
      "aicluster-role", "reserved", None),
+    # A key that becomes a reserved GCP label (gcp.common.label_key: lower-cased, `.` and `:` -> `-`)
+    # is refused on both clouds: aicluster.node would land on every instance as aicluster-node.
+    ("tag-key-becomes-aicluster-label", spec(tags={"aicluster.node": "x"}), "tags.aicluster.node",
+     "aicluster.node", "aicluster.node becomes the GCP label aicluster-node", None),
+    ("tag-key-becomes-aicluster-label-gcp", spec(GCP_MIN, tags={"AICLUSTER:Pool": "x"}), "tags.AICLUSTER:Pool",
+     "AICLUSTER:Pool", "AICLUSTER:Pool becomes the GCP label aicluster-pool", None),
     ("tag-value-not-string", spec(tags={"team": 7}), "tags.team", 7, "a string", None),
     ("workload-negative", spec(workload={"model_params_b": -7}), "workload.model_params_b", -7, "> 0", None),
 ]
