@@ -8,11 +8,13 @@ guarantees (limits.py):
   read, decoded as UTF-8. Every OSError becomes a SpecError naming the argument.
 - `load_yaml`: libyaml's parser where PyYAML has it (the same documents, several times faster than
   pure Python); a first pass over the parser's events refuses nesting deeper than the limit (before
-  libyaml's recursive composer could crash on it), alias expansion past the value limit ("billion
+  libyaml's recursive composer could crash on it; PyYAML's own parser redoes the pass where libyaml
+  gives up first, so the problem keeps its path), alias expansion past the value limit ("billion
   laughs") and recursive aliases; a pass over the composed nodes refuses duplicate keys at any depth
   (YAML says keys are unique; a second `pools:` would silently replace the first), over-long
-  scalars and integer literals Python will not convert. Timestamps stay the text written (as
-  Pulumi reads stack files), so 2026-02-30 is refused by the field that wants a date, by path.
+  scalars, integer literals Python will not convert and tags that build no JSON value (!!binary,
+  !!set, !!omap, local tags). Timestamps stay the text written (as Pulumi reads stack files), so
+  2026-02-30 is refused by the field that wants a date, by path.
 - `load_json`: the same refusals for JSON (duplicate keys, depth, integer literals).
 
 Every problem names its path in the document and, for YAML, its line.
@@ -33,6 +35,7 @@ from yaml.constructor import SafeConstructor
 from yaml.events import (AliasEvent, MappingEndEvent, MappingStartEvent, ScalarEvent, SequenceEndEvent,
                          SequenceStartEvent)
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
+from yaml.parser import Parser
 
 from . import limits
 from .errors import Problem, SpecError, join_path
@@ -113,14 +116,31 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):   # type: ignore[m
     """The safe loader (libyaml's parser when available); timestamps stay the text written."""
 
 
-def _timestamp(loader: SafeConstructor, node: ScalarNode) -> str:
+class _PyLoader(yaml.SafeLoader):
+    """PyYAML's own parser: streams events at any depth (see _scan_events)."""
+
+
+def _as_text(loader: SafeConstructor, node: ScalarNode) -> str:
     """2026-02-28 stays "2026-02-28", as Pulumi (Go yaml.v3 into interface{}) hands it to the program,
     and 2026-02-30 no longer crashes the constructor: the field that wants a date parses it and
-    names it when it is no date."""
+    names it when it is no date. A lone `=` (YAML 1.1's value key, which no constructor builds) is
+    the string "=", as Pulumi reads it."""
     return node.value
 
 
-_Loader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp)
+for _loader in (_Loader, _PyLoader):
+    _loader.add_constructor("tag:yaml.org,2002:timestamp", _as_text)
+    _loader.add_constructor("tag:yaml.org,2002:value", _as_text)
+
+# The tags a node may carry, by kind: what Pulumi config and JSON hold (a string, number, bool,
+# null, list or mapping). !!binary (bytes), !!set (a set), !!omap and !!pairs (lists of pairs) and
+# local tags (!thing) build values nothing downstream takes: Pulumi config values are JSON.
+_Y = "tag:yaml.org,2002:"
+_PLAIN_TAGS = {
+    ScalarNode: frozenset(_Y + t for t in ("str", "int", "float", "bool", "null", "timestamp", "value")),
+    SequenceNode: frozenset({_Y + "seq"}),
+    MappingNode: frozenset({_Y + "map"}),
+}
 
 
 def _mark(mark: Any) -> str:
@@ -130,7 +150,7 @@ def _mark(mark: Any) -> str:
 def load_yaml(text: str, source: str, subject: str = "cluster spec") -> Any:
     """One YAML document as Python data, or a SpecError (and nothing else) naming path and line."""
     try:
-        _scan_events(text, source, subject)
+        _check_events(text, source, subject)
         loader = _Loader(text)
         try:
             node = loader.get_single_node()
@@ -152,15 +172,38 @@ def load_yaml(text: str, source: str, subject: str = "cluster spec") -> Any:
     except RecursionError:   # the limits keep nesting far below this; kept as the last line of defence
         raise SpecError([Problem(source, "<file>", f"at most {limits.YAML_DEPTH.value} levels of nesting")],
                         subject=subject) from None
-    except (ValueError, OverflowError) as exc:   # a value the constructor cannot build (e.g. !!binary)
+    except (ValueError, OverflowError) as exc:   # a value the constructor cannot build (e.g. !!int x)
         raise SpecError([Problem(source, "<file>", f"values YAML can read: {exc}")], subject=subject) from None
 
 
-def _scan_events(text: str, source: str, subject: str) -> None:
+def _check_events(text: str, source: str, subject: str) -> None:
+    """Depth, expanded size and recursive aliases (_scan_events), with libyaml's parser where PyYAML
+    has it and PyYAML's own where libyaml stops first.
+
+    libyaml 0.2.6 (PyYAML 6.0.4's wheels) refuses nesting past 1,000 levels in its scanner, which
+    looks up to 1,024 characters ahead on a line for a possible mapping key: `[[[[...` 1,000 deep on
+    one line fails before the parser hands over its first events, so the limit here (32 levels) never
+    saw them and the message lost its YAML path. When libyaml fails, PyYAML's pure-Python parser (no
+    nesting limit, the same events, a bounded lookahead) runs up to the same point: it names the
+    path of a problem of ours that lies before libyaml's error, and otherwise libyaml's error stands.
+    Only a file libyaml refuses pays for the second pass, at most a few seconds for FILE_BYTES."""
+    try:
+        _scan_events(text, source, subject, _Loader)
+    except yaml.YAMLError as libyaml_error:
+        if issubclass(_Loader, Parser):   # no libyaml: that was PyYAML's parser already
+            raise
+        try:
+            _scan_events(text, source, subject, _PyLoader)
+        except yaml.YAMLError:
+            pass
+        raise libyaml_error from None
+
+
+def _scan_events(text: str, source: str, subject: str, loader_class: type) -> None:
     """Depth, expanded size and recursive aliases, from the parser's events (no recursion here or in
-    libyaml's parser; its composer, which runs next, recurses once per level)."""
+    the parsers; the composer, which runs next, recurses once per level)."""
     max_depth, max_values = limits.YAML_DEPTH.value, limits.YAML_VALUES.value
-    loader = _Loader(text)
+    loader = loader_class(text)
     # One frame per open collection: [is_mapping, key or index, awaiting_key, anchor, values at start]
     frames: list[list[Any]] = []
     sizes: dict[str, int] = {}      # anchor -> values it expands to
@@ -220,7 +263,8 @@ def _event_problem(frames: list[list[Any]], event: Any, value: Any, allowed: str
 
 
 def _node_problems(root: Any, loader: Any) -> list[Problem]:
-    """Duplicate keys, over-long scalars and integer literals, each at its path and line."""
+    """Duplicate keys, over-long scalars and integer literals, and tags that build no JSON value
+    (!!binary, !!set, ...), each at its path and line."""
     max_chars, max_digits = limits.SCALAR_CHARS.value, limits.INT_DIGITS.value
     problems: list[Problem] = []
     seen: set[int] = set()
@@ -230,6 +274,9 @@ def _node_problems(root: Any, loader: Any) -> list[Problem]:
         if id(node) in seen:   # an anchored node, met again through an alias
             continue
         seen.add(id(node))
+        if node.tag not in _PLAIN_TAGS[type(node)]:
+            problems.append(_tag_problem(node, path))
+            continue
         if isinstance(node, ScalarNode):
             problem = _scalar_problem(node, path, max_chars, max_digits)
             if problem:
@@ -248,6 +295,8 @@ def _node_problems(root: Any, loader: Any) -> list[Problem]:
                     children.append((value_node, path + ("<value>",)))
                     continue
                 problem = _scalar_problem(key_node, path + ("<key>",), max_chars, max_digits)
+                if problem is None and key_node.tag not in _PLAIN_TAGS[ScalarNode]:
+                    problem = _tag_problem(key_node, path + ("<key>",))
                 if problem:
                     problems.append(problem)
                     continue
@@ -270,6 +319,14 @@ def _node_problems(root: Any, loader: Any) -> list[Problem]:
                 children.append((value_node, path + (shown,)))
             stack.extend(reversed(children))
     return problems
+
+
+def _tag_problem(node: Any, path: tuple) -> Problem:
+    tag = node.tag
+    shown = "!!" + tag[len(_Y):] if tag.startswith(_Y) else tag
+    return Problem(join_path(*path), shown[:100],
+                   f"a plain string, number, true/false, null, list or mapping (what Pulumi config and JSON hold), "
+                   f"without the tag {shown[:100]} ({_mark(node.start_mark)})")
 
 
 def _scalar_problem(node: ScalarNode, path: tuple, max_chars: int, max_digits: int) -> Problem | None:

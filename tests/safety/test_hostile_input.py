@@ -9,7 +9,9 @@ assert behaviour). The child's peak resident memory, from wait4, is checked agai
 printed with the wall time (`pytest -s` shows them).
 
 Also here: duplicate keys in every file kind, the loader's own properties (anchors and merge keys
-still work, bool and int keys that collide), the sort-based overlap checks against brute force,
+still work, bool and int keys that collide), YAML tags that build no JSON value (!!binary, !!set) in
+every YAML file the command reads, nesting refused by aicluster's own limit with its path even where
+libyaml stops first (0.2.6, in PyYAML 6.0.4), the sort-based overlap checks against brute force,
 the input limits at their boundary, `aicluster check` on programs that exit or declare nothing,
 and `plan --out` never writing through a symlink, removing an earlier plan's files, refusing a
 folder of someone else's files.
@@ -410,6 +412,119 @@ def test_the_shipped_stacks_and_catalog_have_no_duplicate_keys():
     for path in [*(ROOT / "stacks").glob("*.yaml"), *(ROOT / "components" / "aicluster" / "catalog").glob("*.yaml"),
                  *(ROOT / "tests" / "policies" / "seeded").glob("*.yaml")]:
         load_yaml(path.read_text(encoding="utf-8"), str(path))
+
+
+# ---------------------------------------------------------------- 6. YAML tags no JSON value has
+
+STACK_WITH = ("config:\n  aws:region: us-east-1\n  {line}\n  aicluster:cluster:\n    name: test\n"
+              "    cloud: aws\n    region: us-east-1\n    zone: us-east-1a\n    pools:\n"
+              "      - {{name: gpu, instance_type: p5.48xlarge, max_nodes: 2}}\n")
+
+# (id, file name, text, what the report says): Pulumi config values are JSON, so a tag that builds
+# bytes, a set or pairs used to reach the offline engine's json.dumps (exit 1, TypeError).
+TAGGED = [
+    ("stack-other-key-binary", "Pulumi.t.yaml", STACK_WITH.format(line="other:blob: !!binary aGVsbG8="),
+     "config.other:blob: '!!binary' is not valid; a plain string, number, true/false, null, list or mapping"),
+    ("stack-other-key-set", "Pulumi.t.yaml", STACK_WITH.format(line="other:names: !!set {a, b}"),
+     "config.other:names: '!!set' is not valid"),
+    ("stack-other-key-omap", "Pulumi.t.yaml", STACK_WITH.format(line="other:pairs: !!omap [{a: 1}]"),
+     "config.other:pairs: '!!omap' is not valid"),
+    ("stack-other-key-nested", "Pulumi.t.yaml", STACK_WITH.format(line="other:obj: {list: [1, !!binary aGk=]}"),
+     "config.other:obj.list[1]: '!!binary' is not valid"),
+    ("stack-key-binary", "Pulumi.t.yaml", STACK_WITH.format(line="? !!binary aGk=\n  : x"),
+     "config.<key>: '!!binary' is not valid"),
+    ("stack-local-tag", "Pulumi.t.yaml", STACK_WITH.format(line="other:x: !vault secret/x"),
+     "config.other:x: '!vault' is not valid"),
+    ("spec-tags-set", "spec.yaml", spec_text("tags: !!set {a, b}\n"), "tags: '!!set' is not valid"),
+    ("spec-str-on-a-mapping", "spec.yaml", spec_text("tags: !!str {a: b}\n"), "tags: '!!str' is not valid"),
+]
+
+
+@pytest.mark.parametrize("name, text, fragment", [c[1:] for c in TAGGED], ids=[c[0] for c in TAGGED])
+def test_yaml_tags_that_build_no_json_value(tmp_path, name, text, fragment):
+    code, out, err = cli("plan", write(tmp_path, name, text))
+    assert code == 2 and fragment in err and "Traceback" not in err and "internal error" not in err, err
+    assert "line " in err and "without the tag" in err
+
+
+def test_yaml_tags_in_a_stack_file_through_the_command(tmp_path):
+    """The issue's case in a child process: exit 2, not exit 1 with a TypeError."""
+    for line in ("other:blob: !!binary aGVsbG8=", "other:names: !!set {a, b}"):
+        path = write(tmp_path, "Pulumi.t.yaml", STACK_WITH.format(line=line))
+        assert_bad_input(["plan", path], f"config.{line.split(': ')[0]}: '{line.split()[1]}' is not valid", "line 3")
+
+
+def test_yaml_tags_in_workload_and_waivers_files(tmp_path):
+    workload = write(tmp_path, "w.yaml", "model_params_b: 7\ncluster: {stack: !!binary YXdzLXA1LXNsdXJt}\n")
+    code, _, err = cli("estimate", workload)
+    assert code == 2 and "cluster.stack: '!!binary' is not valid" in err, err
+    waivers = write(tmp_path, "waivers.yaml", WAIVER.format(expires="2099-01-01").replace(
+        "reason: a reason long enough", "reason: !!binary YSByZWFzb24gbG9uZyBlbm91Z2g="))
+    code, _, err = cli("check", "--stack", "aws-p4d-small", "--waivers", waivers)
+    assert code == 2 and "waivers[0].reason: '!!binary' is not valid" in err, err
+
+
+def test_the_loader_takes_a_lone_equals_sign_as_text():
+    """YAML 1.1's value key `=`, which no safe constructor builds, is the string "=" (as Pulumi reads it)."""
+    from aicluster.input_files import load_yaml
+
+    assert load_yaml("other:sep: =\nlist: [=, a]\n", "t.yaml") == {"other:sep": "=", "list": ["=", "a"]}
+
+
+# ---------------------------------------------------------------- 7. a parser that stops first
+
+
+class StopsFirst:
+    """Stands for a libyaml that gives up before handing over any event: 0.2.6 (PyYAML 6.0.4's
+    wheels) refuses nesting past 1,000 levels while its scanner looks up to 1,024 characters ahead
+    on a line, so `[[[[...` on one line fails before aicluster's own limit of 32 sees an event. Here
+    the limit is 40 levels (counted in brackets), or `refuse` names text it fails on."""
+
+    LIMIT = 40
+    refuse = "\x00never"
+
+    def __init__(self, text: str):
+        from aicluster.input_files import _PyLoader
+
+        self._inner = _PyLoader(text)
+        depth = deepest = 0
+        for ch in text:
+            depth += (ch in "[{") - (ch in "]}")
+            deepest = max(deepest, depth)
+        self._fails = deepest > self.LIMIT or self.refuse in text
+
+    def check_event(self, *kinds):
+        if self._fails:
+            raise yaml.scanner.ScannerError("while increasing flow level", None, "exceeded maximum nesting depth",
+                                            self._inner.get_mark())
+        return self._inner.check_event(*kinds)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+def test_a_parser_that_stops_before_the_depth_limit_keeps_the_path(monkeypatch):
+    """Whichever PyYAML and libyaml are installed: the depth problem keeps its YAML path and line."""
+    import aicluster.input_files as input_files
+    from aicluster.errors import SpecError
+
+    monkeypatch.setattr(input_files, "_Loader", StopsFirst)
+    with pytest.raises(SpecError) as err:
+        input_files.load_yaml(spec_text("tags: " + "[" * 50 + "]" * 50 + "\n"), "deep.yaml")
+    text = str(err.value)
+    assert "tags[0][0]" in text and "at most 32 levels of nesting" in text and "line 9" in text, text
+    assert "exceeded maximum nesting depth" not in text
+
+
+def test_a_parser_that_stops_keeps_its_own_message_where_nothing_of_ours_is_wrong(monkeypatch):
+    import aicluster.input_files as input_files
+    from aicluster.errors import SpecError
+
+    monkeypatch.setattr(input_files, "_Loader", StopsFirst)
+    monkeypatch.setattr(StopsFirst, "refuse", "refuse-me")
+    with pytest.raises(SpecError) as err:
+        input_files.load_yaml(spec_text("tags: {a: refuse-me}\n"), "t.yaml")
+    assert "'<file>' is not valid; valid YAML at line 1, column 1: exceeded maximum nesting depth" in str(err.value)
 
 
 # ---------------------------------------------------------------- sub-quadratic checks, by brute force
