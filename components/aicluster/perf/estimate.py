@@ -2,12 +2,16 @@
 add what the best one means for time and cost to train, checkpoints and the data loader."""
 from __future__ import annotations
 
+import dataclasses
+import functools
+from dataclasses import dataclass
+
 from ..errors import Problem, SpecError
 from .calibration import CALIBRATION
 from .flops import flops_per_token, parameter_count
 from .memory import memory
-from .result import Candidate, Checkpoint, DataLoading, Estimate
-from .search import layouts
+from .result import Candidate, Checkpoint, DataLoading, Estimate, Memory
+from .search import layouts, space
 from .shapes import Hardware, Layout, LayoutHint, ModelShape, Storage, TrainingShape
 from .step import Calibration, Step, step_time
 
@@ -38,6 +42,48 @@ def _candidate(m: ModelShape, tr: TrainingShape, hw: Hardware, lay: Layout, step
                      bound=max(shares, key=shares.get), memory=mem, breakdown=b)
 
 
+@dataclass(frozen=True)
+class _Evaluated:
+    """One searched layout with what the model says of it on the hardware, whatever its HBM size."""
+    layout: Layout
+    step: Step
+    memory: Memory              # capacity 0: the caller's HBM decides what fits
+    memory_gib: float           # memory.total
+    tokens_per_s_per_gpu: float
+
+
+@dataclass(frozen=True)
+class _Searched:
+    ranked: tuple[_Evaluated, ...]      # fastest first (ties in search order)
+    fastest_tokens_per_s: float         # the whole job, fitting or not
+    count: int
+
+
+@functools.lru_cache(maxsize=64)
+def _search(model: ModelShape, training: TrainingShape, hardware: Hardware, hint: LayoutHint,
+            calibration: Calibration) -> _Searched:
+    """Every layout of the space with its memory and step time: the layout search, run once per
+    model, training, hardware (its HBM size set aside: `hardware.hbm_gib` is 0 here) and hint in a
+    process. `aicluster plan` asks for the same estimate several times (the plan's estimate, the
+    monitoring thresholds, the policy pack's rules and its headroom check on less HBM); frozen
+    inputs make the answer a pure function of them."""
+    evaluated: list[_Evaluated] = []
+    fastest = 0.0
+    for lay in layouts(model, hardware, hint, training.global_batch_seqs):
+        mem = memory(model, lay, hardware, training.global_batch_seqs)
+        step = step_time(model, training, hardware, lay, calibration)
+        rate = step.global_batch * model.seq_len / step.breakdown.total
+        fastest = max(fastest, rate)
+        evaluated.append(_Evaluated(lay, step, mem, mem.total, rate / hardware.count))
+    evaluated.sort(key=lambda e: -e.tokens_per_s_per_gpu)
+    return _Searched(tuple(evaluated), fastest, len(evaluated))
+
+
+def clear_search_cache() -> None:
+    """Forget every remembered layout search (tests that count searches start from none)."""
+    _search.cache_clear()
+
+
 def estimate(model: ModelShape, training: TrainingShape, hardware: Hardware, *, hint: LayoutHint = LayoutHint(),
              storage: Storage | None = None, top: int = 3, at: str = "parallelism",
              calibration: Calibration = CALIBRATION) -> Estimate:
@@ -48,30 +94,25 @@ def estimate(model: ModelShape, training: TrainingShape, hardware: Hardware, *, 
                                  "peak in the catalog (`aicluster catalog`)")], subject="workload")
     if training.precision == "fp8" and not hardware.fp8_tflops:
         warnings.append(f"{hardware.accelerator} has no FP8 tensor cores in the catalog: timed as BF16")
-    fitting: list[Candidate] = []
-    fastest_unconstrained = 0.0
-    searched = 0
-    for lay in layouts(model, hardware, hint, training.global_batch_seqs, at=at):
-        searched += 1
-        mem = memory(model, lay, hardware, training.global_batch_seqs)
-        step = step_time(model, training, hardware, lay, calibration)
-        rate = step.global_batch * model.seq_len / step.breakdown.total
-        fastest_unconstrained = max(fastest_unconstrained, rate)
-        if mem.total <= mem.capacity:
-            fitting.append(_candidate(model, training, hardware, lay, step, mem))
+    space(model, hardware, hint, at)       # a fixed layout that cannot work: a SpecError naming `at`
+    searched = _search(model, training, dataclasses.replace(hardware, hbm_gib=0.0), hint, calibration)
+    fitting = [e for e in searched.ranked if e.memory_gib <= hardware.hbm_gib]
     if not fitting:
-        raise SpecError([Problem("cluster", hardware.name, f"enough HBM for the model: none of the {searched} "
+        raise SpecError([Problem("cluster", hardware.name, f"enough HBM for the model: none of the {searched.count} "
                                  f"layouts searched fits in {hardware.hbm_gib:.0f} GiB per accelerator (add nodes, "
                                  f"choose accelerators with more HBM, or relax the fixed keys under {at})")],
                         subject="workload")
-    fitting.sort(key=lambda c: -c.tokens_per_s_per_gpu)
-    best = fitting[0]
+    candidates = tuple(_candidate(model, training, hardware, e.layout, e.step,
+                                  dataclasses.replace(e.memory, capacity=hardware.hbm_gib))
+                       for e in fitting[:max(1, top)])
+    best = candidates[0]
     tokens_per_s = best.tokens_per_s_per_gpu * hardware.count
     bound = best.bound
-    if fastest_unconstrained > MEMORY_BOUND_GAIN * tokens_per_s:
+    if searched.fastest_tokens_per_s > MEMORY_BOUND_GAIN * tokens_per_s:
         bound = "memory"
         warnings.append(f"memory binds: a layout that does not fit HBM would run "
-                        f"{fastest_unconstrained / tokens_per_s:.2f}x faster (more HBM or more accelerators help)")
+                        f"{searched.fastest_tokens_per_s / tokens_per_s:.2f}x faster (more HBM or more "
+                        "accelerators help)")
 
     params = parameter_count(model)
     checkpoint = _checkpoint(params, storage)
@@ -89,8 +130,8 @@ def estimate(model: ModelShape, training: TrainingShape, hardware: Hardware, *, 
         warnings.append("train_days assumes every hour trains: production runs lose 5-20 % to failures, "
                         "restarts and evaluation (divide by your goodput)")
     warnings += _caveats(model, training, hardware, best)
-    return Estimate(hardware=hardware.name, accelerators=hardware.count, best=best, candidates=tuple(fitting[:top]),
-                    layouts_searched=searched, layouts_fitting=len(fitting), tokens_per_s=tokens_per_s,
+    return Estimate(hardware=hardware.name, accelerators=hardware.count, best=best, candidates=candidates[:top],
+                    layouts_searched=searched.count, layouts_fitting=len(fitting), tokens_per_s=tokens_per_s,
                     train_days=days, train_cost_usd=cost, usd_per_hour=usd_per_hour, checkpoint=checkpoint,
                     data_loading=loading, bound=bound, warnings=tuple(warnings))
 
