@@ -32,6 +32,7 @@ records (a missing one is fine). Every node searches dns_domain, so `gpu-1` reso
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -52,6 +53,11 @@ from aicluster_slurm import MAX_REASON, expand_hostlist, mark_down, pool_of  # n
 CONFIG_KEYS = ("cluster", "region", "cluster_tag", "node_tag", "pool_tag", "pools")
 LIVE_STATES = ("pending", "running", "stopping", "stopped")
 RESUME_ID_TAG = "aicluster-resume-id"   # the resume request (ClientToken) that launched an instance
+ROLE_TAG = "aicluster-role"             # compute on the pools' instances (their launch templates); head, login
+# TerminateInstances refuses a whole batch for one instance it may not end (termination protection:
+# OperationNotPermitted; an IAM condition: UnauthorizedOperation) or cannot find: such a batch is
+# tried again one instance at a time, so the one refused never keeps the others running.
+GONE_CODES = ("InvalidInstanceID.NotFound",)    # one instance already gone: nothing left to end
 IP_WAIT_S = 90              # DescribeInstances is eventually consistent after CreateFleet
 # DescribeInstances takes at most 200 values per filter
 # (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeInstances.html); one spare.
@@ -300,6 +306,28 @@ class Ec2(core.Cloud):
     def cluster_filter(self) -> dict:
         return {"Name": f"tag:{self.config['cluster_tag']}", "Values": [self.config["cluster"]]}
 
+    def instance_of(self, instance: dict) -> core.Instance:
+        """DescribeInstances' instance as the core sees it (events listed separately)."""
+        tags = tags_of(instance)
+        return core.Instance(
+            id=instance["InstanceId"], node=tags.get(self.config["node_tag"]), pool=tags.get(self.config["pool_tag"]),
+            state=instance.get("State", {}).get("Name", "unknown"), launched_at=epoch(instance.get("LaunchTime")),
+            resume_id=tags.get(RESUME_ID_TAG), bootstrap_error=tags.get(core.BOOTSTRAP_ERROR_TAG),
+            cluster=tags.get(self.config["cluster_tag"], ""), role=tags.get(ROLE_TAG),
+            address=instance.get("PrivateIpAddress"))
+
+    def ours(self, instances: list[dict], what: str) -> list[dict]:
+        """Those of `instances` the core may end (core.not_ours: this cluster's tag value, checked
+        on each instance rather than trusted to the filter; no role but compute; a pool's)."""
+        kept = []
+        for instance in instances:
+            why = core.not_ours(self.instance_of(instance), self.config)
+            if why:
+                log.error("%s: leaving %s alone: %s", what, instance["InstanceId"], why)
+            else:
+                kept.append(instance)
+        return kept
+
     def live_filter(self) -> dict:
         return {"Name": "instance-state-name", "Values": list(LIVE_STATES)}
 
@@ -343,9 +371,9 @@ class Ec2(core.Cloud):
         CreateFleet response launched. What cannot be listed or terminated stays findable by its
         cluster and resume-id tags, and the reconcile loop ends it (it belongs to no node)."""
         try:
-            strays = [i["InstanceId"] for i in self.describe([
-                self.cluster_filter(), {"Name": f"tag:{RESUME_ID_TAG}", "Values": [request_id]}, self.live_filter()])
-                if i["InstanceId"] not in set(keep)]
+            strays = [i["InstanceId"] for i in self.ours(self.describe([
+                self.cluster_filter(), {"Name": f"tag:{RESUME_ID_TAG}", "Values": [request_id]}, self.live_filter()]),
+                "resume") if i["InstanceId"] not in set(keep)]
         except CloudError as err:
             log.error("resume: cannot look for instances of request %s: %s: %s; the reconcile loop will",
                       request_id, err.code, err.message)
@@ -415,15 +443,25 @@ class Ec2(core.Cloud):
         return not self.delete_refused(instances)
 
     def delete_refused(self, instances: list[str]) -> list[str]:
-        """TerminateInstances in batches, each retried; the ids of the batches EC2 refused."""
+        """TerminateInstances in batches, each retried; the ids EC2 refused. A batch refused for
+        good (not throttled past the deadline) is tried again an instance at a time: one instance
+        EC2 may not end (termination protection, an IAM condition) refuses a whole batch."""
         refused: list[str] = []
         for i in range(0, len(instances), TERMINATE_CHUNK):
             batch = instances[i:i + TERMINATE_CHUNK]
             try:
                 self.call("terminate_instances", InstanceIds=batch)
+                continue
             except CloudError as err:
+                if err.code in GONE_CODES and len(batch) == 1:
+                    continue
                 log.error("terminate %s failed: %s: %s", " ".join(batch), err.code, err.message)
-                refused += batch
+                if len(batch) == 1 or (err.__cause__ is not None and transient(err.__cause__)):
+                    refused += batch
+                    continue
+            log.warning("terminating %d instances one at a time, so the one refused keeps no other running",
+                        len(batch))
+            refused += [iid for iid in batch if self.delete_refused([iid])]
         return refused
 
     def find(self, nodes: list[str]) -> dict[str, list[str]]:
@@ -433,24 +471,18 @@ class Ec2(core.Cloud):
         for i in range(0, len(unique), FILTER_CHUNK):
             filters = [self.cluster_filter(), {"Name": f"tag:{self.config['node_tag']}",
                                                "Values": unique[i:i + FILTER_CHUNK]}, self.live_filter()]
-            for instance in self.describe(filters):
+            for instance in self.ours(self.describe(filters), "find"):
                 found.setdefault(tags_of(instance)[self.config["node_tag"]], []).append(instance["InstanceId"])
         return found
 
     def list_cluster(self) -> list[core.Instance]:
-        """Every live instance with the cluster tag, named for a node or not, with its scheduled
-        events and spot interruption notices."""
+        """Every live instance with the cluster tag, named for a node or not (head and login nodes
+        too: the core leaves them alone, core.not_ours), with its cluster, role, pool and private
+        address, scheduled events and spot interruption notices."""
         raw = self.describe([self.cluster_filter(), self.live_filter()])
         events = self.events([i["InstanceId"] for i in raw], [i for i in raw if i.get("InstanceLifecycle") == "spot"])
-        listed = []
-        for instance in raw:
-            tags, iid = tags_of(instance), instance["InstanceId"]
-            listed.append(core.Instance(
-                id=iid, node=tags.get(self.config["node_tag"]), pool=tags.get(self.config["pool_tag"]),
-                state=instance.get("State", {}).get("Name", "unknown"), launched_at=epoch(instance.get("LaunchTime")),
-                resume_id=tags.get(RESUME_ID_TAG), events=tuple(events.get(iid, ())),
-                bootstrap_error=tags.get(core.BOOTSTRAP_ERROR_TAG)))
-        return listed
+        return [dataclasses.replace(self.instance_of(instance), events=tuple(events.get(instance["InstanceId"], ())))
+                for instance in raw]
 
     def events(self, ids: list[str], spot: list[dict]) -> dict[str, list[str]]:
         """instance id -> its notices: scheduled events (DescribeInstanceStatus) and spot

@@ -6,26 +6,32 @@ hands `main` its Cloud and NodeRecords (aicluster_slurm.py, the core both clouds
 library only; docs/reconcile.md describes the loop for operators.
 
 Each pass reads the cluster's instances (Cloud.list_cluster: by cluster tag or label, named for a
-node or not), then slurmctld's nodes and jobs (`scontrol -o show nodes|jobs`), and then, logging
-every action with its reason:
+node or not) and keeps only those of this cluster's Slurm pools (core.not_ours: this cluster's tag
+value, no role but compute, a pool of cluster.json or the resume-id tag), then slurmctld's nodes and
+jobs (`scontrol -o show nodes|jobs`), and then, logging every action with its reason:
 
 1. an instance whose set-up failed (bootstrap_error) on a node still powering up: the node goes
    DOWN with `aicluster-bootstrap: <error>` (its job requeues), then is powered down (slurmctld
    runs the SuspendProgram, which terminates the instance);
 2. an instance with a scheduled event, interruption or maintenance notice: its node is drained
-   with `aicluster-event: <event>`, so no new job lands; it is replaced once idle (5);
+   with `aicluster-event: <event>`, so no new job lands; it is replaced once idle (6);
 3. an instance no powered-up node owns (no node name, a node slurmctld does not know, a node
    POWERED_DOWN), older than the grace period (a younger one may be mid-resume): terminated;
-4. a suspend that did not finish (pending-suspend.json) of a node still powered down: retried;
-5. a node with no job that is DOWN, or drained by aicluster (health check, event, bootstrap),
+4. a node that is up with several instances (two resumes of it at once): once all are older than
+   the grace period, every one but the instance at the node's NodeAddr is terminated;
+5. a suspend that did not finish (pending-suspend.json) of a node still powered down: retried; an
+   entry of the wrong shape is moved to pending-suspend.rejected.json and the others go on;
+6. a node with no job that is DOWN, or drained by aicluster (health check, event, bootstrap),
    is powered down with `scontrol update state=power_down_force`, under the replacement cap;
-6. an always-on node (cluster.json static_nodes, SuspendExcNodes) that is powered down: DOWN or
+7. an always-on node (cluster.json static_nodes, SuspendExcNodes) that is powered down: DOWN or
    aicluster's drain cleared (`state=resume`), then powered up (`state=power_up`): slurmctld runs
    the ResumeProgram, which launches a new instance, and times it with ResumeTimeout.
 
 Never touched: an instance of a node with a job (ALLOCATED, MIXED, COMPLETING, or a node of a
-running job in `scontrol show jobs`), each such check repeated just before the action; a node
-drained by hand (any reason not starting with `aicluster-`).
+running job in `scontrol show jobs`), each such check repeated just before the action, except an
+extra instance of step 4, which slurmctld does not use; a node drained by hand (any reason not in
+the exact form aicluster writes, `aicluster-health: `, `aicluster-event: `, `aicluster-bootstrap: `);
+the head and login nodes, another cluster's instances, anything outside the Slurm pools.
 
 Why power_down_force and power_up rather than terminating and launching here: slurmctld then knows
 what happens to the node. POWER_DOWN_FORCE runs the SuspendProgram at once and, with
@@ -96,6 +102,7 @@ class Node:
     name: str
     states: frozenset[str]          # the base state and its flags: IDLE+CLOUD+DRAIN+POWERED_DOWN
     reason: str = ""
+    addr: str = ""                  # NodeAddr: the address slurmctld talks to (the name until resumed)
 
     @property
     def has_job(self) -> bool:
@@ -124,8 +131,10 @@ class Node:
 
     @property
     def ours(self) -> bool:
-        """Drained or set DOWN by aicluster (health check, event, bootstrap): ours to replace."""
-        return self.reason.startswith(OUR_REASONS)
+        """Drained or set DOWN by aicluster (health check, event, bootstrap): ours to replace. Only
+        the exact form aicluster writes, `<code>: <message>` (core.reason_text): an operator's
+        `aicluster-healthy-maintenance` or a bare `aicluster-event` is theirs."""
+        return core.reason_code(self.reason) in OUR_REASONS
 
     @property
     def by_hand(self) -> bool:
@@ -146,8 +155,9 @@ def parse_nodes(text: str) -> dict[str, Node]:
             continue
         reason = REASON_RE.search(line) or REASON_UNSTAMPED_RE.search(line)
         text_reason = reason.group(1).strip() if reason else ""
+        addr = re.search(r"\bNodeAddr=(\S+)", line)
         nodes[name.group(1)] = Node(name.group(1), frozenset(state.group(1).split("+")),
-                                    "" if text_reason == "(null)" else text_reason)
+                                    "" if text_reason == "(null)" else text_reason, addr.group(1) if addr else "")
     return nodes
 
 
@@ -273,13 +283,14 @@ def read_cluster(run: Pass) -> bool:
     """The cloud's instances first, then slurmctld's nodes and jobs: an instance a resume launches
     in between is then seen with its node already POWERING_UP, never as an orphan."""
     try:
-        run.instances = [i for i in run.cloud.list_cluster() if i.state != "terminated"]
+        listed = [i for i in run.cloud.list_cluster() if i.state != "terminated"]
     except core.CloudError as err:
         run.fail("listing the cluster's instances failed: %s: %s", err.code, err.message)
         return False
     except NotImplementedError:
         run.fail("this cloud's power program cannot list the cluster's instances")
         return False
+    run.instances = ours(run, listed)
     try:
         run.nodes = run.slurm.nodes()
         run.busy = run.slurm.busy()
@@ -295,6 +306,25 @@ def read_cluster(run: Pass) -> bool:
     return True
 
 
+def ours(run: Pass, listed: list[core.Instance]) -> list[core.Instance]:
+    """The instances of this cluster's Slurm pools (core.not_ours): the only ones a pass looks at.
+    Head and login nodes carry the cluster tag but no pool; another cluster's instance should never
+    be listed at all, and is said loudly when it is."""
+    kept, others = [], []
+    for instance in listed:
+        why = core.not_ours(instance, run.config)
+        if why is None:
+            kept.append(instance)
+        elif instance.cluster is not None and instance.cluster != run.config["cluster"]:
+            log.error("reconcile: the listing returned %s, which is not this cluster's: %s; never touched",
+                      instance.id, why)
+        else:
+            others.append(f"{instance.id} ({why})")
+    if others:
+        log.info("reconcile: leaving alone %s", ", ".join(others))
+    return kept
+
+
 def handle_bootstrap_errors(run: Pass) -> None:
     """A node whose set-up failed never starts slurmd: set it DOWN with the reason (its job
     requeues), then power it down (the SuspendProgram terminates the instance)."""
@@ -303,7 +333,7 @@ def handle_bootstrap_errors(run: Pass) -> None:
         if not instance.bootstrap_error or node is None or not node.powering_up:
             continue
         reason = core.reason_text(core.BOOTSTRAP_REASON, instance.bootstrap_error)
-        if not (node.down and node.reason.startswith(core.BOOTSTRAP_REASON)):
+        if not (node.down and core.reason_code(node.reason) == core.BOOTSTRAP_REASON):
             log.warning("reconcile: %s (%s) failed its set-up: marking it DOWN: %s", node.name, instance.id, reason)
             if not run.slurm.update(node.name, "state=down", f'reason="{reason}"'):
                 run.fail("could not set %s DOWN", node.name)
@@ -356,8 +386,9 @@ def terminate_orphans(run: Pass) -> None:
         by_node.setdefault(instance.node, []).append(instance)
     for node, instances in by_node.items():
         if node is None or node not in run.nodes:
-            if not run.cloud.delete([i.id for i in instances]):
-                run.fail("the cloud refused to delete %s", " ".join(i.id for i in instances))
+            refused = run.cloud.delete_refused([i.id for i in instances])
+            if refused:
+                run.fail("the cloud refused to delete %s", " ".join(refused))
             continue
         now = run.fresh(node)
         if now is None or not now.powered_down or now.has_job:
@@ -369,18 +400,80 @@ def terminate_orphans(run: Pass) -> None:
             run.fail("terminating the instances of %s failed", node)
 
 
+def end_duplicates(run: Pass) -> None:
+    """A node slurmctld has up with more than one instance (two resumes of it at once each
+    launched one): once all are older than the grace period, end all but the one slurmctld uses,
+    the one whose private address is the node's NodeAddr. When none is, slurmctld talks to neither:
+    keep the first launched (launch time, then id: the one a later resume adopts,
+    core.live_instances) unless the node has a job. Checked again just before."""
+    by_node: dict[str, list[core.Instance]] = {}
+    for instance in run.instances:
+        node = run.nodes.get(instance.node or "")
+        if node is not None and "POWERED_DOWN" not in node.states and not node.powering_down:
+            by_node.setdefault(node.name, []).append(instance)
+    for name, instances in sorted(by_node.items()):
+        if len(instances) < 2:
+            continue
+        keep, why = kept_instance(run, run.nodes[name], instances)
+        if keep is None:
+            log.info("reconcile: %s has %d instances (%s): %s; keeping them for now", name, len(instances),
+                     " ".join(i.id for i in instances), why)
+            continue
+        now = run.fresh(name)
+        if now is None or "POWERED_DOWN" in now.states or now.powering_down or \
+                kept_instance(run, now, instances)[0] != keep:
+            log.info("reconcile: %s changed since the pass began (%s); its instances stay", name,
+                     now.describe() if now else "unknown")
+            continue
+        extra = [i.id for i in instances if i is not keep]
+        log.warning("reconcile: %s has %d instances: keeping %s (%s), terminating %s", name, len(instances),
+                    keep.id, why, " ".join(extra))
+        refused = run.cloud.delete_refused(extra)
+        if refused:
+            run.fail("the cloud refused to delete %s, extra instances of %s", " ".join(refused), name)
+        if run.dns and keep.address:      # the name too: the other resume may have written it last
+            problems = run.dns.upsert({name: keep.address})
+            if problems:
+                run.fail("could not point the name of %s at %s: %s", name, keep.address, problems[name])
+
+
+def kept_instance(run: Pass, node: Node, instances: list[core.Instance]) -> tuple[core.Instance | None, str]:
+    """(the instance of `node` to keep, why), or (None, why none may be chosen yet). Not before
+    every one is older than the grace period: until then a resume may still be handing slurmctld
+    the address of any of them (the last `scontrol update nodeaddr=` wins)."""
+    young = [i.id for i in instances if run.now - i.launched_at < run.grace_s]
+    if young:
+        return None, f"{' '.join(young)} may be mid-resume (inside the {run.grace_s:.0f} s grace)"
+    using = [i for i in instances if i.address and i.address == node.addr]
+    if len(using) == 1:
+        return using[0], f"slurmctld's NodeAddr {node.addr}"
+    if run.in_use(node.name):
+        return None, f"it has a job, and none is at its NodeAddr {node.addr or '(none)'}"
+    first = min(instances, key=lambda i: (i.launched_at, i.id))
+    return first, f"the first launched; none is at its NodeAddr {node.addr or '(none)'}"
+
+
 def retry_pending_suspends(run: Pass) -> None:
-    """Suspends that did not finish (pending-suspend.json), of nodes still powered down."""
+    """Suspends that did not finish (pending-suspend.json), of nodes still powered down. An entry
+    of the wrong shape is moved to pending-suspend.rejected.json (logged); the others go on."""
     pending = core.read_state(core.PENDING_SUSPEND)
     for name, entry in sorted(pending.items()):
+        problem = core.pending_problem(entry)
+        if problem:
+            core.reject_pending(name, entry, problem)
+            continue
         node = run.nodes.get(name)
         if node is not None and (not node.powered_down or run.in_use(name)):
             if not node.powering_down:
                 log.warning("reconcile: %s is up again (%s): its unfinished %s (%s) waits for its next "
                             "power-down, which deletes every instance of it", name, node.describe(),
-                            (entry or {}).get("action", "suspend"), " ".join((entry or {}).get("instances") or []))
+                            entry.get("action", "suspend"), " ".join(entry.get("instances") or []))
             continue
-        retry_suspend(run, name, entry or {})
+        try:
+            retry_suspend(run, name, entry)
+        except Exception:  # noqa: BLE001 - one entry's fault never stops the others
+            log.exception("reconcile: retrying the suspend of %s failed", name)
+            run.failed = True
 
 
 def retry_suspend(run: Pass, name: str, entry: dict) -> None:
@@ -510,8 +603,8 @@ def run_pass(cloud: core.Cloud, config: dict, dns: core.NodeRecords | None = Non
         return 1
     log.info("reconcile: %d instances, %d nodes (%d with jobs)", len(run.instances), len(run.nodes),
              sum(run.in_use(n) for n in run.nodes))
-    for step in (handle_bootstrap_errors, drain_for_events, terminate_orphans, retry_pending_suspends,
-                 replace_nodes, power_up_static):
+    for step in (handle_bootstrap_errors, drain_for_events, terminate_orphans, end_duplicates,
+                 retry_pending_suspends, replace_nodes, power_up_static):
         try:
             step(run)
         except Exception:  # noqa: BLE001 - one step's fault (a bug too) never stops the others

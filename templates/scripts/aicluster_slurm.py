@@ -46,9 +46,14 @@ MAX_HOSTS = 100_000         # a hostlist that expands further is a typo, not a c
 # a node relaunched with a new address is never looked up at its old one.
 NODE_RECORD_TTL_S = 60
 NODE_RE = re.compile(r"^([a-z0-9](?:[a-z0-9-]*[a-z0-9])?)-([0-9]+)$")
+REASON_CODE_RE = re.compile(r"^([^\s:]+):(?: |$)")     # reason_text's `<code>: `
+# The role tag or label (aicluster-role) of the instances the power programs launch: the pools'
+# launch templates carry it. Head, login and any other role are never the programs' to end.
+COMPUTE_ROLE = "compute"
 # Resume at scale (resume, suspend): slurmctld passes a per-job breakdown of a resume in this file.
 RESUME_FILE_ENV = "SLURM_RESUME_FILE"
 PENDING_SUSPEND = "pending-suspend.json"     # suspends that did not finish (reconcile retries them)
+PENDING_REJECTED = "pending-suspend.rejected.json"  # its entries of the wrong shape, kept for the operator
 DEFAULT_RESUME_TIMEOUT_S = 1800             # cluster.json without resume_timeout_s: Slurm's 30 min
 RESUME_BUDGET_FRACTION = 1 / 3              # of ResumeTimeout for cloud calls; the rest is boot time
 SUSPEND_BUDGET_S = 120                      # retries of a suspend; what is left goes to the loop
@@ -69,13 +74,40 @@ log = logging.getLogger("aicluster-power")
 def expand_hostlist(expr: str) -> list[str]:
     """Expand a Slurm hostlist as `scontrol show hostnames` does: comma or space separated
     groups, each with any number of bracket sets of numbers and zero-padded ranges
-    (`gpu-[08-10,3]`, `rack[1-2]-n[1-4]`). Order and duplicates are kept. Raises ValueError."""
+    (`gpu-[08-10,3]`, `rack[1-2]-n[1-4]`). Order and duplicates are kept. Raises ValueError, also
+    for more than MAX_HOSTS names: counted before any is made, so `gpu-[1-99999]x[1-99999]` (ten
+    billion names) is refused at once instead of filling the head's memory."""
     names: list[str] = []
     for group in _split_top(expr):
-        names.extend(_expand_group(group))
-        if len(names) > MAX_HOSTS:
+        if len(names) + _count_group(group) > MAX_HOSTS:
             raise ValueError(f"hostlist {expr!r} expands to more than {MAX_HOSTS} names")
+        names.extend(_expand_group(group))
     return names
+
+
+def _count_group(group: str) -> int:
+    """How many names `group` expands to: the product of its bracket sets' sizes, none made.
+    Stops counting once past MAX_HOSTS (the number is then only known to be too large)."""
+    total, rest = 1, group
+    while (start := rest.find("[")) >= 0:
+        end = rest.index("]", start)
+        total *= _count_range(rest[start + 1:end], group)
+        if total > MAX_HOSTS:
+            return total
+        rest = rest[end + 1:]
+    return total
+
+
+def _count_range(body: str, group: str) -> int:
+    count = 0
+    for item in body.split(","):
+        lo, dash, hi = item.partition("-")
+        if not lo.isdigit() or (dash and not hi.isdigit()):
+            raise ValueError(f"bad range {item!r} in hostlist {group!r}")
+        if dash and int(hi) < int(lo):
+            raise ValueError(f"descending range {item!r} in hostlist {group!r}")
+        count += int(hi) - int(lo) + 1 if dash else 1
+    return count
 
 
 def _split_top(expr: str) -> list[str]:
@@ -201,6 +233,14 @@ def reason_text(code: str, message: str) -> str:
     return text if len(text) <= MAX_REASON else text[:MAX_REASON - 3] + "..."
 
 
+def reason_code(reason: str) -> str | None:
+    """The code of a reason in reason_text's form (`<code>: <message>`, or `<code>:` with no
+    message), else None: `aicluster-health: xid 79` -> `aicluster-health`; an operator's
+    `aicluster-healthy-maintenance` or a bare `aicluster-event` has none."""
+    match = REASON_CODE_RE.match(reason)
+    return match.group(1) if match else None
+
+
 def mark_down(nodes: list[str], code: str, message: str) -> None:
     reason = reason_text(code, message)
     hostlist = compress_hostlist(nodes)
@@ -314,12 +354,13 @@ def state_path(name: str) -> str:
 def update_state(name: str, change) -> dict:
     """Read the JSON object in state file `name`, apply `change(data)` (which edits it in place)
     and write it back atomically, under an exclusive lock: slurmctld runs several power programs at
-    once, and the reconcile loop beside them. A missing or unreadable file reads as {} (logged)."""
+    once, and the reconcile loop beside them. A missing file reads as {}; one that is not a JSON
+    object is set aside first (set_aside_file), never dropped."""
     path = state_path(name)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path + ".lock", "a", encoding="utf-8") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        data = read_state(name)
+        data = _read_locked(name)
         change(data)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=f".{name}.")
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -330,17 +371,106 @@ def update_state(name: str, change) -> dict:
     return data
 
 
-def read_state(name: str) -> dict:
+def _load(path: str):
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def _read_locked(name: str) -> dict:
+    """The state file's object, with its lock held: a file that is not valid JSON, or valid JSON of
+    another shape (a list, a string), is set aside and reads as {}."""
     path = state_path(name)
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-        return data if isinstance(data, dict) else {}
+        data = _load(path)
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError) as err:
-        log.error("state file %s is unreadable (%s): starting it afresh", path, err)
+    except ValueError as err:
+        set_aside_file(path, f"it is not valid JSON ({err})")
         return {}
+    if isinstance(data, dict):
+        return data
+    set_aside_file(path, f"it holds a JSON {type(data).__name__}, not an object")
+    return {}
+
+
+def set_aside_file(path: str, why: str) -> None:
+    """Rename a state file aicluster cannot read to <path>.invalid-<UTC time> (logged), so a pass
+    starts afresh without losing what it held: its instances, if any run, are found again by their
+    tags, and an operator can read what was there."""
+    aside = f"{path}.invalid-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
+    try:
+        os.replace(path, aside)
+    except OSError as err:
+        log.error("state file %s is unusable (%s) and cannot be moved aside: %s", path, why, err)
+        return
+    log.error("state file %s is unusable: %s; moved to %s, starting it afresh", path, why, aside)
+
+
+def read_state(name: str) -> dict:
+    """The JSON object in state file `name` ({} when missing). One of the wrong shape or not JSON
+    at all is set aside under the file's lock (set_aside_file) and reads as {}: never silently."""
+    path = state_path(name)
+    try:
+        data = _load(path)
+    except FileNotFoundError:
+        return {}
+    except ValueError:
+        data = None
+    except OSError as err:
+        log.error("state file %s is unreadable (%s)", path, err)
+        return {}
+    if isinstance(data, dict):
+        return data
+    try:
+        return update_state(name, lambda data: None)   # under the lock: set aside, start afresh
+    except OSError as err:
+        log.error("state file %s is unusable and cannot be rewritten: %s", path, err)
+        return {}
+
+
+def pending_problem(entry) -> str | None:
+    """What is wrong with one entry of pending-suspend.json ({since, instances, action, error}, as
+    record_pending_suspend writes it), or None."""
+    if not isinstance(entry, dict):
+        return f"it is a JSON {type(entry).__name__}, not an object"
+    instances = entry.get("instances")
+    if instances is not None and not (isinstance(instances, list) and all(isinstance(i, str) for i in instances)):
+        return f"its instances are {instances!r}, not a list of names"
+    since = entry.get("since")
+    if since is not None and (isinstance(since, bool) or not isinstance(since, (int, float))):
+        return f"its since is {since!r}, not a time"
+    for key in ("action", "error"):
+        if entry.get(key) is not None and not isinstance(entry.get(key), str):
+            return f"its {key} is {entry.get(key)!r}, not text"
+    return None
+
+
+def reject_pending(node: str, entry, why: str) -> None:
+    """Move an entry of pending-suspend.json that pending_problem refuses into
+    pending-suspend.rejected.json (logged): the other entries go on. Whatever instances it meant
+    are still found by their tags: once their node is powered down the reconcile loop ends them."""
+    log.error("%s: the entry of %s is unusable (%s): %r; moved to %s", PENDING_SUSPEND, node, why, entry,
+              state_path(PENDING_REJECTED))
+
+    def take(data: dict) -> None:
+        if data.get(node) == entry:     # unchanged since it was read: a fresh record stays
+            data.pop(node)
+            _keep_rejected({node: entry}, why)
+
+    update_state(PENDING_SUSPEND, take)
+
+
+def _keep_rejected(entries: dict, why: str) -> None:
+    """node -> [{entry, why, at}, ...] in pending-suspend.rejected.json, the latest last."""
+    now = time.time()
+
+    def add(data: dict) -> None:
+        for node, entry in entries.items():
+            kept = data.get(node)
+            data[node] = (kept if isinstance(kept, list) else [kept] if kept is not None else []) + [
+                {"entry": entry, "why": why, "at": now}]
+
+    update_state(PENDING_REJECTED, add)
 
 
 # --- resume and suspend ----------------------------------------------------------------------
@@ -365,6 +495,27 @@ class Instance:
     resume_id: str | None = None         # the resume request that launched it (tagged at launch)
     events: tuple[str, ...] = ()         # scheduled events, interruption or maintenance notices (text)
     bootstrap_error: str | None = None   # why its set-up failed (BOOTSTRAP_ERROR_TAG / _ATTRIBUTE)
+    # The value of its cluster tag or label, as the cloud reports it ("" when it has none). None: this
+    # cloud's program does not report it, and only its listing's own filter stands for it.
+    cluster: str | None = None
+    role: str | None = None              # its aicluster-role tag or label (compute, head, login); None: none
+    address: str | None = None           # its private IP: the NodeAddr slurmctld has for its node, if in use
+
+
+def not_ours(instance: Instance, config: dict) -> str | None:
+    """Why resume, suspend and the reconcile loop may not end or adopt `instance`, or None when
+    they may: it must carry this cluster's tag value (a listing may return another cluster's
+    instances: a filter lost, a bug), no role but compute (head and login nodes carry the cluster
+    tag too, and the head's termination protection makes EC2 refuse a whole batch), and be of one
+    of this cluster's Slurm pools: a pool of cluster.json, or the resume-id tag the resume program
+    puts on everything it launches (a pool since removed from the spec)."""
+    if instance.cluster is not None and instance.cluster != config["cluster"]:
+        return f"it carries cluster {instance.cluster!r}, not {config['cluster']!r}"
+    if instance.role not in (None, COMPUTE_ROLE):
+        return f"it is a {instance.role} instance"
+    if instance.pool not in (config.get("pools") or {}) and not instance.resume_id:
+        return "it is of no Slurm pool of this cluster (no pool of cluster.json, no resume-id)"
+    return None
 
 
 class Cloud:
@@ -398,12 +549,15 @@ class Cloud:
         return [] if self.delete(instances) else list(instances)
 
     def find(self, nodes: list[str]) -> dict[str, list[str]]:
-        """node -> this cluster's live instances of it; CloudError when they cannot be listed."""
+        """node -> this cluster's live instances of it; CloudError when they cannot be listed. What
+        suspend deletes: only instances whose cluster tag or label the cloud's program has checked
+        is this cluster's (never the listing's filter alone), of no role but compute."""
         raise NotImplementedError
 
     def list_cluster(self) -> list[Instance]:
         """Every live instance of this cluster (by its cluster tag or label), named for a node or
-        not; CloudError when they cannot be listed."""
+        not, head and login nodes too; CloudError when they cannot be listed. Each reports its
+        cluster, role and pool, which `not_ours` checks before anything is ended or adopted."""
         raise NotImplementedError
 
 
@@ -529,7 +683,7 @@ def resume(cloud: Cloud, config: dict, nodes: list[str], dns: NodeRecords | None
     if not known:
         return failed
     try:
-        live = live_instances(cloud, known)
+        live = live_instances(cloud, known, config)
     except Exception as err:  # noqa: BLE001 - a bug too must set them down, never leave them waiting
         code, message = (err.code, err.message) if isinstance(err, CloudError) else (type(err).__name__, str(err))
         # Launching without knowing could give a node a second instance: set them down instead.
@@ -564,17 +718,24 @@ def mark_unknown_pools(nodes: list[str], config: dict) -> int:
     return len(nodes)
 
 
-def live_instances(cloud: Cloud, nodes: list[str]) -> dict[str, str]:
+def live_instances(cloud: Cloud, nodes: list[str], config: dict | None = None) -> dict[str, str]:
     """node -> the live instance it already has, of `nodes` (CloudError when they cannot be listed).
-    An instance on its way out (stopping, shutting down) does not count: the node gets a new one."""
+    An instance on its way out (stopping, shutting down) does not count: the node gets a new one,
+    nor does one `not_ours` refuses (another cluster's, a head or login node): it is never adopted."""
     wanted = set(nodes)
     live: dict[str, str] = {}
     try:
         instances = cloud.list_cluster()
     except NotImplementedError:         # a cloud without list_cluster: its node-name lookup
         return {node: ids[0] for node, ids in cloud.find(nodes).items() if ids}
-    for instance in sorted(instances, key=lambda i: i.launched_at):
-        if instance.node in wanted and instance.state not in LEAVING_STATES:
+    for instance in sorted(instances, key=lambda i: (i.launched_at, i.id)):
+        if instance.node not in wanted:
+            continue
+        why = not_ours(instance, config) if config else None
+        if why:
+            log.error("resume: not adopting %s for %s: %s", instance.id, instance.node, why)
+            continue
+        if instance.state not in LEAVING_STATES:
             if instance.node in live:
                 log.warning("resume: %s has more than one live instance (%s, %s); keeping the first",
                             instance.node, live[instance.node], instance.id)
@@ -708,8 +869,14 @@ def record_pending_suspend(stuck: dict[str, list[str]], action: str, error: str)
 
     def add(data: dict) -> None:
         for node, ids in stuck.items():
-            old = data.get(node) if isinstance(data.get(node), dict) else {}
-            data[node] = {"since": old.get("since", now), "action": action, "error": error[:MAX_REASON * 2],
+            old = data.get(node, {})
+            problem = pending_problem(old)
+            if problem:                 # kept aside, never merged: it would carry its fault along
+                log.error("%s: the entry of %s is unusable (%s): %r; moved to %s", PENDING_SUSPEND, node, problem,
+                          old, state_path(PENDING_REJECTED))
+                _keep_rejected({node: old}, problem)
+                old = {}
+            data[node] = {"since": old.get("since") or now, "action": action, "error": error[:MAX_REASON * 2],
                           "instances": sorted(set(old.get("instances") or []) | set(ids))}
 
     try:
@@ -730,7 +897,7 @@ def forget_pending_suspend(settled: dict[str, list[str]]) -> None:
     def remove(data: dict) -> None:
         for node, ids in settled.items():
             entry = data.get(node)
-            if not isinstance(entry, dict):
+            if node not in data or pending_problem(entry):     # the loop sets a bad one aside
                 continue
             left = [i for i in entry.get("instances") or [] if i not in set(ids)]
             if left:

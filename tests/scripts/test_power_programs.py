@@ -77,6 +77,40 @@ def test_expand_hostlist_rejects(expr):
         power.expand_hostlist(expr)
 
 
+@pytest.mark.parametrize("expr", ["a[1-400]b[1-400]", "gpu-[1-60000],cpu-[1-60000]", "r[1-10]n[1-10]g[1-1001]"])
+def test_expand_hostlist_counts_before_it_expands(expr):
+    with pytest.raises(ValueError, match="more than"):
+        power.expand_hostlist(expr)
+    assert len(power.expand_hostlist("r[1-10]n[1-10]g[1-1000]")) == power.core.MAX_HOSTS
+
+
+def test_a_resume_of_ten_billion_names_sets_them_down_instead_of_running_out_of_memory(tmp_path):
+    """`gpu-[1-99999]x[1-99999]`: each range is under MAX_HOSTS, their product is 10**10 names. Before,
+    resume built them all and died of MemoryError, leaving the nodes for slurmctld to wait on. Run
+    as slurmctld runs it, in a process held to 1 GiB of address space (the old program reached it in
+    seconds), so a regression fails here instead of exhausting the machine."""
+    import resource
+
+    stub, record = recorder(tmp_path)
+    (tmp_path / "cluster.json").write_text(json.dumps({**config_for(), "log_file": str(tmp_path / "power.log")}))
+    (tmp_path / "aicluster-resume").symlink_to(SCRIPT)
+
+    def one_gib():
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    expr = "gpu-[1-99999]x[1-99999]"
+    done = subprocess.run([sys.executable, str(tmp_path / "aicluster-resume"), expr], preexec_fn=one_gib,
+                          env={**os.environ, **aws_env("http://127.0.0.1:9"), "AICLUSTER_SCONTROL": str(stub),
+                               "AICLUSTER_CONFIG": str(tmp_path / "cluster.json"),
+                               "AICLUSTER_STATE_DIR": str(tmp_path / "state")},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "MemoryError" not in done.stderr
+    ((*head, reason),) = calls(record)
+    assert head == ["update", f"nodename={expr}", "state=down"]
+    assert reason.startswith('reason="BadHostlist: hostlist') and "more than 100000 names" in reason
+
+
 def test_expand_hostlist_agrees_with_scontrol(tmp_path):
     """Slurm's own expander (scontrol needs a slurm.conf to start, nothing more)."""
     scontrol = shutil.which("scontrol")

@@ -31,7 +31,7 @@ def state_dir(tmp_path, monkeypatch):
 
 @pytest.fixture
 def cloud(tmp_path):
-    return FileCloud(tmp_path / "cloud.json")
+    return FileCloud(tmp_path / "cloud.json", CONFIG["cluster"])
 
 
 def fleet(**states: str) -> dict[str, str]:
@@ -122,6 +122,105 @@ def test_a_node_that_gets_a_job_during_the_pass_keeps_its_instance(cloud):
     assert iid in cloud.live()
 
 
+def test_a_node_powered_up_again_during_the_pass_keeps_its_instance(cloud):
+    """The last re-check before terminating (terminate_orphans: the node must still be powered
+    down): a resume between the listing and the action powers gpu-3 up, with no job yet."""
+    iid = cloud.add("gpu-3", launched_at=OLD)
+    slurm = FakeSlurm(fleet())
+    real_node = slurm.node
+
+    def node(name):     # between the listing and the action, slurmctld powers gpu-3 up
+        slurm.states["gpu-3"] = {"IDLE", "CLOUD", "POWERING_UP"}
+        return real_node(name)
+
+    slurm.node = node
+    assert run(cloud, slurm) == 0
+    assert iid in cloud.live() and cloud.deleted() == []
+
+
+# --- what the loop never touches (issue 24, findings 1 and 3) --------------------------------
+
+
+def test_head_and_login_instances_are_never_strays(cloud):
+    """They carry the cluster tag and a role, no node and no pool: before, the loop terminated them
+    after the grace period (and on EC2 the head's termination protection refused the whole batch,
+    the real stray with it)."""
+    head = cloud.add(None, launched_at=OLD, role="head")
+    login = cloud.add(None, launched_at=OLD, role="login")
+    untagged = cloud.add(None, launched_at=OLD)            # no pool, no resume-id: not the loop's
+    stray = cloud.add(None, launched_at=OLD, pool="gpu", resume_id="r-1")
+    removed_pool = cloud.add(None, launched_at=OLD, pool="old", resume_id="r-2")  # a resume launched it
+    for _ in range(3):
+        assert run(cloud, FakeSlurm(fleet())) == 0
+    assert set(cloud.live()) == {head, login, untagged}
+    assert sorted(cloud.deleted()) == sorted([stray, removed_pool])
+
+
+def test_a_compute_role_with_a_pool_is_the_loops(cloud):
+    stray = cloud.add(None, launched_at=OLD, pool="gpu", role="compute")
+    assert run(cloud, FakeSlurm(fleet())) == 0
+    assert cloud.deleted() == [stray]
+
+
+def test_another_clusters_instance_is_never_touched(cloud):
+    """A listing that returns another cluster's instances (a filter lost): its gpu-3 is powered
+    down here and its stray has no node; neither is terminated, drained or replaced."""
+    theirs = cloud.add("gpu-3", launched_at=OLD, cluster="other")
+    stray = cloud.add(None, launched_at=OLD, pool="gpu", resume_id="r-9", cluster="other")
+    event = cloud.add("gpu-1", launched_at=OLD, cluster="other", events=["system-reboot: x"])
+    slurm = FakeSlurm(fleet())
+    for _ in range(2):
+        assert run(cloud, slurm) == 0
+    assert {theirs, stray, event} <= set(cloud.live()) and cloud.deleted() == []
+    assert slurm.updates == []
+
+
+# --- two instances of one node (issue 24, finding 6) -----------------------------------------
+
+
+def test_the_extra_instance_of_a_node_is_ended_never_the_one_slurm_uses(cloud):
+    """Two resumes of gpu-1 at once each launched one; slurmctld took the second's address."""
+    first, second = cloud.add("gpu-1", launched_at=OLD - 5), cloud.add("gpu-1", launched_at=OLD)
+    addrs = {"gpu-1": cloud.list_cluster()[1].address}
+    slurm = FakeSlurm(fleet(gpu_1="ALLOCATED+CLOUD"), busy={"gpu-1"}, addrs=addrs)
+    assert run(cloud, slurm) == 0
+    assert set(cloud.live()) == {second} and cloud.deleted() == [first]
+    assert slurm.updates == []                      # its job runs on: slurmctld uses the one kept
+    assert run(cloud, slurm) == 0 and set(cloud.live()) == {second}
+
+
+def test_without_a_matching_address_the_first_launched_is_kept(cloud):
+    later, first = cloud.add("gpu-1", launched_at=OLD), cloud.add("gpu-1", launched_at=OLD - 5)
+    assert run(cloud, FakeSlurm(fleet(gpu_1="IDLE+CLOUD+POWERING_UP"))) == 0
+    assert set(cloud.live()) == {first} and cloud.deleted() == [later]
+
+
+def test_duplicates_wait_while_one_is_young_or_a_job_holds_an_unknown_one(cloud):
+    a, b = cloud.add("gpu-1", launched_at=OLD), cloud.add("gpu-1", launched_at=YOUNG)
+    assert run(cloud, FakeSlurm(fleet(), addrs={"gpu-1": cloud.list_cluster()[0].address})) == 0
+    assert set(cloud.live()) == {a, b}              # b may be mid-resume: its address may come yet
+    cloud.set(b, launched_at=OLD)
+    assert run(cloud, FakeSlurm(fleet(gpu_1="ALLOCATED+CLOUD"), busy={"gpu-1"})) == 0
+    assert set(cloud.live()) == {a, b}              # a job runs on one, slurmctld says neither
+    assert run(cloud, FakeSlurm(fleet(), addrs={"gpu-1": cloud.list_cluster()[1].address})) == 0
+    assert set(cloud.live()) == {b}
+
+
+def test_duplicates_are_checked_again_just_before(cloud):
+    a, b = cloud.add("gpu-1", launched_at=OLD), cloud.add("gpu-1", launched_at=OLD)
+    address_a, address_b = (i.address for i in cloud.list_cluster())
+    slurm = FakeSlurm(fleet(), addrs={"gpu-1": address_a})
+    real_node = slurm.node
+
+    def node(name):     # a resume hands slurmctld b's address between the listing and the action
+        slurm.addrs["gpu-1"] = address_b
+        return real_node(name)
+
+    slurm.node = node
+    assert run(cloud, slurm) == 0
+    assert set(cloud.live()) == {a, b}
+
+
 # --- suspends that did not finish ------------------------------------------------------------
 
 
@@ -148,6 +247,56 @@ def test_a_pending_suspend_of_a_node_up_again_never_deletes_its_instance(cloud, 
     core.update_state(core.PENDING_SUSPEND, lambda d: d.update({"gpu-3": entry}))
     assert run(cloud, FakeSlurm(fleet(gpu_3="ALLOCATED+CLOUD"), busy={"gpu-3"})) == 0
     assert iid in cloud.live() and pending(state_dir) == {"gpu-3": entry}
+
+
+def write_pending(state_dir, data) -> None:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    (state_dir / core.PENDING_SUSPEND).write_text(json.dumps(data))
+
+
+def rejected(state_dir) -> dict:
+    path = state_dir / core.PENDING_REJECTED
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def test_entries_of_the_wrong_shape_are_set_aside_and_the_rest_go_on(cloud, state_dir, caplog, monkeypatch):
+    """Valid JSON, wrong shapes (issue 24, finding 5): before, the first bad entry stopped the step
+    (exit 1) and every entry after it waited for ever."""
+    monkeypatch.setattr(core.log, "propagate", True)        # to caplog, whatever set_up_logging did
+    iid = cloud.add("gpu-4", launched_at=YOUNG)        # inside the grace: only the retry ends it
+    good = {"since": NOW - 30, "instances": [iid], "action": "suspend", "error": "Throttling"}
+    bad = {"gpu-3": "gpu-3 i-0009", "cpu-1": {"instances": "i-0007", "action": "suspend"},
+           "cpu-2": ["i-0008"], "cpu-3": {"since": "yesterday", "instances": []}}
+    write_pending(state_dir, {**bad, "gpu-4": good})
+    assert run(cloud, FakeSlurm(fleet())) == 0
+    assert iid not in cloud.live() and pending(state_dir) == {}
+    kept = rejected(state_dir)
+    assert {node: [r["entry"] for r in records] for node, records in kept.items()} == {
+        node: [entry] for node, entry in bad.items()}
+    assert "not a list of names" in kept["cpu-1"][0]["why"]
+    assert "the entry of gpu-3 is unusable" in caplog.text and core.PENDING_REJECTED in caplog.text
+
+
+def test_a_bad_entry_never_poisons_a_new_record_of_its_node(state_dir):
+    write_pending(state_dir, {"gpu-3": {"instances": "i-0001"}})
+    core.record_pending_suspend({"gpu-3": ["i-0002"]}, "suspend", "Throttling")
+    assert pending(state_dir)["gpu-3"]["instances"] == ["i-0002"]     # before: ["0", "1", "2", "i", "-", ...]
+    assert rejected(state_dir)["gpu-3"][0]["entry"] == {"instances": "i-0001"}
+
+
+@pytest.mark.parametrize("content", [json.dumps([{"gpu-3": {"instances": ["i-0001"]}}]), json.dumps("gpu-3"),
+                                     "{not json"])
+def test_a_state_file_of_the_wrong_shape_is_moved_aside_never_dropped(cloud, state_dir, content):
+    """Before, a list (or a string) read as {} without a word, and the next write replaced it."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    (state_dir / core.PENDING_SUSPEND).write_text(content)
+    assert core.read_state(core.PENDING_SUSPEND) == {}
+    (aside,) = state_dir.glob(f"{core.PENDING_SUSPEND}.invalid-*")
+    assert aside.read_text() == content
+    assert pending(state_dir) == {}                    # started afresh
+    core.record_pending_suspend({"gpu-3": ["i-0002"]}, "suspend", "x")
+    assert list(pending(state_dir)) == ["gpu-3"]
+    assert len(list(state_dir.glob(f"{core.PENDING_SUSPEND}.invalid-*"))) == 1
 
 
 # --- always-on nodes -------------------------------------------------------------------------
@@ -178,6 +327,31 @@ def test_nodes_drained_by_hand_are_never_touched(cloud):
     cloud.add("gpu-3", launched_at=OLD)
     assert run(cloud, slurm) == 0
     assert slurm.updates == []
+
+
+@pytest.mark.parametrize("reason", ["aicluster-healthy-maintenance", "aicluster-event", "aicluster-events: mine",
+                                    "aicluster-bootstrapping", "aicluster-health:check later", "Aicluster-health: x"])
+def test_a_hand_drain_that_only_looks_like_ours_is_never_replaced(cloud, reason):
+    """Only the exact `<code>: ` form aicluster writes (core.reason_text) is aicluster's: before,
+    any reason starting with the code was (issue 24, finding 4)."""
+    cloud.add("gpu-3", launched_at=OLD)
+    slurm = FakeSlurm(fleet(gpu_3="IDLE+CLOUD+DRAIN"), reasons={"gpu-3": reason})
+    assert run(cloud, slurm) == 0
+    assert slurm.updates == []
+
+
+@pytest.mark.parametrize("reason", ["aicluster-health: xid 79", "aicluster-event: system-reboot",
+                                    "aicluster-bootstrap: mount /fsx: timed out", "aicluster-health:"])
+def test_the_reasons_aicluster_writes_are_its_own(reason):
+    assert reconcile.Node("gpu-1", frozenset({"IDLE", "DRAIN"}), reason).ours
+    code = reason.split(":")[0]
+    assert reconcile.Node("gpu-1", frozenset(), core.reason_text(code, reason.partition(": ")[2])).ours
+
+
+def test_parse_nodes_reads_the_node_address():
+    nodes = reconcile.parse_nodes("NodeName=trn-1 NodeAddr=10.0.0.7 NodeHostName=ip-10-0-0-7 State=IDLE+CLOUD\n"
+                                  "NodeName=trn-2 NodeAddr=trn-2 State=IDLE+CLOUD+POWERED_DOWN\n")
+    assert (nodes["trn-1"].addr, nodes["trn-2"].addr) == ("10.0.0.7", "trn-2")
 
 
 # --- health-check drains, events, failed set-ups ---------------------------------------------
@@ -243,7 +417,7 @@ def test_an_always_on_node_not_back_up_holds_its_pools_cap_unless_drained_by_han
 
 
 def test_one_failing_step_never_stops_the_others(cloud, monkeypatch):
-    orphan = cloud.add(None, launched_at=OLD)
+    orphan = cloud.add(None, launched_at=OLD, pool="gpu")
 
     def broken(run):
         raise KeyError("a bug")

@@ -87,7 +87,7 @@ class ReconcileController(Controller):
 
     @property
     def cloud(self) -> FileCloud:
-        return FileCloud(self.cloud_file)
+        return FileCloud(self.cloud_file, self.design.name)
 
 
 @pytest.fixture

@@ -42,12 +42,15 @@ core = load_script("aicluster_slurm")
 
 
 class FileCloud(core.Cloud):
-    """Instances in a JSON file: {"next": n, "refuse_deletes": bool, "instances": {id: {...}}}."""
+    """Instances in a JSON file: {"next": n, "refuse_deletes": bool, "instances": {id: {...}}}.
+    `cluster`: the cluster tag its launches put on, and the one `find` checks (as Ec2.find does);
+    `list_cluster` reports every instance in the file with the cluster it carries, as a listing
+    whose filter failed would."""
 
     launching, deleting = "launching", "terminating"
 
-    def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
+    def __init__(self, path: str | os.PathLike, cluster: str | None = None):
+        self.path, self.cluster = Path(path), cluster
 
     @contextmanager
     def _state(self):
@@ -63,14 +66,17 @@ class FileCloud(core.Cloud):
     # --- what the test does to the fleet ---
 
     def add(self, node: str | None, *, launched_at: float | None = None, events=(), bootstrap_error=None,
-            pool: str | None = None, resume_id: str | None = None) -> str:
+            pool: str | None = None, resume_id: str | None = None, cluster: str | None = None,
+            role: str | None = None) -> str:
+        """A running instance; `cluster` defaults to the FileCloud's, the pool to the node's."""
         with self._state() as data:
             iid = f"i-{data['next']:04d}"
             data["next"] += 1
             data["instances"][iid] = {"node": node, "pool": pool or (core.pool_of(node) if node else None),
                                       "state": "running", "launched_at": time.time() if launched_at is None
                                       else launched_at, "events": list(events), "bootstrap_error": bootstrap_error,
-                                      "resume_id": resume_id}
+                                      "resume_id": resume_id, "cluster": cluster or self.cluster, "role": role,
+                                      "address": address_of(iid)}
         return iid
 
     def set(self, iid: str, **fields) -> None:
@@ -100,10 +106,8 @@ class FileCloud(core.Cloud):
         return {node: self.add(node, pool=pool, resume_id=request_id) for node in nodes}
 
     def locate(self, launched: dict[str, str]):
-        """An address of TEST-NET-1 (RFC 5737: reserved, never routed) per instance: no slurmd answers
-        there, so a node is up only once the test starts a slurmd as it (at 127.0.0.1). Loopback would
-        let the one slurmd answer for every node."""
-        return {node: (f"192.0.2.{int(iid[2:]) % 250 + 1}", iid) for node, iid in launched.items()}, {}
+        """Each instance's address (address_of), its id as the host name."""
+        return {node: (address_of(iid), iid) for node, iid in launched.items()}, {}
 
     def delete(self, instances: list[str]) -> bool:
         return not self.delete_refused(instances)
@@ -120,15 +124,24 @@ class FileCloud(core.Cloud):
     def find(self, nodes: list[str]) -> dict[str, list[str]]:
         found: dict[str, list[str]] = {}
         for iid, item in self.live().items():
-            if item["node"] in nodes:
+            if item["node"] in nodes and item.get("cluster") == self.cluster and item.get("role") in (None, "compute"):
                 found.setdefault(item["node"], []).append(iid)
         return found
 
     def list_cluster(self) -> list:
         return [core.Instance(id=iid, node=item["node"], pool=item["pool"], state=item["state"],
                               launched_at=item["launched_at"], resume_id=item.get("resume_id"),
-                              events=tuple(item.get("events") or ()), bootstrap_error=item.get("bootstrap_error"))
+                              events=tuple(item.get("events") or ()), bootstrap_error=item.get("bootstrap_error"),
+                              cluster=item.get("cluster"), role=item.get("role"),
+                              address=item.get("address") or address_of(iid))
                 for iid, item in sorted(self.live().items())]
+
+
+def address_of(iid: str) -> str:
+    """An address of TEST-NET-1 (RFC 5737: reserved, never routed) per instance: no slurmd answers
+    there, so a node is up only once the test starts a slurmd as it (at 127.0.0.1). Loopback would
+    let the one slurmd answer for every node."""
+    return f"192.0.2.{int(iid[2:]) % 250 + 1}"
 
 
 # --- a slurmctld in memory, for unit tests ---------------------------------------------------
@@ -139,15 +152,18 @@ class FakeSlurm:
     the updates, applied as slurmctld 22.05 applies them (tests/slurm/test_reconcile.py checks the
     real one)."""
 
-    def __init__(self, nodes: dict[str, str], reasons: dict[str, str] | None = None, busy=()):
+    def __init__(self, nodes: dict[str, str], reasons: dict[str, str] | None = None, busy=(),
+                 addrs: dict[str, str] | None = None):
         self.states = {name: set(state.split("+")) for name, state in nodes.items()}
         self.reasons = dict(reasons or {})
         self.jobs = set(busy)
+        self.addrs = dict(addrs or {})      # NodeAddr; a node's name until set
         self.updates: list[tuple[str, ...]] = []
 
     def _node(self, name: str):
         reconcile = sys.modules["aicluster_reconcile"]
-        return reconcile.Node(name, frozenset(self.states[name]), self.reasons.get(name, ""))
+        return reconcile.Node(name, frozenset(self.states[name]), self.reasons.get(name, ""),
+                              self.addrs.get(name, name))
 
     def nodes(self):
         return {name: self._node(name) for name in self.states}
@@ -211,4 +227,4 @@ def install_power_programs(bin_dir: Path, env: dict[str, str]) -> dict[str, Path
 
 if __name__ == "__main__":
     sys.exit(core.main(["fake-power", *sys.argv[1:]], "fake-power", ("cluster", "pools"),
-                       lambda config: (FileCloud(os.environ["AICLUSTER_FAKE_CLOUD"]), None)))
+                       lambda config: (FileCloud(os.environ["AICLUSTER_FAKE_CLOUD"], config["cluster"]), None)))
