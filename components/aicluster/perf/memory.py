@@ -8,6 +8,8 @@ parallelism whenever TP > 1 and FlashAttention (no s^2 score matrices kept).
 """
 from __future__ import annotations
 
+import functools
+
 from .flops import attention_params, mlp_params
 from .result import Memory
 from .shapes import MLP_MATRICES, Hardware, Layout, ModelShape
@@ -30,16 +32,21 @@ def stage_layers(m: ModelShape, layout: Layout) -> int:
 def stage_params(m: ModelShape, layout: Layout) -> tuple[float, float]:
     """(dense, expert) parameters one accelerator holds on the first stage, before ZeRO sharding.
     TP splits every matrix; EP splits the experts; the first stage also holds the embedding."""
-    layers = stage_layers(m, layout)
+    return _stage_params(m, stage_layers(m, layout), layout.tp, layout.ep)
+
+
+@functools.lru_cache(maxsize=1024)
+def _stage_params(m: ModelShape, layers: int, tp: int, ep: int) -> tuple[float, float]:
+    # The layout search asks for the same few stages thousands of times (perf.estimate).
     experts = 0.0
     if m.moe is not None:
         shared = m.moe.shared_experts * MLP_MATRICES[m.mlp] * m.hidden * m.moe.expert_ffn_hidden
         routed = mlp_params(m, active=False) - shared - m.hidden * m.moe.experts
-        experts = layers * routed / (layout.tp * layout.ep)
-        dense = layers * (attention_params(m) + shared + m.hidden * m.moe.experts) / layout.tp
+        experts = layers * routed / (tp * ep)
+        dense = layers * (attention_params(m) + shared + m.hidden * m.moe.experts) / tp
     else:
-        dense = layers * (attention_params(m) + mlp_params(m, active=False)) / layout.tp
-    return dense + m.vocab * m.hidden / layout.tp, experts
+        dense = layers * (attention_params(m) + mlp_params(m, active=False)) / tp
+    return dense + m.vocab * m.hidden / tp, experts
 
 
 def activation_bytes_per_layer(m: ModelShape, layout: Layout) -> float:
@@ -65,7 +72,8 @@ def micro_batches(global_batch: int, layout: Layout) -> int:
 
 
 def memory(m: ModelShape, layout: Layout, hardware: Hardware, global_batch: int) -> Memory:
-    dense, experts = stage_params(m, layout)
+    layers = stage_layers(m, layout)
+    dense, experts = _stage_params(m, layers, layout.tp, layout.ep)
     shards = layout.dp * layout.cp                  # ZeRO shards over data x context parallel ranks
     expert_shards = max(1, shards // layout.ep)     # experts are already split ep ways within them
     z = layout.zero_stage
@@ -79,7 +87,7 @@ def memory(m: ModelShape, layout: Layout, hardware: Hardware, global_batch: int)
     m_count = micro_batches(global_batch, layout)
     in_flight = min(layout.pp, m_count)
     interleave = 1 + (layout.pp - 1) / (layout.pp * layout.virtual_stages) if layout.virtual_stages > 1 else 1
-    acts = activation_bytes_per_layer(m, layout) * stage_layers(m, layout) * in_flight * interleave * FRAGMENTATION
+    acts = activation_bytes_per_layer(m, layout) * layers * in_flight * interleave * FRAGMENTATION
     # fp32 logits of the last stage: 4 b s V / t (docs/training-model.md section 2).
     logits = 4.0 * layout.micro_batch * (m.seq_len / layout.cp) * m.vocab / layout.tp
     return Memory(weights=weights / GIB, gradients=grads / GIB, optimizer=optimizer / GIB,

@@ -8,6 +8,7 @@ compute, context- and expert-parallel exchanges, and the optimizer step.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from .flops import attention_flops_per_token, matmul_flops_per_token, recompute_flops_per_token
@@ -87,28 +88,29 @@ class _Exposed:
 
 
 def _compute_s(m: ModelShape, tr: TrainingShape, hw: Hardware, lay: Layout, cal: Calibration,
-               tokens: float) -> tuple[float, float]:
+               tokens: float, flops: _Flops, layers: int) -> tuple[float, float]:
     """(compute, attention) seconds per step of one accelerator: weight GEMMs, attention,
-    recompute and memory-bound elementwise work; the fullest pipeline stage sets the pace."""
+    recompute and memory-bound elementwise work; the fullest pipeline stage (`layers`) sets the pace."""
     n = lay.tp * lay.pp * lay.dp * lay.cp
     peak = hw.bf16_tflops * 1e12
-    gemm_rc, attn_rc = recompute_flops_per_token(m, lay.recompute)
+    gemm_rc, attn_rc = flops.recompute
     width = m.hidden / lay.tp
     ceiling = ceiling_for(hw, cal)
     gemm_eff = ceiling * width / (width + cal.gemm_width)
     if tr.precision == "fp8" and hw.fp8_tflops:
         gemm_eff *= cal.fp8_gain
-    gemm_s = tokens * (matmul_flops_per_token(m) + gemm_rc) / n / (peak * gemm_eff)
-    attn_s = tokens * (attention_flops_per_token(m) + attn_rc) / n / (peak * ceiling * cal.attention_efficiency)
+    gemm_s = tokens * (flops.matmul + gemm_rc) / n / (peak * gemm_eff)
+    attn_s = tokens * (flops.attention + attn_rc) / n / (peak * ceiling * cal.attention_efficiency)
     elementwise = cal.elementwise_bytes * (4 / 3 if lay.recompute == "full" else 1)
     # XLA fuses elementwise work into the matmuls on TPUs; GPUs run it as separate HBM-bound kernels.
     unfused = hw.kind != "tpu" and hw.hbm_gbs
     elem_s = elementwise * tokens * m.layers * m.hidden / n / (hw.hbm_gbs * 1e9) if unfused else 0.0
-    imbalance = stage_layers(m, lay) * lay.pp / m.layers
+    imbalance = layers * lay.pp / m.layers
     return (gemm_s + attn_s + elem_s) * imbalance, attn_s
 
 
-def _tensor_parallel_s(m: ModelShape, hw: Hardware, lay: Layout, mb: int, cal: Calibration, net: _Exposed) -> float:
+def _tensor_parallel_s(m: ModelShape, hw: Hardware, lay: Layout, mb: int, cal: Calibration, net: _Exposed,
+                       layers: int) -> float:
     """4 collectives per layer and micro-batch (2 forward, 2 backward; +2 with full recompute) of
     b s h 2 B, reduce-scatter + all-gather pairs under sequence parallelism; a calibrated share is
     exposed."""
@@ -117,7 +119,7 @@ def _tensor_parallel_s(m: ModelShape, hw: Hardware, lay: Layout, mb: int, cal: C
         return 0.0
     collectives = 6 if lay.recompute == "full" else 4
     volume = lay.micro_batch * m.seq_len / lay.cp * m.hidden * 2
-    total = mb * stage_layers(m, lay) * collectives * _ring_s(volume, lay.tp, bw)
+    total = mb * layers * collectives * _ring_s(volume, lay.tp, bw)
     return net.add(cal.tp_exposed * total, leaves)
 
 
@@ -131,13 +133,14 @@ def _pipeline_sends_s(m: ModelShape, hw: Hardware, lay: Layout, mb: int, net: _E
     return net.add(2 * mb * lay.virtual_stages * volume / (bw * 1e9), leaves) if bw else 0.0
 
 
-def _data_parallel_s(m: ModelShape, hw: Hardware, lay: Layout, mb: int, cal: Calibration, compute: float,
-                     net: _Exposed) -> float:
+def _data_parallel_s(hw: Hardware, lay: Layout, mb: int, cal: Calibration, compute: float,
+                     params: tuple[float, float], net: _Exposed) -> float:
     """Over dp x cp ranks: gradient reduce-scatter + parameter all-gather (ZeRO 1/2, the volume of
     an all-reduce); ZeRO-3 gathers the weights twice and reduce-scatters the gradients for every
     micro-batch. On TPUs, FSDP stays inside a slice (ICI) and only gradients cross the data-center
-    network, once per step (MaxText's dcn_data_parallelism). A calibrated share of compute hides it."""
-    dense, experts = stage_params(m, lay)
+    network, once per step (MaxText's dcn_data_parallelism). A calibrated share of compute hides it.
+    `params`: memory.stage_params of the layout."""
+    dense, experts = params
     ranks = lay.dp * lay.cp
     grad_bytes = 2 * (dense + experts / max(1, lay.ep))   # experts reduce over fewer ranks; same order
     passes = mb * 1.5 if lay.zero_stage == 3 else 1
@@ -155,12 +158,13 @@ def _data_parallel_s(m: ModelShape, hw: Hardware, lay: Layout, mb: int, cal: Cal
     return net.add(exposed(passes * _ring_s(grad_bytes, ranks, bw)), leaves)
 
 
-def _context_and_expert_s(m: ModelShape, hw: Hardware, lay: Layout, mb: int, attn_s: float, net: _Exposed) -> float:
+def _context_and_expert_s(m: ModelShape, hw: Hardware, lay: Layout, mb: int, attn_s: float, net: _Exposed,
+                          layers: int) -> float:
     """Context parallel: K and V blocks go round the ring (forward, and twice backward), hidden
     behind attention when the local sequence is long. Expert parallel: two all-to-alls forward and
     two backward per MoE layer."""
     seconds = 0.0
-    b, c, e, layers = lay.micro_batch, lay.cp, lay.ep, stage_layers(m, lay)
+    b, c, e = lay.micro_batch, lay.cp, lay.ep
     if c > 1:
         bw, leaves = _group_gbs(hw, lay.tp, c)
         kv = 2 * b * (m.seq_len / c) * m.kv_heads * m.head_dim * 2 / lay.tp
@@ -173,21 +177,38 @@ def _context_and_expert_s(m: ModelShape, hw: Hardware, lay: Layout, mb: int, att
     return seconds
 
 
+@dataclass(frozen=True)
+class _Flops:
+    """A model's FLOPs per token, and what its recompute mode adds (flops.py)."""
+    matmul: float
+    attention: float
+    recompute: tuple[float, float]
+
+
+@functools.lru_cache(maxsize=256)
+def _flops(m: ModelShape, recompute: str) -> _Flops:
+    # The layout search times thousands of layouts of one model: its FLOPs are counted once.
+    return _Flops(matmul_flops_per_token(m), attention_flops_per_token(m), recompute_flops_per_token(m, recompute))
+
+
 def step_time(m: ModelShape, tr: TrainingShape, hw: Hardware, lay: Layout, cal: Calibration) -> Step:
     mb = micro_batches(tr.global_batch_seqs, lay)
     batch = mb * lay.dp * lay.micro_batch          # the global batch actually run
+    layers = stage_layers(m, lay)
+    params = stage_params(m, lay)
+    flops = _flops(m, lay.recompute)
     net = _Exposed()
-    compute, attn_s = _compute_s(m, tr, hw, lay, cal, batch * m.seq_len)
-    exposed_tp = _tensor_parallel_s(m, hw, lay, mb, cal, net)
+    compute, attn_s = _compute_s(m, tr, hw, lay, cal, batch * m.seq_len, flops, layers)
+    exposed_tp = _tensor_parallel_s(m, hw, lay, mb, cal, net, layers)
     bubble = (lay.pp - 1) / (lay.virtual_stages * mb) * (compute + exposed_tp)
     p2p = _pipeline_sends_s(m, hw, lay, mb, net)
-    exposed_dp = _data_parallel_s(m, hw, lay, mb, cal, compute, net)
-    cp_ep = _context_and_expert_s(m, hw, lay, mb, attn_s, net)
-    dense, experts = stage_params(m, lay)
+    exposed_dp = _data_parallel_s(hw, lay, mb, cal, compute, params, net)
+    cp_ep = _context_and_expert_s(m, hw, lay, mb, attn_s, net, layers)
+    dense, experts = params
     shards = lay.dp * lay.cp if lay.zero_stage >= 1 else 1
     optimizer = OPTIMIZER_BYTES_PER_PARAM * (dense + experts) / shards / (hw.hbm_gbs * 1e9) if hw.hbm_gbs else 0.0
     breakdown = Breakdown(compute=compute, exposed_tp=exposed_tp, bubble=bubble, exposed_dp=exposed_dp,
                           p2p=p2p, optimizer=optimizer, exposed_cp_ep=cp_ep)
-    gemm_rc, attn_rc = recompute_flops_per_token(m, lay.recompute)
-    hfu = matmul_flops_per_token(m) + attention_flops_per_token(m) + gemm_rc + attn_rc
+    gemm_rc, attn_rc = flops.recompute
+    hfu = flops.matmul + flops.attention + gemm_rc + attn_rc
     return Step(breakdown, net.intra, net.inter, batch, hfu)
