@@ -21,7 +21,7 @@ from .kubernetes_design import KubernetesDesign, design_kubernetes, versions as 
 from .login_design import LoginDesign, design_login
 from .perf.tags import workload_tags
 from .slurm_settings import rendered_settings
-from .spec import CapacitySpec, ClusterSpec, PoolSpec, StorageSpec, WorkloadSpec
+from .spec import CapacitySpec, ClusterSpec, PoolSpec, StorageSpec, WorkloadSpec, reserved_tag_problem
 from .tpu import TpuSlice, host_instance, tpu_slice
 from .workload_inputs import params_b, shapes
 
@@ -248,6 +248,13 @@ class ClusterContext:
     zone: str
     tags: Mapping[str, str] = field(default_factory=dict)
     workload: WorkloadSpec | None = None
+
+    def __post_init__(self) -> None:
+        # A program of one's own passes tags without a spec: the same reserved keys are refused, or
+        # a user tag could become the aicluster-node label the power programs read back.
+        problems = [p for key in self.tags if (p := reserved_tag_problem(key, f"ClusterContext.tags.{key}"))]
+        if problems:
+            raise SpecError(problems, subject="ClusterContext")
 
     def labels(self, role: str, pool: str | None = None) -> dict[str, str]:
         """The tags every resource carries: user tags plus the aicluster ones (cluster, role, pool)."""

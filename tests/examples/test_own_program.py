@@ -138,3 +138,18 @@ def test_only_the_components_that_render_the_whole_cluster_take_a_cluster_design
     assert whole == {"aicluster.aws.SlurmConfigurationArgs", "aicluster.aws.KubernetesAddonsArgs",
                      "aicluster.aws.KarpenterArgs",
                      "aicluster.gcp.SlurmConfigurationArgs", "aicluster.gcp.GkeAddonsArgs"}
+
+
+def test_a_context_of_ones_own_refuses_tags_that_pose_as_aicluster_labels():
+    """A program of one's own never goes through the spec: ClusterContext refuses the same reserved
+    keys, so `aicluster.node` cannot become the GCP label aicluster-node the power programs read."""
+    import pytest
+
+    from aicluster.design import ClusterContext
+    from aicluster.errors import SpecError
+
+    for key in ("aicluster.node", "AICLUSTER:pool", "aicluster-role", "aws:x"):
+        with pytest.raises(SpecError) as refused:
+            ClusterContext(name="own", region="us-east-1", zone="us-east-1a", tags={key: "x"})
+        assert f"ClusterContext.tags.{key}" in str(refused.value)
+    assert ClusterContext(name="own", region="us-east-1", zone="us-east-1a", tags={"team.aicluster": "x"}).tags
