@@ -81,10 +81,21 @@ def test_fp8_is_faster_on_hopper_and_warned_on_ampere():
 
 
 def test_moe_searches_expert_parallelism_and_warns():
+    """Mixtral 8x7B on 64 A100 40 GB: splitting the experts over 4 ranks is what lets the fastest
+    layout fit, so the search picks expert parallelism; its degree divides the 8 experts and the
+    data x context ranks it splits them over, and it beats the best layout without it."""
     mixtral = ModelShape(layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vocab=32000, seq_len=4096,
                          moe=Moe(experts=8, top_k=2, expert_ffn_hidden=14336))
-    est = estimate(mixtral, TrainingShape(global_batch_seqs=1024), what_if("h100", 8))
-    assert any(c.layout.ep > 1 for c in est.candidates) or est.best.layout.ep >= 1
+    training, a100 = TrainingShape(global_batch_seqs=1024), what_if("a100", 8)
+    est = estimate(mixtral, training, a100)
+    lay = est.best.layout
+    assert lay.ep > 1
+    assert mixtral.moe.experts % lay.ep == 0 and (lay.dp * lay.cp) % lay.ep == 0
+    for c in est.candidates:
+        assert mixtral.moe.experts % c.layout.ep == 0 and (c.layout.dp * c.layout.cp) % c.layout.ep == 0
+    without = estimate(mixtral, training, a100, hint=LayoutHint(ep=1))
+    assert without.best.layout.ep == 1
+    assert est.best.tokens_per_s_per_gpu > without.best.tokens_per_s_per_gpu
     assert any("MoE" in w for w in est.warnings)
 
 
