@@ -40,6 +40,9 @@ EBS_TYPES = {"standard", "io1", "io2", "gp2", "sc1", "st1", "gp3"}
 GCE_DISK_TYPES = {"pd-standard", "pd-balanced", "pd-ssd", "pd-extreme", "hyperdisk-balanced", "hyperdisk-extreme",
                   "hyperdisk-throughput", "hyperdisk-ml", "hyperdisk-balanced-high-availability", "local-ssd"}
 SG_PROTOCOLS = {"-1", "tcp", "udp", "icmp", "icmpv6", *map(str, range(256))}
+# RDS API Reference, CreateDBInstance EnableCloudwatchLogsExports: the log types each engine exports.
+RDS_LOG_EXPORTS = {"mariadb": {"audit", "error", "general", "slowquery", "iam-db-auth-error"},
+                   "mysql": {"audit", "error", "general", "slowquery", "iam-db-auth-error"}}
 TPU_TYPES = {"V2": "v2", "V3": "v3", "V4": "v4", "V5LITE_POD": "v5e", "V5P": "v5p", "V6E": "v6e"}
 
 
@@ -155,6 +158,17 @@ TABLE = [
     Row("aws:cloudwatch/logGroup:LogGroup", "retentionInDays",
         {1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653},
         "Amazon CloudWatch Logs API Reference, PutRetentionPolicy retentionInDays"),
+    # --- RDS: the logs an instance exports (slurmdbd's database, slurm.accounting: managed)
+    Row("aws:rds/instance:Instance", "enabledCloudwatchLogsExports[]", lambda i: RDS_LOG_EXPORTS.get(i.get("engine"), ()),
+        "Amazon RDS API Reference, CreateDBInstance EnableCloudwatchLogsExports (RDS for MariaDB: audit | error | "
+        "general | slowquery | iam-db-auth-error; RDS for MySQL the same)"),
+    # --- VPC flow logs
+    Row("aws:ec2/flowLog:FlowLog", "trafficType", {"ACCEPT", "REJECT", "ALL"},
+        f"{EC2_API}, CreateFlowLogs TrafficType (ACCEPT | REJECT | ALL)"),
+    Row("aws:ec2/flowLog:FlowLog", "logDestinationType", {"cloud-watch-logs", "s3", "kinesis-data-firehose"},
+        f"{EC2_API}, CreateFlowLogs LogDestinationType (cloud-watch-logs | s3 | kinesis-data-firehose)"),
+    Row("aws:ec2/flowLog:FlowLog", "maxAggregationInterval", {60, 600},
+        f"{EC2_API}, CreateFlowLogs MaxAggregationInterval (60 | 600 seconds)"),
     # --- Compute Engine
     Row(GCE_TEMPLATE, "networkInterfaces[].nicType", {"GVNIC", "VIRTIO_NET", "IDPF", "MRDMA", "IRDMA"},
         "Compute Engine API reference, NetworkInterface.nicType (GVNIC | VIRTIO_NET | IDPF | MRDMA | IRDMA)"),

@@ -123,7 +123,9 @@ def test_rds_password_is_the_slurmdbd_secret_and_marked_secret(aws):
 def test_rds_takes_tls_only_with_slurms_lock_timeout(aws):
     (group,) = aws.plan.of_type(PARAMETERS)
     params = {p["name"]: p["value"] for p in group.inputs["parameters"]}
-    assert params == {"require_secure_transport": "1", "innodb_lock_wait_timeout": "900"}
+    # and the slow query log, to files, for its CloudWatch Logs export (tests/aws/test_accounting_db_logs.py)
+    assert params == {"require_secure_transport": "1", "innodb_lock_wait_timeout": "900", "slow_query_log": "1",
+                      "log_output": "FILE"}
     assert group.inputs["family"] == accounting_catalog().aws["parameter_group_family"]
     (db,) = aws.plan.of_type(RDS)
     assert db.inputs["parameterGroupName"] == group.outputs["name"]

@@ -7,7 +7,11 @@ What is built (facts and sources: catalog accounting_db.yaml, through accounting
   no route to an internet gateway is ever attached to them;
 - a security group open on the database port to the head node's group only (slurmdbd runs there);
 - a parameter group with Slurm's database settings and `require_secure_transport`, so every
-  connection is TLS (aicluster-accounting checks the server against Amazon's CA bundle);
+  connection is TLS (aicluster-accounting checks the server against Amazon's CA bundle), and the
+  slow query log on, written to files (LOG_PARAMETERS);
+- the error and slow query logs exported to CloudWatch Logs (LOG_EXPORTS), into groups made here
+  first (/aws/rds/instance/<identifier>/<log>, the names RDS writes to) with aicluster's one log
+  retention: left to RDS, the groups would be created never expiring;
 - the instance: private (never publicly accessible), encrypted at rest (the account's aws/rds KMS
   key), automated backups, deletion protection, a final snapshot on delete, storage autoscaling;
   protected and retained like every stateful resource (stateful.py). Its master user is slurmdbd's
@@ -26,6 +30,26 @@ import pulumi_aws as aws
 
 from ..accounting_design import AccountingDatabase
 from ..design import ClusterContext
+from ..telemetry_backend import LOG_RETENTION_DAYS
+
+# What RDS publishes to CloudWatch Logs (checkov CKV_AWS_129): the error log (on by default: startup,
+# shutdown, crashes, failed connections) and the slow query log (slurmdbd's rollups and sacct's long
+# queries). RDS for MariaDB takes audit | error | general | slowquery | iam-db-auth-error (RDS API
+# Reference, CreateDBInstance EnableCloudwatchLogsExports; tests/contracts/test_enums.py). Not audit
+# (it needs an option group with MARIADB_AUDIT_PLUGIN) nor general (every statement: slurmdbd's
+# inserts, at a cost, with no finding in them).
+LOG_EXPORTS = ("error", "slowquery")
+# The slow query log is off by default and RDS publishes a log only from files: "Slow query log: a
+# custom parameter group with slow_query_log = 1 or log_slow_query = 1"; "Log output: a custom
+# parameter group with log_output = FILE" (RDS user guide, "Publishing MariaDB logs to Amazon
+# CloudWatch Logs"). Both are dynamic parameters: set without a restart. long_query_time stays at
+# its default (10 s): slurmdbd's normal queries take milliseconds.
+LOG_PARAMETERS = {"slow_query_log": "1", "log_output": "FILE"}
+
+
+def rds_log_group_name(identifier: str, log: str) -> str:
+    """The group RDS publishes an instance's log to (RDS user guide: /aws/rds/instance/<name>/<log>)."""
+    return f"/aws/rds/instance/{identifier}/{log}"
 
 
 @dataclass(frozen=True)
@@ -69,12 +93,16 @@ class SlurmdbdDatabase(pulumi.ComponentResource):
             f"{name}-parameters", name=f"{context.name}-slurmdbd", family=db.parameter_group_family,
             description=f"aicluster {context.name}: slurmdbd (Slurm's settings, TLS only)",
             parameters=[aws.rds.ParameterGroupParameterArgs(name=k, value=v) for k, v in
-                        {**db.flags, "require_secure_transport": "1"}.items()],
+                        {**db.flags, **LOG_PARAMETERS, "require_secure_transport": "1"}.items()],
             tags=tags, opts=child)
+        identifier = f"{context.name}-slurmdbd"
+        log_groups = [aws.cloudwatch.LogGroup(
+            f"{name}-log-{log}", name=rds_log_group_name(identifier, log), retention_in_days=LOG_RETENTION_DAYS,
+            tags=tags, opts=child) for log in LOG_EXPORTS]
 
         instance = aws.rds.Instance(
             f"{name}-db",
-            identifier=f"{context.name}-slurmdbd",
+            identifier=identifier,
             engine=db.engine,
             engine_version=db.engine_version,
             instance_class=db.size,
@@ -98,9 +126,13 @@ class SlurmdbdDatabase(pulumi.ComponentResource):
             final_snapshot_identifier=f"{context.name}-slurmdbd-final",
             auto_minor_version_upgrade=True,
             apply_immediately=False,
+            # Applied at once whatever apply_immediately says (RDS API Reference, ModifyDBInstance
+            # CloudwatchLogsExportConfiguration).
+            enabled_cloudwatch_logs_exports=list(LOG_EXPORTS),
             tags=tags,
             # A later password is set in place; the database itself is never replaced by an edit.
-            opts=pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True),
+            # The log groups first: RDS would otherwise create them, never expiring.
+            opts=pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True, depends_on=log_groups),
         )
         self.address = instance.address
         self.register_outputs({"address": instance.address, "identifier": instance.identifier})

@@ -1,6 +1,19 @@
 """aicluster:aws:Network - the VPC (or an existing one), the private cluster subnet, egress, an
 S3 gateway endpoint, and the two security groups the fabric and the filesystem need.
 
+A VPC aicluster creates also gets (an existing VPC is left as its owner keeps it):
+- its default security group emptied (no ingress, no egress rule): nothing of aicluster's uses it,
+  and a resource created without a group would land in it open to the whole VPC (CIS AWS
+  Foundations 5.4, "the default security group of every VPC restricts all traffic"; checkov
+  CKV2_AWS_12). pulumi_aws DefaultSecurityGroup adopts the group and removes every rule not listed.
+- VPC flow logs (`NetworkArgs.flow_logs`, on by default; CIS 3.9, checkov CKV2_AWS_11): every
+  accepted and rejected flow into the cluster's own CloudWatch Logs group
+  /aicluster/<cluster>/vpc-flow-logs, with aicluster's one log retention
+  (telemetry_backend.LOG_RETENTION_DAYS), delivered by a role that only vpc-flow-logs.amazonaws.com
+  may assume, for this account's flow logs (aws:SourceAccount, aws:SourceArn: the VPC user guide's
+  confused-deputy conditions), and that may only create streams in, write to and describe that one
+  group (`flow_log_policy`).
+
 Security groups:
 - `nodes`: every compute interface. EFA needs all traffic allowed from AND to the group itself
   (ParallelCluster's EfaSecurityGroupValidator); Lustre servers reach clients on 988/1018-1023.
@@ -10,14 +23,41 @@ Security groups:
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
 
 from ..design import ClusterContext, NetworkDesign
+from ..telemetry_backend import LOG_RETENTION_DAYS, log_group_name
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))   # FSx for Lustre user guide, "File system access control with Amazon VPC"
+FLOW_LOG_STREAM = "vpc-flow-logs"            # the log group /aicluster/<cluster>/vpc-flow-logs
+FLOW_LOG_SERVICE = "vpc-flow-logs.amazonaws.com"
+
+
+def flow_log_trust_policy(log_group_arn: str) -> dict:
+    """Only the flow logs service may assume the role, and only for this account's flow logs in the
+    region (the account and region read off the group's ARN: no invoke at plan time)."""
+    _, part, _, region, account = log_group_arn.split(":")[:5]
+    return {"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": {"Service": FLOW_LOG_SERVICE}, "Action": "sts:AssumeRole",
+        "Condition": {"StringEquals": {"aws:SourceAccount": account},
+                      "ArnLike": {"aws:SourceArn": f"arn:{part}:ec2:{region}:{account}:vpc-flow-log/*"}}}]}
+
+
+def flow_log_policy(log_group_arn: str) -> dict:
+    """Deliver flow logs into one group: create its streams, put events, describe it and its streams.
+    Nothing else, no `*` resource. The group ARN as the provider gives it (no trailing ":*"); the
+    streams are <group>:log-stream:<name> (CloudWatch Logs user guide, "CloudWatch Logs resources
+    and operations"). The actions are the VPC user guide's for a flow log role, less
+    logs:CreateLogGroup: the group exists before the flow log."""
+    arn = log_group_arn.removesuffix(":*")
+    return {"Version": "2012-10-17", "Statement": [{
+        "Sid": "DeliverFlowLogs", "Effect": "Allow",
+        "Action": ["logs:CreateLogStream", "logs:DescribeLogGroups", "logs:DescribeLogStreams", "logs:PutLogEvents"],
+        "Resource": [arn, f"{arn}:*", f"{arn}:log-stream:*"]}]}
 
 
 @dataclass(frozen=True)
@@ -29,9 +69,12 @@ class NetworkArgs:
     network: the network's design: a new VPC and its CIDRs (`create_vpc`, `vpc_cidr`,
         `private_subnet_cidr`, `public_subnet_cidr`), or an existing VPC and subnet
         (`existing_vpc_id`, `existing_subnet_id`), used as they are (`ClusterDesign.network`).
+    flow_logs: VPC flow logs of a VPC aicluster creates, into the cluster's log group (default on;
+        off: no log group, role or flow log). An existing VPC's flow logs are its owner's.
     """
     context: ClusterContext
     network: NetworkDesign
+    flow_logs: bool = True
 
 
 class Network(pulumi.ComponentResource):
@@ -49,6 +92,11 @@ class Network(pulumi.ComponentResource):
 
         if net.create_vpc:
             self.vpc_id, self.subnet_id, self.public_subnet_id = self._create_vpc(name, cluster, net, tags, child)
+            # CIS 5.4: the VPC's default group allows nothing (no rule listed: the provider removes them all).
+            aws.ec2.DefaultSecurityGroup(f"{name}-default-sg", vpc_id=self.vpc_id,
+                                         tags={**tags, "Name": f"{cluster.name}-default-unused"}, opts=child)
+            if args.flow_logs:
+                self._flow_logs(name, cluster, tags, child)
         else:
             self.vpc_id = pulumi.Output.from_input(net.existing_vpc_id)
             self.subnet_id = pulumi.Output.from_input(net.existing_subnet_id)
@@ -115,6 +163,24 @@ class Network(pulumi.ComponentResource):
             "nodes_security_group_id": nodes_sg.id,
             "storage_security_group_id": storage_sg.id,
         })
+
+    def _flow_logs(self, name: str, cluster: ClusterContext, tags: dict, child: pulumi.ResourceOptions) -> None:
+        group = aws.cloudwatch.LogGroup(
+            f"{name}-flow-logs", name=log_group_name(cluster.name, FLOW_LOG_STREAM),
+            retention_in_days=LOG_RETENTION_DAYS, tags=tags, opts=child)
+        role = aws.iam.Role(
+            f"{name}-flow-logs", description=f"aicluster {cluster.name}: VPC flow logs into {FLOW_LOG_STREAM}",
+            assume_role_policy=group.arn.apply(lambda arn: json.dumps(flow_log_trust_policy(arn), sort_keys=True)),
+            tags=tags, opts=child)
+        policy = aws.iam.RolePolicy(
+            f"{name}-flow-logs", role=role.id,
+            policy=group.arn.apply(lambda arn: json.dumps(flow_log_policy(arn), sort_keys=True)), opts=child)
+        aws.ec2.FlowLog(
+            f"{name}-flow-logs", vpc_id=self.vpc_id, traffic_type="ALL", log_destination_type="cloud-watch-logs",
+            log_destination=group.arn, iam_role_arn=role.arn, max_aggregation_interval=600,
+            tags={**tags, "Name": f"{cluster.name}-vpc-flow-logs"},
+            # The role may deliver only once its policy is attached.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]))
 
     def _create_vpc(self, name: str, cluster: ClusterContext, net: NetworkDesign, tags: dict,
                     child: pulumi.ResourceOptions):
