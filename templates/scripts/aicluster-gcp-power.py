@@ -15,10 +15,18 @@ or directly: aicluster-gcp-power.py resume|suspend|resume-fail HOSTLIST.
 
 Resume sends one zonal instances.bulkInsert per launch: all or nothing (minCount = count), from
 the pool's instance template, into the pool's compact placement policy or its reservation, one
-instance per node named <cluster>-<node>, labelled at creation with the cluster, the pool and the
-launch's request id (aicluster-resume-id), which is also the bulkInsert's requestId: a retry after
-a lost answer creates nothing twice, and a failed launch deletes only the instances with its own
-id. A node that already has a live instance keeps it (a duplicate resume is a no-op). Resume then
+instance per node named <instance_prefix><node> (cluster.json; <cluster>-<digest>-: unique to the
+cluster, so two clusters of a zone never share a name), labelled at creation with the cluster, the
+pool and the launch's request id (aicluster-resume-id), which is also the bulkInsert's requestId: a
+retry after a lost answer creates nothing twice, and a failed launch deletes only the instances
+with its own id. A node that already has a live instance keeps it (a duplicate resume is a no-op).
+
+Whose instance is it: a node's name is its instance's name less the prefix, never a label (a
+user's tag may become any label); an instance is this cluster's only when its cluster label says
+so, checked on each instance (a listing's filter is the server's) before it is deleted or its
+address adopted. Another cluster's instance under one of this cluster's names is left alone and
+its node set DOWN with the reason. The head and login VMs carry the cluster label but are named for
+no node: no program here lists, ends or adopts them. Resume then
 writes the A record <node>.<dns_domain> -> its address into the cluster's Cloud DNS private zone
 (node names resolve through DNS: SlurmctldParameters=cloud_dns; every node searches dns_domain),
 in Cloud DNS changes of up to 1,000 records, and sets the node's address in Slurm. Suspend and
@@ -52,12 +60,13 @@ from aicluster_slurm import NODE_RECORD_TTL_S, CloudError, compress_hostlist, lo
 # (https://cloud.google.com/compute/docs/instances/multiple/about-bulk-creation).
 BULK_INSERT_LIMIT = 5000
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
-CONFIG_KEYS = ("cluster", "project", "zone", "cluster_label", "node_label", "instance_prefix", "pools")
+CONFIG_KEYS = ("cluster", "project", "zone", "cluster_label", "instance_prefix", "pools")
 # The label every instance carries from its bulkInsert on: the resume request that created it
 # (a UUID: lower-case letters, digits and '-', as label values allow). A failed launch deletes
 # only the instances with its own id.
 RESUME_ID_LABEL = "aicluster-resume-id"
 DEFAULT_POOL_LABEL = "aicluster-pool"
+ROLE_LABEL = "aicluster-role"           # compute on the pools' instances (their templates); head, login
 # Instance statuses (https://cloud.google.com/compute/docs/instances/instance-life-cycle) in the
 # three words of core.Instance.state. Anything else (STOPPING, SUSPENDING, SUSPENDED, TERMINATED)
 # runs no node but still holds the node's instance name and disks: "stopping".
@@ -86,6 +95,13 @@ INSTANCE_NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 
 def instance_name(config: dict, node: str) -> str:
     return f"{config['instance_prefix']}{node}"
+
+
+def legacy_prefix(config: dict) -> str:
+    """How instances were named before the prefix carried a digest of the cluster name: <cluster>-.
+    A cluster upgraded while its nodes run still has such instances; they are recognised (their
+    pool label must agree with the name, as no head or login VM's does), never created."""
+    return f"{config['cluster']}-"
 
 
 def record_name(config: dict, node: str) -> str:
@@ -321,8 +337,9 @@ def instance_events(instance: dict) -> tuple[str, ...]:
 
 
 class Gce(core.Cloud):
-    """Nodes as Compute Engine instances named <cluster>-<node>, created by one bulkInsert per
-    launch (chunk) and labelled at creation with the cluster, pool and launch; deleted."""
+    """Nodes as Compute Engine instances named <instance_prefix><node>, created by one bulkInsert
+    per launch (chunk) and labelled at creation with the cluster, pool and launch; deleted. Nothing
+    is deleted or adopted unless its cluster label is this cluster's."""
 
     launching, deleting, type_key = "creating", "deleting", "machine_type"
 
@@ -331,6 +348,9 @@ class Gce(core.Cloud):
         self.prefix = config["instance_prefix"]
         # Guest attributes cost a call per instance: only the reconcile loop needs them.
         self.read_bootstrap_errors = read_bootstrap_errors
+        # name -> the cluster label value of every instance this run has listed or read: what a
+        # deletion checks first (a name, once this cluster's, stays so until this cluster deletes it).
+        self.owners: dict[str, str] = {}
 
     @property
     def deadline(self) -> float | None:
@@ -347,20 +367,67 @@ class Gce(core.Cloud):
 
     # --- what the cluster has --------------------------------------------------------------
 
+    def owner(self, instance: dict) -> str:
+        """The value of its cluster label ("" when it has none)."""
+        return (instance.get("labels") or {}).get(self.config["cluster_label"], "")
+
+    def ours(self, instance: dict) -> bool:
+        return self.owner(instance) == self.config["cluster"]
+
+    def seen(self, instances: list[dict]) -> list[dict]:
+        """Remember whose each instance is (self.owners); the instances, as they were."""
+        for instance in instances:
+            if instance.get("name"):
+                self.owners[instance["name"]] = self.owner(instance)
+        return instances
+
+    def not_ours_said(self, name: str, owner: str, action: str) -> str:
+        """Why the instance `name`, labelled for cluster `owner`, is left alone; logged."""
+        why = f"instance {name} carries {self.config['cluster_label']}={owner}, not {self.config['cluster']}: left alone"
+        log.error("%s: %s", action, why)
+        return why
+
     def cluster_instances(self) -> list[dict]:
-        """Every instance labelled for this cluster (template and launch both label it), all pages."""
+        """Every instance labelled for this cluster (template and launch both label it), all pages,
+        the label checked on each: the filter is the server's, and a listing that returns another
+        cluster's instance (logged) must not make it this cluster's."""
         try:
-            return self.compute.list(label_filter(**{self.config["cluster_label"]: self.config["cluster"]}))
+            listed = self.seen(self.compute.list(label_filter(**{self.config["cluster_label"]: self.config["cluster"]})))
         except ApiError as err:
             raise CloudError(err.code, err.message) from err
+        for instance in listed:
+            if not self.ours(instance):
+                self.not_ours_said(instance.get("name"), self.owner(instance), "list")
+        return [i for i in listed if self.ours(i)]
 
     def node_of(self, instance: dict) -> str | None:
-        """Its node: the node label when it has one, else its name less the cluster's prefix."""
-        node = (instance.get("labels") or {}).get(self.config["node_label"])
+        """Its node: its name less the cluster's instance prefix, never a label (a user's tag can
+        set any label: `aicluster.node: x` once named every VM of a cluster `x`). The rest must be
+        a node name, <pool>-<n>, of the pool the instance is labelled with at creation: the head
+        (<cluster>-head) and login VMs (<cluster>-login-<n>, no pool label) are named for no node.
+        None: not a node's instance, never for these programs to end or adopt."""
         name = instance.get("name", "")
-        if node is None and name.startswith(self.prefix):
-            node = name[len(self.prefix):]
-        return node or None
+        pool = (instance.get("labels") or {}).get(self.config.get("pool_label", DEFAULT_POOL_LABEL))
+        for prefix in (self.prefix, legacy_prefix(self.config)):
+            node = name[len(prefix):] if name.startswith(prefix) else ""
+            if node and pool and core.pool_of(node) == pool:
+                return node
+        return None
+
+    def node_instances(self) -> list[dict]:
+        """This cluster's instances of its nodes: named for a node (node_of), and of this cluster,
+        no role but compute and of a Slurm pool of it (core.not_ours, the one check every cloud
+        makes). Anything else labelled for the cluster is not for these programs to touch."""
+        kept = []
+        for instance in self.cluster_instances():
+            if not self.node_of(instance):
+                continue                        # the head, a login VM: named for no node
+            why = core.not_ours(self.describe(instance, None), self.config)
+            if why:
+                log.info("leaving %s alone: %s", instance["name"], why)
+                continue
+            kept.append(instance)
+        return kept
 
     # --- launch ----------------------------------------------------------------------------
 
@@ -371,13 +438,19 @@ class Gce(core.Cloud):
         (TERMINATED, STOPPING) is deleted first, as its name is needed."""
         names = {node: instance_name(self.config, node) for node in nodes}
         present = self.present(list(names.values()))
+        # Another cluster's instance under one of these names (made by hand, by another tool): never
+        # deleted to free the name, never adopted; the launch fails and its nodes go DOWN with why.
+        foreign = [self.not_ours_said(name, self.owner(present[name]), "resume") for name in names.values()
+                   if name in present and not self.ours(present[name])]
+        if foreign:
+            raise CloudError("NameTaken", "; ".join(foreign))
         live = [node for node, name in names.items() if STATES.get(present.get(name, {}).get("status"))]
         if live:
             log.info("resume: %s already have live instances: keeping them", compress_hostlist(live))
         stale = [name for node, name in names.items() if name in present and node not in live]
         if stale:
             log.info("resume: deleting %s, instances that no longer run, to free their names", " ".join(stale))
-            if delete_instances(self.compute, stale, wait=True):
+            if self.delete_refused(stale, wait=True):
                 raise CloudError("NameInUse", f"could not delete {' '.join(stale)}, which hold the nodes' names")
         wanted = [node for node in nodes if node not in live]
         if wanted:
@@ -388,7 +461,7 @@ class Gce(core.Cloud):
         """name -> instance, of those of `names` that exist: their names are taken."""
         try:
             if len(names) <= NAME_FILTER_MAX:
-                listed = self.compute.list(name_filter(names))
+                listed = self.seen(self.compute.list(name_filter(names)))
             else:
                 listed = self.cluster_instances()
         except ApiError as err:
@@ -417,24 +490,28 @@ class Gce(core.Cloud):
         """Delete the instances of a failed launch. If they cannot be listed they stay labelled
         with its request id and no node owns them: the reconcile loop deletes them."""
         try:
-            leftovers = [i["name"] for i in self.compute.list(label_filter(**{
-                self.config["cluster_label"]: self.config["cluster"], RESUME_ID_LABEL: request_id}))]
+            leftovers = [i["name"] for i in self.seen(self.compute.list(label_filter(**{
+                self.config["cluster_label"]: self.config["cluster"], RESUME_ID_LABEL: request_id})))]
         except ApiError as err:
             log.error("resume: cannot list the instances of failed launch %s (%s: %s); the reconcile loop "
                       "deletes any it left", request_id, err.code, err.message)
             return
         if leftovers:
             log.error("resume: deleting %s, left by the failed bulkInsert %s", " ".join(leftovers), request_id)
-            delete_instances(self.compute, leftovers)
+            self.delete_refused(leftovers)
 
     def locate(self, launched: dict[str, str]):
         """Each node's address, from one listing of the cluster (not a call per node); a GET only
-        for an instance the listing does not show yet."""
+        for an instance the listing does not show yet, whose cluster label is checked too: another
+        cluster's address is never given to a node."""
         listed = {i["name"]: i for i in self.cluster_instances()}
         found, problems = {}, {}
         for node, name in launched.items():
             try:
-                instance = listed.get(name) or self.compute.get(name)
+                instance = listed.get(name) or self.seen([self.compute.get(name)])[0]
+                if not self.ours(instance):
+                    problems[node] = ("NameTaken", self.not_ours_said(name, self.owner(instance), "resume"))
+                    continue
                 found[node] = (instance["networkInterfaces"][0]["networkIP"], name)
             except (ApiError, KeyError, IndexError) as err:
                 code, message = (err.code, err.message) if isinstance(err, ApiError) else ("BadInstance", repr(err))
@@ -445,37 +522,61 @@ class Gce(core.Cloud):
     # --- delete, find, list ------------------------------------------------------------------
 
     def delete(self, instances: list[str]) -> bool:
-        return not delete_instances(self.compute, instances)
+        return not self.delete_refused(instances)
 
-    def delete_refused(self, instances: list[str]) -> list[str]:
-        return delete_instances(self.compute, instances)
+    def delete_refused(self, instances: list[str], wait: bool = False) -> list[str]:
+        """Delete those of `instances` (names) that carry this cluster's label; the names Compute
+        Engine refused. A name this run has not listed is looked up first; one that is gone is
+        done, one of another cluster is left alone (logged: there is nothing of this cluster's to
+        delete); one that cannot be looked up is refused (kept for the reconcile loop)."""
+        names = list(dict.fromkeys(instances))
+        unknown, refused = [name for name in names if name not in self.owners], []
+        if unknown:
+            try:
+                self.present(unknown)
+            except CloudError as err:
+                log.error("delete: cannot look up %s (%s: %s): not deleted", " ".join(unknown), err.code, err.message)
+                refused = unknown
+        mine = []
+        for name in names:
+            owner = self.owners.get(name)
+            if name in refused or owner is None:        # not looked up; gone already
+                continue
+            if owner != self.config["cluster"]:
+                self.not_ours_said(name, owner, "delete")
+                continue
+            mine.append(name)
+        return refused + delete_instances(self.compute, mine, wait)
 
     def find(self, nodes: list[str]) -> dict[str, list[str]]:
-        """node name -> this cluster's instances of it (by node label, else by instance name)."""
+        """node name -> this cluster's instances of it (by instance name, node_of)."""
         wanted = set(nodes)
         found: dict[str, list[str]] = {}
-        for instance in self.cluster_instances():
+        for instance in self.node_instances():
             node = self.node_of(instance)
             if node in wanted:
                 found.setdefault(node, []).append(instance["name"])
         return found
 
     def list_cluster(self) -> list[core.Instance]:
-        """Every instance of the cluster, named for a node or not, with its maintenance and
-        preemption events and, for young running instances, the reason its set-up failed."""
-        instances = self.cluster_instances()
+        """Every instance of the cluster's nodes (node_instances), with its maintenance and
+        preemption events and, for young running instances, the reason its set-up failed. Not the
+        head or login VMs, nor anything else labelled for the cluster but named for no node: the
+        reconcile loop may act on all it is given."""
+        instances = self.node_instances()
         errors = self.bootstrap_errors(instances) if self.read_bootstrap_errors else {}
         return [self.describe(instance, errors.get(instance["name"])) for instance in instances]
 
     def describe(self, instance: dict, bootstrap_error: str | None) -> core.Instance:
         labels = instance.get("labels") or {}
-        node = self.node_of(instance)
-        pool = labels.get(self.config.get("pool_label", DEFAULT_POOL_LABEL)) or (core.pool_of(node) if node else None)
+        nics = instance.get("networkInterfaces") or [{}]
         return core.Instance(
-            id=instance["name"], node=node, pool=pool,
+            id=instance["name"], node=self.node_of(instance),
+            pool=labels.get(self.config.get("pool_label", DEFAULT_POOL_LABEL)),
             state=STATES.get(instance.get("status"), "stopping"),
             launched_at=timestamp(instance.get("creationTimestamp", "")),
-            resume_id=labels.get(RESUME_ID_LABEL), events=instance_events(instance), bootstrap_error=bootstrap_error)
+            resume_id=labels.get(RESUME_ID_LABEL), events=instance_events(instance), bootstrap_error=bootstrap_error,
+            cluster=self.owner(instance), role=labels.get(ROLE_LABEL), address=nics[0].get("networkIP"))
 
     def bootstrap_errors(self, instances: list[dict]) -> dict[str, str]:
         """name -> the bootstrap error a running instance wrote (guest attribute

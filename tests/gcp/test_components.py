@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 
 import pytest
 import yaml
 
+from aicluster.design import design_cluster
+from aicluster.gcp.slurm import instance_prefix
 from aicluster.offline.capture import Secret, reveal
 from aicluster.planner import rendered_files
+from aicluster.spec import parse_spec
 from tests.support import GCP_MIN, GCP_PROJECT, stack_spec
 
 TEMPLATE = "gcp:compute/instanceTemplate:InstanceTemplate"
@@ -264,7 +268,9 @@ def test_head_node_is_private_shielded_protected_and_least_privileged(plan_spec)
     assert not any(p.startswith(("iam.", "resourcemanager.", "storage.")) for p in role.inputs["permissions"])
     (binding,) = [m.inputs for m in plan.of_type("gcp:projects/iAMMember:IAMMember") if m.inputs["role"] == role.outputs["name"]]
     zone = f"projects/{GCP_PROJECT}/zones/us-central1-a/instances/"
-    assert binding["condition"]["expression"] == f'!resource.name.startsWith("{zone}") || resource.name.startsWith("{zone}test-")'
+    prefix = instance_prefix(design_cluster(parse_spec(spec_with())))       # test-<digest>-
+    assert binding["condition"]["expression"] == (f'!resource.name.startsWith("{zone}") || resource.name.startsWith('
+                                                  f'"{zone}{prefix}") || resource.name.startsWith("{zone}test-gpu-")')
     (act_as,) = plan.of_type("gcp:serviceaccount/iAMMember:IAMMember")
     compute_sa = plan.named("test-compute-account", "gcp:serviceaccount/account:Account")
     assert act_as.inputs["serviceAccountId"] == compute_sa.outputs["name"]
@@ -407,7 +413,8 @@ def test_published_configuration_is_the_shared_slurm_templates(plan_spec):
     t = plan.of_type(TEMPLATE)[0]
     assert cluster["pools"]["gpu"]["instance_template"] == t.outputs["selfLink"]
     assert cluster["pools"]["gpu"]["placement_policy"] == plan.of_type(POLICY)[0].outputs["selfLink"]
-    assert (cluster["project"], cluster["zone"], cluster["instance_prefix"]) == (GCP_PROJECT, "us-central1-a", "test-")
+    assert (cluster["project"], cluster["zone"]) == (GCP_PROJECT, "us-central1-a")
+    assert re.fullmatch(r"test-[0-9a-f]{4}-", cluster["instance_prefix"])
     objects = {o.inputs["name"] for o in plan.of_type("gcp:storage/bucketObject:BucketObject")}
     assert {"head/slurm/slurm.conf", "head/aicluster/cluster.json", "head/manifest.json"} <= objects
 

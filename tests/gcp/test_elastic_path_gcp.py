@@ -10,7 +10,7 @@ import json
 import pytest
 
 from aicluster.design import design_cluster
-from aicluster.gcp.slurm import published_files
+from aicluster.gcp.slurm import instance_prefix, published_files
 from aicluster.spec import parse_spec
 from tests.support import GCP_PROJECT, stack_spec
 from tests.support.fake_gcp import FakeGcp
@@ -50,25 +50,26 @@ def test_job_creates_labelled_nodes_through_bulk_insert_and_slurm_learns_their_a
         with fake.lock:
             return {n: i for n, i in fake.instances.items() if i["labels"].get("aicluster-resume-id")}
 
+    prefix = instance_prefix(ctl.design)                    # a3mega-train-<digest>-
     wait_for("two labelled instances for gpu-1 and gpu-2",
-             lambda: {"a3mega-train-gpu-1", "a3mega-train-gpu-2"} <= set(labelled()), 60, ctl.diagnostics)
+             lambda: {f"{prefix}gpu-1", f"{prefix}gpu-2"} <= set(labelled()), 60, ctl.diagnostics)
     (bulk,) = fake.requests("/instances/bulkInsert")
     assert bulk.body["sourceInstanceTemplate"] == TEMPLATE
     assert bulk.body["instanceProperties"] == {"resourcePolicies": [PLACEMENT], "labels": {
         "aicluster-cluster": "a3mega-train", "aicluster-pool": "gpu", "aicluster-resume-id": bulk.query["requestId"]}}
     assert {i["labels"]["aicluster-resume-id"] for i in labelled().values()} == {bulk.query["requestId"]}
-    assert sorted(bulk.body["perInstanceProperties"]) == ["a3mega-train-gpu-1", "a3mega-train-gpu-2"]
+    assert sorted(bulk.body["perInstanceProperties"]) == [f"{prefix}gpu-1", f"{prefix}gpu-2"]
     assert bulk.body["count"] == bulk.body["minCount"] == 2
 
     def addresses():
         return {n: fields(ctl.run("scontrol", "-o", "show", "node", n)).get("NodeAddr") for n in ("gpu-1", "gpu-2")}
 
     wait_for("slurmctld to learn the nodes' addresses",
-             lambda: addresses() == {n: fake.address(f"a3mega-train-{n}") for n in ("gpu-1", "gpu-2")},
+             lambda: addresses() == {n: fake.address(f"{prefix}{n}") for n in ("gpu-1", "gpu-2")},
              60, ctl.diagnostics)
     node = fields(ctl.run("scontrol", "-o", "show", "node", "gpu-1"))
-    assert node["NodeHostName"] == "a3mega-train-gpu-1"
+    assert node["NodeHostName"] == f"{prefix}gpu-1"
     # Every node name resolves, to the address slurmctld has: the records of the job's nodes.
     assert fake.addresses_in("a3mega-train-nodes") == {
-        f"{n}.a3mega-train.aicluster.internal.": fake.address(f"a3mega-train-{n}") for n in ("gpu-1", "gpu-2")}
+        f"{n}.a3mega-train.aicluster.internal.": fake.address(f"{prefix}{n}") for n in ("gpu-1", "gpu-2")}
     assert json.loads(ctl.cluster_json.read_text())["pools"]["gpu"]["instance_template"] == TEMPLATE

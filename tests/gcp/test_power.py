@@ -22,7 +22,7 @@ import uuid
 import pytest
 
 from aicluster.design import design_cluster
-from aicluster.gcp.slurm import published_files
+from aicluster.gcp.slurm import instance_prefix, published_files
 from aicluster.spec import parse_spec
 from tests.support import GCP_PROJECT, ROOT, stack_spec
 from tests.support.fake_gcp import FakeGcp
@@ -45,6 +45,13 @@ def load_power():
 power = load_power()
 core = sys.modules["aicluster_slurm"]
 ApiError = sys.modules["aicluster_gcp"].ApiError
+
+
+def prefix_of(stack: str) -> str:
+    return instance_prefix(design_cluster(parse_spec(stack_spec(stack))))
+
+
+A3MEGA, A3ULTRA = prefix_of("gcp-a3mega-slurm"), prefix_of("gcp-a3ultra-slurm")     # a3mega-train-<digest>-
 
 
 def config_for(stack: str = "gcp-a3mega-slurm", **pool_edits) -> dict:
@@ -224,13 +231,13 @@ def test_resume_bulk_inserts_the_pool_from_its_template_into_its_placement(scont
     assert str(uuid.UUID(request_id)) == request_id                         # GCE's requestId: a UUID
     assert body["count"] == body["minCount"] == 3                           # all or nothing
     assert body["sourceInstanceTemplate"] == TEMPLATE
-    assert list(body["perInstanceProperties"]) == ["a3mega-train-gpu-3", "a3mega-train-gpu-4", "a3mega-train-gpu-5"]
-    assert body["perInstanceProperties"]["a3mega-train-gpu-4"] == {"name": "a3mega-train-gpu-4"}
+    assert list(body["perInstanceProperties"]) == [f"{A3MEGA}gpu-3", f"{A3MEGA}gpu-4", f"{A3MEGA}gpu-5"]
+    assert body["perInstanceProperties"][f"{A3MEGA}gpu-4"] == {"name": f"{A3MEGA}gpu-4"}
     # The compact placement policy, and the labels every instance is born with: no setLabels.
     assert body["instanceProperties"] == {"resourcePolicies": [PLACEMENT], "labels": {
         "aicluster-cluster": "a3mega-train", "aicluster-pool": "gpu", "aicluster-resume-id": request_id}}
     assert not compute.made("set_labels") and not compute.made("get")
-    assert addressed(scontrol()) == {f"gpu-{n}": (f"10.0.7.{n + 7}", f"a3mega-train-gpu-{n}") for n in (3, 4, 5)}
+    assert addressed(scontrol()) == {f"gpu-{n}": (f"10.0.7.{n + 7}", f"{A3MEGA}gpu-{n}") for n in (3, 4, 5)}
 
 
 def test_reservation_pool_goes_into_its_reservation_without_a_placement_policy(scontrol):
@@ -242,7 +249,7 @@ def test_reservation_pool_goes_into_its_reservation_without_a_placement_policy(s
         "consumeReservationType": "SPECIFIC_RESERVATION", "key": "compute.googleapis.com/reservation-name",
         "values": ["a3u-dense-reservation"]}
     assert "resourcePolicies" not in body["instanceProperties"]
-    assert list(body["perInstanceProperties"]) == ["a3ultra-train-h200-1", "a3ultra-train-h200-2"]
+    assert list(body["perInstanceProperties"]) == [f"{A3ULTRA}h200-1", f"{A3ULTRA}h200-2"]
 
 
 STOCKOUT = ("ZONE_RESOURCE_POOL_EXHAUSTED",
@@ -265,10 +272,10 @@ def test_quota_refusal_sets_the_nodes_down(scontrol):
 
 
 def test_a_node_whose_instance_has_no_address_goes_down_and_its_instance_is_deleted(scontrol):
-    compute = StubCompute(no_address={"a3mega-train-gpu-2"})
+    compute = StubCompute(no_address={f"{A3MEGA}gpu-2"})
     assert power.resume(compute, config_for(), ["gpu-1", "gpu-2"]) == 1
-    assert ("delete", "a3mega-train-gpu-2") in compute.calls
-    assert set(compute.instances) == {"a3mega-train-gpu-1"}
+    assert ("delete", f"{A3MEGA}gpu-2") in compute.calls
+    assert set(compute.instances) == {f"{A3MEGA}gpu-1"}
     # DOWN as soon as its failure is known, before the others get their addresses (as on AWS).
     assert [c[:3] for c in scontrol()] == [["update", "nodename=gpu-2", "state=down"],
                                            ["update", "nodename=gpu-1", "nodeaddr=10.0.7.10"]]
@@ -305,16 +312,16 @@ def test_resume_writes_each_nodes_record_before_slurm_gets_its_address(scontrol)
                                      "gpu-4.a3mega-train.aicluster.internal."], [])]       # one call for both
     # Each node's record is written before slurmctld learns its address.
     assert not any("nodename=gpu-3" in call for call in dns.before_write["gpu-3.a3mega-train.aicluster.internal."])
-    assert addressed(scontrol()) == {"gpu-3": ("10.0.7.10", "a3mega-train-gpu-3"),
-                                     "gpu-4": ("10.0.7.11", "a3mega-train-gpu-4")}
+    assert addressed(scontrol()) == {"gpu-3": ("10.0.7.10", f"{A3MEGA}gpu-3"),
+                                     "gpu-4": ("10.0.7.11", f"{A3MEGA}gpu-4")}
 
 
 def test_a_node_whose_record_is_refused_goes_down_and_its_instance_is_deleted(scontrol):
     compute = StubCompute()
     dns = StubDns(refuse={"gpu-2.a3mega-train.aicluster.internal."})
     assert power.resume(compute, config_for(), ["gpu-1", "gpu-2"], dns) == 1
-    assert set(compute.instances) == {"a3mega-train-gpu-1"}
-    assert ("delete", "a3mega-train-gpu-2") in compute.calls
+    assert set(compute.instances) == {f"{A3MEGA}gpu-1"}
+    assert ("delete", f"{A3MEGA}gpu-2") in compute.calls
     assert [c[:3] for c in scontrol()] == [["update", "nodename=gpu-2", "state=down"],
                                            ["update", "nodename=gpu-1", "nodeaddr=10.0.7.10"]]
     assert scontrol()[0][3].startswith('reason="forbidden: Forbidden: dns.resourceRecordSets.create')
@@ -349,25 +356,27 @@ def test_suspend_reports_a_refused_record_deletion():
     assert dns.records == {"gpu-1.a3mega-train.aicluster.internal.": "10.0.7.10"}
 
 
-# --- suspend: deletion by node-name label ------------------------------------------------------
+# --- suspend: deletion by instance name --------------------------------------------------------
 
 
-def test_suspend_deletes_the_instances_labelled_with_the_nodes(scontrol):
+def test_suspend_deletes_the_instances_named_for_the_nodes(scontrol):
+    """By instance name (the prefix and the node), checked against the cluster label; a node label
+    (a user's tag can set one) says nothing."""
     config = config_for()
     compute = StubCompute()
     ours = {"aicluster-cluster": "a3mega-train", "aicluster-pool": "gpu"}
     compute.instances = {
-        "a3mega-train-gpu-1": {"name": "a3mega-train-gpu-1", "labels": {**ours, "aicluster-node": "gpu-1"}},
-        "a3mega-train-gpu-2": {"name": "a3mega-train-gpu-2", "labels": {**ours, "aicluster-node": "gpu-2"}},
-        "a3mega-train-gpu-3": {"name": "a3mega-train-gpu-3", "labels": {**ours}},          # resume not done yet
-        "a3mega-train-gpu-9": {"name": "a3mega-train-gpu-9", "labels": {**ours, "aicluster-node": "gpu-9"}},
-        "other-gpu-4": {"name": "other-gpu-4", "labels": {"aicluster-cluster": "other", "aicluster-node": "gpu-4"}},
+        f"{A3MEGA}gpu-1": {"name": f"{A3MEGA}gpu-1", "labels": {**ours, "aicluster-node": "gpu-9"}},
+        f"{A3MEGA}gpu-2": {"name": f"{A3MEGA}gpu-2", "labels": {**ours}},
+        f"{A3MEGA}gpu-3": {"name": f"{A3MEGA}gpu-3", "labels": {**ours}},
+        f"{A3MEGA}gpu-9": {"name": f"{A3MEGA}gpu-9", "labels": {**ours}},
+        "other-gpu-4": {"name": "other-gpu-4", "labels": {"aicluster-cluster": "other", "aicluster-pool": "gpu"}},
     }
     assert power.suspend(compute, config, ["gpu-1", "gpu-2", "gpu-3", "gpu-4"]) == 0
     assert compute.made("list") == [("list", '(labels.aicluster-cluster = "a3mega-train")')]
-    assert sorted(c[1] for c in compute.made("delete")) == ["a3mega-train-gpu-1", "a3mega-train-gpu-2",
-                                                             "a3mega-train-gpu-3"]
-    assert set(compute.instances) == {"a3mega-train-gpu-9", "other-gpu-4"}   # not asked for / not ours
+    assert sorted(c[1] for c in compute.made("delete")) == [f"{A3MEGA}gpu-1", f"{A3MEGA}gpu-2",
+                                                             f"{A3MEGA}gpu-3"]
+    assert set(compute.instances) == {f"{A3MEGA}gpu-9", "other-gpu-4"}   # not asked for / not ours
     assert scontrol() == []
 
 
@@ -414,24 +423,24 @@ def test_resume_and_suspend_links_over_rest(tmp_path, fake, scontrol):
     assert fake.requests("/operations/op-bulk-1/wait")
     assert bulk.query["requestId"] == bulk.body["instanceProperties"]["labels"]["aicluster-resume-id"]
     assert {n: i["labels"]["aicluster-resume-id"] for n, i in fake.instances.items()} == {
-        "a3mega-train-gpu-1": bulk.query["requestId"], "a3mega-train-gpu-2": bulk.query["requestId"]}
+        f"{A3MEGA}gpu-1": bulk.query["requestId"], f"{A3MEGA}gpu-2": bulk.query["requestId"]}
     assert not fake.requests("/setLabels")
-    assert addressed(scontrol()) == {f"gpu-{n}": (fake.address(f"a3mega-train-gpu-{n}"), f"a3mega-train-gpu-{n}")
+    assert addressed(scontrol()) == {f"gpu-{n}": (fake.address(f"{A3MEGA}gpu-{n}"), f"{A3MEGA}gpu-{n}")
                                      for n in (1, 2)}
     (change,) = fake.dns_calls()                   # both records in one Cloud DNS change
     assert change.path == f"/dns/v1/projects/{GCP_PROJECT}/managedZones/a3mega-train-nodes/changes"
     assert change.body["additions"][0] == {"name": "gpu-1.a3mega-train.aicluster.internal.", "type": "A", "ttl": 60,
-                                           "rrdatas": [fake.address("a3mega-train-gpu-1")]}
+                                           "rrdatas": [fake.address(f"{A3MEGA}gpu-1")]}
     assert len(change.body["additions"]) == 2 and change.body["deletions"] == []
     assert fake.addresses_in("a3mega-train-nodes") == {
-        f"gpu-{n}.a3mega-train.aicluster.internal.": fake.address(f"a3mega-train-gpu-{n}") for n in (1, 2)}
+        f"gpu-{n}.a3mega-train.aicluster.internal.": fake.address(f"{A3MEGA}gpu-{n}") for n in (1, 2)}
 
     # Launched again (a record left behind): the record is replaced, not refused.
     fake.records[("a3mega-train-nodes", "gpu-3.a3mega-train.aicluster.internal.", "A")] = {
         "name": "gpu-3.a3mega-train.aicluster.internal.", "type": "A", "ttl": 60, "rrdatas": ["10.9.9.9"]}
     assert run_link(tmp_path, fake, "aicluster-resume", "gpu-3", config).returncode == 0
     assert fake.addresses_in("a3mega-train-nodes")["gpu-3.a3mega-train.aicluster.internal."] == \
-        fake.address("a3mega-train-gpu-3")
+        fake.address(f"{A3MEGA}gpu-3")
     # Refused as a plain addition (alreadyExists), then replaced: the zone read, the old record
     # deleted and the new one added in one change.
     replaced = fake.requests("/managedZones/a3mega-train-nodes/changes")[-1].body
@@ -441,10 +450,10 @@ def test_resume_and_suspend_links_over_rest(tmp_path, fake, scontrol):
     done = run_link(tmp_path, fake, "aicluster-suspend", "gpu-[1,3]", config)
     assert done.returncode == 0, done.stderr
     assert sorted(c.path.rsplit("/", 1)[1] for c in fake.calls
-                  if c.method == "DELETE" and "/instances/" in c.path) == ["a3mega-train-gpu-1", "a3mega-train-gpu-3"]
-    assert set(fake.instances) == {"a3mega-train-gpu-2"}
+                  if c.method == "DELETE" and "/instances/" in c.path) == [f"{A3MEGA}gpu-1", f"{A3MEGA}gpu-3"]
+    assert set(fake.instances) == {f"{A3MEGA}gpu-2"}
     assert list(fake.addresses_in("a3mega-train-nodes")) == ["gpu-2.a3mega-train.aicluster.internal."]
-    assert "deleting gpu-1 (a3mega-train-gpu-1)" in (tmp_path / "power.log").read_text()
+    assert f"deleting gpu-1 ({A3MEGA}gpu-1)" in (tmp_path / "power.log").read_text()
     # A node with no record (already deleted) is fine.
     assert run_link(tmp_path, fake, "aicluster-resume-fail", "gpu-1", config).returncode == 0
 
@@ -469,7 +478,7 @@ def test_a_refused_record_over_rest_sets_the_node_down(tmp_path, fake, scontrol)
     assert scontrol()[0][:3] == ["update", "nodename=gpu-2", "state=down"]
     assert "forbidden" in scontrol()[0][3]
     assert scontrol()[1][:2] == ["update", "nodename=gpu-1"]
-    assert set(fake.instances) == {"a3mega-train-gpu-1"}
+    assert set(fake.instances) == {f"{A3MEGA}gpu-1"}
     assert list(fake.addresses_in("a3mega-train-nodes")) == ["gpu-1.a3mega-train.aicluster.internal."]
 
 

@@ -21,7 +21,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from aicluster.design import design_cluster
-from aicluster.gcp.slurm import published_files
+from aicluster.gcp.slurm import instance_prefix, published_files
 from aicluster.spec import parse_spec
 from tests.support import GCP_MIN, GCP_PROJECT, ROOT, stack_spec
 from tests.support.fake_gcp import FakeGcp
@@ -33,6 +33,7 @@ SCRIPT = SCRIPTS / "aicluster-gcp-power.py"
 TEMPLATE = f"https://www.googleapis.com/compute/v1/projects/{GCP_PROJECT}/global/instanceTemplates/gpu-tmpl"
 CLUSTER = "a3mega-train"
 TEMPLATE_LABELS = {"aicluster-cluster": CLUSTER, "aicluster-pool": "gpu"}
+PREFIX = instance_prefix(design_cluster(parse_spec(stack_spec("gcp-a3mega-slurm"))))     # a3mega-train-<digest>-
 
 
 def load_power():
@@ -102,7 +103,7 @@ def compute(config) -> object:
 
 
 def name(node: str) -> str:
-    return f"{CLUSTER}-{node}"
+    return f"{PREFIX}{node}"
 
 
 def deletions(fake) -> list[str]:
@@ -418,12 +419,13 @@ def test_a_lost_dns_change_answer_is_not_a_failure(fake, config, scontrol):
 # --- list_cluster: what the reconcile loop sees ----------------------------------------------
 
 
-def test_list_cluster_finds_every_instance_of_the_cluster_whatever_its_labels(fake, config):
+def test_list_cluster_finds_every_instance_of_the_clusters_nodes(fake, config):
     """Before: no Gce.list_cluster; suspend found instances only by the node label or a name
-    listing. Now every instance labelled for the cluster, all pages, named for its node by label
-    or by instance name, with its maintenance, preemption and bootstrap error."""
-    add_instance(fake, "gpu-7")                                              # no node label, no resume id
-    add_instance(fake, None, instance=f"{CLUSTER}-stray", labels={"aicluster-cluster": CLUSTER})
+    listing. Now every instance labelled for the cluster and named for one of its nodes, all pages,
+    with its maintenance, preemption and bootstrap error; not one named for no node (the head,
+    a login VM, anything else with the cluster label)."""
+    add_instance(fake, "gpu-7")                                              # no resume id
+    add_instance(fake, None, instance=f"{PREFIX}stray", labels={"aicluster-cluster": CLUSTER})
     add_instance(fake, "gpu-8", labels={**TEMPLATE_LABELS, "aicluster-resume-id": "r-8"},
                  resourceStatus={"upcomingMaintenance": {"type": "SCHEDULED", "maintenanceStatus": "PENDING",
                                                          "windowStartTime": "2026-11-24T02:00:00Z",
@@ -439,12 +441,11 @@ def test_list_cluster_finds_every_instance_of_the_cluster_whatever_its_labels(fa
 
     listed = {i.id: i for i in power.Gce(compute(config), config).list_cluster()}
 
-    assert len(listed) == 6 + 520 and "other-gpu-1" not in listed
+    assert len(listed) == 5 + 520 and "other-gpu-1" not in listed and f"{PREFIX}stray" not in listed
     assert len(fake.requests(f"/zones/{config['zone']}/instances", "GET")) == 2       # paged
     plain = listed[name("gpu-7")]
     assert (plain.node, plain.pool, plain.state, plain.resume_id) == ("gpu-7", "gpu", "running", None)
     assert abs(plain.launched_at - time.time()) < 3600
-    assert listed[f"{CLUSTER}-stray"].node == "stray"
     assert listed[name("gpu-8")].resume_id == "r-8"
     assert listed[name("gpu-8")].events == (
         "maintenance SCHEDULED PENDING from 2026-11-24T02:00:00Z to 2026-11-24T06:00:00Z",)
@@ -452,8 +453,8 @@ def test_list_cluster_finds_every_instance_of_the_cluster_whatever_its_labels(fa
     assert listed[name("gpu-9")].events == ("preempted: SPOT instance TERMINATED",)
     assert listed[name("gpu-10")].bootstrap_error == "mount /fsx failed: timed out"
     assert listed[name("gpu-11")].bootstrap_error is None
-    # Guest attributes only for the young running ones (gpu-7, gpu-8, stray, gpu-10).
-    assert len(fake.requests("/getGuestAttributes", "GET")) == 4
+    # Guest attributes only for the young running ones (gpu-7, gpu-8, gpu-10).
+    assert len(fake.requests("/getGuestAttributes", "GET")) == 3
 
 
 def test_guest_attribute_reads_are_bounded_per_listing(fake, config, monkeypatch):

@@ -10,6 +10,11 @@ MAX_PASSES passes: every instance in the fake belongs to a node slurmctld has po
 powering up, no powered-down node has one, no node has two, and no job is lost (each is pending,
 starting or running, never failed or cancelled). Issue 13, findings 6, 8, 9, 11 and the loop.
 
+In every case the cluster's head and login VMs stand in the fake too, with the cluster label and
+older than the grace period, and every VM of the cluster carries the label aicluster-node=x (a
+user's tag `aicluster.node: x` once became it): the loop never deletes the head or login VM, and
+the node of an instance is its name's (issue 24).
+
 Slurm 22.05 (Debian bookworm) writes SLURM_RESUME_FILE as {"jobs": [{"job_id": n, "nodes":
 hostlist}], "all_nodes": hostlist}, not with the `nodes_resume` keys of later releases: the
 stockout case checks that the resume still launches per job on the version CI runs.
@@ -20,11 +25,12 @@ import json
 import random
 import re
 import subprocess
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from aicluster.design import design_cluster
-from aicluster.gcp.slurm import published_files
+from aicluster.gcp.slurm import instance_prefix, published_files
 from aicluster.spec import parse_spec
 from tests.support import GCP_PROJECT
 from tests.support.fake_gcp import FakeGcp
@@ -36,7 +42,11 @@ from tests.support.slurmctld import COMMAND_TIMEOUT_S, RESUME_TIMEOUT_S, fields,
 SPEC = {"name": "heal", "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a",
         "pools": [{"name": "gpu", "instance_type": "h100", "min_nodes": 1, "max_nodes": 4}]}
 TEMPLATE = f"projects/{GCP_PROJECT}/global/instanceTemplates/heal-gpu"
-PREFIX = "heal-"
+PREFIX = instance_prefix(design_cluster(parse_spec(SPEC)))         # heal-<digest>-
+# The VMs of the cluster that are no node's: the head and a login node (slurm_files.head_hostname,
+# LoginDesign.names), labelled as aicluster labels them, with the user's tag that once named nodes.
+SPOOFED = {"aicluster-node": "x"}
+NOT_NODES = {"heal-head": "head", "heal-login-1": "login"}
 # The loop's grace period is never shorter than ResumeTimeout as cluster.json gives it
 # (resume_timeout_s): the knob that makes a young orphan old enough within the test.
 GRACE_S = 20
@@ -104,7 +114,12 @@ class Head(GcpHeadController):
 def head(tmp_path):
     design = design_cluster(parse_spec(SPEC))
     fake = FakeGcp(project=GCP_PROJECT, zone=design.zone, dns_zones={f"{design.name}-nodes"},
-                   template_labels={"aicluster-cluster": design.name, "aicluster-pool": "gpu"}).start()
+                   template_labels={"aicluster-cluster": design.name, "aicluster-pool": "gpu", **SPOOFED}).start()
+    long_ago = (datetime.now(timezone.utc) - timedelta(hours=2)).isoformat(timespec="milliseconds")
+    for vm, role in NOT_NODES.items():
+        fake.instances[vm] = {"name": vm, "zone": design.zone, "status": "RUNNING", "creationTimestamp": long_ago,
+                              "labels": {"aicluster-cluster": design.name, "aicluster-role": role, **SPOOFED},
+                              "labelFingerprint": "fp0", "networkInterfaces": [{"networkIP": fake.address(vm)}]}
     files = published_files(design, project_id=GCP_PROJECT, controller_addr="127.0.0.1", templates={"gpu": TEMPLATE},
                             placements={"gpu": ""}, accounting_secret=None, lustre_imports=[])
     config = json.loads(files["aicluster/cluster.json"])
@@ -128,8 +143,9 @@ def head(tmp_path):
 
 
 def fleet(head: Head) -> dict[str, dict]:
+    """The compute instances in the fake (not the head or login VM)."""
     with head.fake.lock:
-        return {name: json.loads(json.dumps(i)) for name, i in head.fake.instances.items()}
+        return {name: json.loads(json.dumps(i)) for name, i in head.fake.instances.items() if name not in NOT_NODES}
 
 
 def node_of(instance: str) -> str | None:
@@ -312,3 +328,8 @@ def test_after_a_fault_and_a_few_passes_every_instance_has_a_powered_up_node(hea
     assert not {n for n in named if powered_down(states[n])}, (named, states)
     log = (head.root / "reconcile.log").read_text()
     assert "reconcile: pass done" in log and "pass failed" not in log, log
+    # The head and login VMs, labelled for the cluster and long past the grace period, are untouched.
+    with head.fake.lock:
+        assert set(NOT_NODES) <= set(head.fake.instances), head.diagnostics()
+    assert not {vm for vm in NOT_NODES if vm in [c.path.rsplit("/", 1)[1] for c in head.fake.calls
+                                                  if c.method == "DELETE"]}

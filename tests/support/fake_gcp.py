@@ -21,7 +21,8 @@ Faults, as Compute Engine shows them:
   (https://cloud.google.com/compute/docs/reference/rest/v1/instances/bulkInsert).
 - bulkInsert naming an instance that exists is refused whole with 409 alreadyExists.
 - instances.list honours `labels.<key> = "<value>"` filters (several, each in parentheses),
-  `name eq "<regex>"`, maxResults and pageToken.
+  `name eq "<regex>"`, maxResults and pageToken; `list_ignores_labels` makes it return instances
+  whatever their labels (a listing the programs must not take on trust).
 - guest attributes: `guest_attributes` instance name -> {"namespace/key": value}.
 - `before_bulk_insert(fake)` runs before a bulkInsert is answered: another program's instance
   appearing in between.
@@ -82,6 +83,7 @@ class FakeGcp:
     stockout_names: set = field(default_factory=set)           # a bulkInsert naming one of these fails
     stockout_leaves: int = 0                                   # instances a failed bulkInsert leaves behind
     guest_attributes: dict = field(default_factory=dict)       # instance -> {"namespace/key": value}
+    list_ignores_labels: bool = False                          # instances.list drops its label filter
     answered: dict = field(default_factory=dict)               # requestId -> the first answer
     bulk_count: int = 0                                        # bulkInserts carried out
     before_bulk_insert: object = None                          # fake -> None, run first (a race)
@@ -346,7 +348,7 @@ class FakeGcp:
         filter_ = query.get("filter", "")
         if f := re.fullmatch(r'name eq "(.*)"', filter_):
             items = [i for i in items if re.fullmatch(f.group(1), i["name"])]
-        else:
+        elif not self.list_ignores_labels:
             for key, value in re.findall(r'labels\.([a-z0-9_-]+) = "([^"]*)"', filter_):
                 items = [i for i in items if i.get("labels", {}).get(key) == value]
         start, size = int(query.get("pageToken") or 0), int(query.get("maxResults") or 500)

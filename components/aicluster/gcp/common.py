@@ -13,7 +13,6 @@ from ..errors import Problem, SpecError
 # Labels: keys start with a lowercase letter; keys and values hold lowercase letters, digits, `_`
 # and `-`, at most 63 characters (cloud.google.com/compute/docs/labeling-resources).
 _LABEL_BAD = re.compile(r"[^a-z0-9_-]")
-NODE_LABEL = "aicluster-node"
 CLUSTER_LABEL = "aicluster-cluster"
 POOL_LABEL = "aicluster-pool"
 
@@ -77,3 +76,9 @@ LEGACY_METADATA = {"disable-legacy-endpoints": "true"}
 
 def node_metadata() -> dict[str, str]:
     return dict(LEGACY_METADATA)
+
+
+def objects_under(bucket: str, prefix: str) -> str:
+    """CEL: the bucket's objects whose names start with `prefix` (Cloud Storage resource names in IAM
+    conditions, https://cloud.google.com/storage/docs/access-control/iam#conditions)."""
+    return f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{prefix}")'

@@ -13,10 +13,12 @@ files and their manifest); this file holds the GCP parts:
   files as on AWS plus cluster.json, published to Cloud Storage with a manifest (the head's
   aicluster-sync timer pulls them), and the head's right to create and delete this cluster's
   instances: a custom role holding only the calls the power programs make, bound with a
-  condition on the instance names (<cluster>-...), plus actAs on the compute service account only.
+  condition on the instance names (instance_prefix: <cluster>-<digest>-...), plus actAs on the
+  compute service account only.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 
@@ -33,7 +35,7 @@ from ..slurm_files import BIN, CONFIG_PREFIX, LIBRARY_MODE, BootFile, Published,
 from ..slurm_files import head_user_data as _head_user_data
 from ..slurm_files import published_files as _published_files
 from ..slurm_files import slurm_pools
-from .common import CLUSTER_LABEL, NODE_LABEL, POOL_LABEL, head_tag, labels, node_tag, project, short_name
+from .common import CLUSTER_LABEL, POOL_LABEL, head_tag, labels, node_tag, project, short_name
 from .identity import CLOUD_PLATFORM, NodeIdentity, NodeIdentityArgs
 
 SECRET_ACCESSOR = "roles/secretmanager.secretAccessor"
@@ -58,10 +60,33 @@ DNS_PERMISSIONS = ("dns.changes.create", "dns.resourceRecordSets.create", "dns.r
                    "dns.resourceRecordSets.list", "dns.resourceRecordSets.update")
 
 
+# Compute Engine instance names: 1-63 characters, [a-z]([-a-z0-9]*[a-z0-9])?
+# (https://cloud.google.com/compute/docs/naming-resources#resource-name-format).
+INSTANCE_NAME_MAX = 63
+# The longest Slurm node name the spec allows: a pool name of 24 characters, '-', and the number of
+# a node of a pool of max_nodes 100,000 (6 digits) (spec.PoolSpec; a test reads both off the spec).
+LONGEST_NODE_NAME = 24 + 1 + 6
+INSTANCE_DIGEST = 4                 # hex characters of the cluster name's SHA-256 in the prefix
+
+
 def instance_prefix(cluster: Cluster) -> str:
-    """Compute instances are named <cluster>-<node>: unique in the project's zone, and what the
-    node reads its Slurm name from."""
-    return f"{cluster.name}-"
+    """Compute instances are named <prefix><node>, the prefix <cluster>-<digest>-, the digest four
+    hex characters of the cluster name's SHA-256. The node reads its Slurm name from its instance
+    name less the prefix. Without the digest two clusters of a zone could name an instance alike
+    (cluster a3mega-train's pool b-gpu and cluster a3mega-train-b's pool gpu: a3mega-train-b-gpu-1)
+    and one cluster's resume deleted or adopted the other's VM. With it, a name of one cluster is a
+    name of another only if the other's name begins with the first's prefix (a3mega-train-c872-...),
+    or, for names cut short (below), their digests collide; and the power programs check the
+    cluster label before they delete or adopt anything, so even then nothing of another cluster
+    is touched.
+
+    The prefix takes no room the spec's check (<cluster>-<pool>-<max_nodes> within 63 characters)
+    does not leave: at most 32 characters (what the longest node name leaves), or else as long as
+    the cluster's name and a dash, the name cut short for the digest (names of 27 characters or
+    more). So every node the spec accepts has an instance name of 63 characters or fewer."""
+    digest = hashlib.sha256(cluster.name.encode()).hexdigest()[:INSTANCE_DIGEST]
+    room = max(INSTANCE_NAME_MAX - LONGEST_NODE_NAME, len(cluster.name) + 1) - len(digest) - 2
+    return f"{cluster.name[:room].rstrip('-')}-{digest}-"
 
 
 def dns_zone_name(cluster: Cluster) -> str:
@@ -139,7 +164,7 @@ class SlurmController(SlurmControllerShape):
         # writes <node>.<domain> -> the node's address before it sets the address in Slurm, the
         # suspend program deletes the record, every node searches the domain. A private zone rather
         # than Compute Engine's internal DNS names: instance names are unique per project and zone,
-        # so they carry the cluster's name (<cluster>-gpu-1) while Slurm's node names stay
+        # so they carry the cluster's name (<cluster>-<digest>-gpu-1) while Slurm's node names stay
         # <pool>-<n> as on AWS. It depends on the cluster name and the network only. Control plane,
         # not data: force_destroy lets `pulumi destroy` delete it with records still in it.
         project_id = project()
@@ -221,10 +246,15 @@ def head_permissions(design: ClusterDesign) -> list[str]:
 
 
 def instance_condition(design: ClusterDesign, project_id: str) -> str:
-    """IAM condition: instance calls only on instances named for this cluster; other resources
-    (disks, templates, subnetworks, operations) as the role allows."""
+    """IAM condition: instance calls only on instances named for this cluster's nodes; other
+    resources (disks, templates, subnetworks, operations) as the role allows. Besides the prefix,
+    each Slurm pool's <cluster>-<pool>- for the nodes a cluster created before the prefix carried
+    its digest may still run (the power programs delete them once their nodes power down). The
+    head (<cluster>-head: a node name has a number) is outside them all."""
     zone = f"projects/{project_id}/zones/{design.zone}/instances/"
-    return f'!resource.name.startsWith("{zone}") || resource.name.startsWith("{zone}{instance_prefix(design)}")'
+    prefixes = [instance_prefix(design)] + [f"{design.name}-{pool.name}-" for pool in slurm_pools(design)]
+    return " || ".join([f'!resource.name.startsWith("{zone}")'] +
+                       [f'resource.name.startsWith("{zone}{prefix}")' for prefix in prefixes])
 
 
 @dataclass(frozen=True)
@@ -308,7 +338,7 @@ def published_files(design: ClusterDesign, *, project_id: str, controller_addr: 
                     node_addrs: dict | None = None, accounting_endpoint: dict | None = None) -> dict[str, str]:
     cluster = {
         "project": project_id, "zone": design.zone,
-        "cluster_label": CLUSTER_LABEL, "node_label": NODE_LABEL, "pool_label": POOL_LABEL,
+        "cluster_label": CLUSTER_LABEL, "pool_label": POOL_LABEL,
         "instance_prefix": instance_prefix(design), "dns_zone": dns_zone or dns_zone_name(design),
         "pools": {p.name: {
             "instance_template": templates[p.name], "machine_type": p.instance.name,
