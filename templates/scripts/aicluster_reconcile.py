@@ -458,22 +458,26 @@ def retry_pending_suspends(run: Pass) -> None:
     of the wrong shape is moved to pending-suspend.rejected.json (logged); the others go on."""
     pending = core.read_state(core.PENDING_SUSPEND)
     for name, entry in sorted(pending.items()):
-        problem = core.pending_problem(entry)
-        if problem:
-            core.reject_pending(name, entry, problem)
-            continue
-        node = run.nodes.get(name)
-        if node is not None and (not node.powered_down or run.in_use(name)):
-            if not node.powering_down:
-                log.warning("reconcile: %s is up again (%s): its unfinished %s (%s) waits for its next "
-                            "power-down, which deletes every instance of it", name, node.describe(),
-                            entry.get("action", "suspend"), " ".join(entry.get("instances") or []))
-            continue
         try:
-            retry_suspend(run, name, entry)
-        except Exception:  # noqa: BLE001 - one entry's fault never stops the others
-            log.exception("reconcile: retrying the suspend of %s failed", name)
+            retry_pending(run, name, entry)
+        except Exception:  # noqa: BLE001 - one entry's fault (a bug too) never stops the others
+            log.exception("reconcile: retrying the unfinished suspend of %s failed", name)
             run.failed = True
+
+
+def retry_pending(run: Pass, name: str, entry) -> None:
+    problem = core.pending_problem(entry)
+    if problem:
+        core.reject_pending(name, entry, problem)
+        return
+    node = run.nodes.get(name)
+    if node is not None and (not node.powered_down or run.in_use(name)):
+        if not node.powering_down:
+            log.warning("reconcile: %s is up again (%s): its unfinished %s (%s) waits for its next "
+                        "power-down, which deletes every instance of it", name, node.describe(),
+                        entry.get("action", "suspend"), " ".join(entry.get("instances") or []))
+        return
+    retry_suspend(run, name, entry)
 
 
 def retry_suspend(run: Pass, name: str, entry: dict) -> None:

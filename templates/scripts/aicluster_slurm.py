@@ -389,7 +389,7 @@ def _read_locked(name: str) -> dict:
         return {}
     if isinstance(data, dict):
         return data
-    set_aside_file(path, f"it holds a JSON {type(data).__name__}, not an object")
+    set_aside_file(path, f"it holds a JSON {json_type(data)}, not an object")
     return {}
 
 
@@ -428,11 +428,19 @@ def read_state(name: str) -> dict:
         return {}
 
 
+def json_type(value) -> str:
+    """The JSON name of a parsed value's type: object, array, string, number, boolean, null."""
+    for kind, name in ((bool, "boolean"), (dict, "object"), (list, "array"), (str, "string"), ((int, float), "number")):
+        if isinstance(value, kind):
+            return name
+    return "null" if value is None else type(value).__name__
+
+
 def pending_problem(entry) -> str | None:
     """What is wrong with one entry of pending-suspend.json ({since, instances, action, error}, as
     record_pending_suspend writes it), or None."""
     if not isinstance(entry, dict):
-        return f"it is a JSON {type(entry).__name__}, not an object"
+        return f"it is a JSON {json_type(entry)}, not an object"
     instances = entry.get("instances")
     if instances is not None and not (isinstance(instances, list) and all(isinstance(i, str) for i in instances)):
         return f"its instances are {instances!r}, not a list of names"

@@ -4,10 +4,12 @@ runs the same program as `aicluster-reconcile`, all through the head's links, ag
 and Route 53 server behind a fault-injecting proxy on 127.0.0.1 (tests/support/fault_proxy.py).
 
 Each scenario injects one fault sequence, then runs exactly MAX_PASSES passes, and checks the
-issue's invariant: every live instance carries the node tag of a node slurmctld has powered up (or
-powering up), no powered-down node has one, no node has two, no name record points at a machine
-that is gone, the always-on nodes are back, and no job was lost (running, pending or requeued;
-never failed, cancelled or held by the machinery).
+issue's invariant: every live instance of the pool carries the node tag of a node slurmctld has
+powered up (or powering up), no powered-down node has one, no node has two, no name record points
+at a machine that is gone, the always-on nodes are back, the head and login nodes run on (they
+carry the cluster tag too, no pool and no node, and the head EC2's termination protection, as
+SlurmController launches it: issue 24, finding 1), and no job was lost (running, pending or
+requeued; never failed, cancelled or held by the machinery).
 
 Time: the loop ends an unowned instance only once it is older than its grace period (ResumeTimeout,
 30 minutes). The faults run under a 60 s ResumeTimeout in cluster.json, so the resume programs have
@@ -110,6 +112,19 @@ class Scene:
     def __init__(self, ctl: AwsController, moto, proxy: FaultProxy):
         self.ctl, self.moto, self.proxy = ctl, moto, proxy
         self.jobs: list[str] = []
+        self.head = self.run_instance({"aicluster-role": "head"}, protected=True)
+        self.login = self.run_instance({"aicluster-role": "login"})
+
+    def run_instance(self, tags: dict[str, str], protected: bool = False) -> str:
+        """An instance of the cluster launched outside the power programs (RunInstances)."""
+        iid = self.moto.ec2.run_instances(
+            ImageId=self.moto.image, MinCount=1, MaxCount=1, SubnetId=self.moto.subnet,
+            TagSpecifications=[{"ResourceType": "instance", "Tags": [
+                {"Key": k, "Value": v} for k, v in {"aicluster-cluster": self.ctl.design.name, **tags}.items()]}],
+        )["Instances"][0]["InstanceId"]
+        if protected:       # moto's RunInstances ignores DisableApiTermination; this call does not
+            self.moto.ec2.modify_instance_attribute(InstanceId=iid, DisableApiTermination={"Value": True})
+        return iid
 
     def live(self) -> dict[str, dict]:
         """instance id -> {tags..., "_launched": epoch} of every live instance with the cluster tag."""
@@ -121,7 +136,9 @@ class Scene:
                 for r in reservations for i in r["Instances"]}
 
     def instances_of(self, node: str | None) -> list[str]:
-        return sorted(iid for iid, tags in self.live().items() if tags.get("aicluster-node") == node)
+        """The pool's live instances tagged for `node` (None: for no node)."""
+        return sorted(iid for iid, tags in self.live().items()
+                      if "aicluster-pool" in tags and tags.get("aicluster-node") == node)
 
     def launched(self, node: str) -> str:
         """The instance the resume program launched for `node`, once it has (and has finished)."""
@@ -170,7 +187,12 @@ class Scene:
         """What breaks the issue's invariant now, or []."""
         states, problems = self.ctl.states(), []
         owners: dict[str, list[str]] = {}
-        for iid, tags in sorted(self.live().items()):
+        live = self.live()
+        problems += [f"the {role} node {iid} is gone" for role, iid in (("head", self.head), ("login", self.login))
+                     if iid not in live]
+        for iid, tags in sorted(live.items()):
+            if "aicluster-pool" not in tags:
+                continue                    # the head and login nodes: checked above
             node = tags.get("aicluster-node")
             state = states.get(node or "")
             if node is None:
@@ -288,8 +310,25 @@ def duplicate_resume(scene: Scene):
     return check
 
 
+def two_instances_for_one_node(scene: Scene):
+    """What two resumes of trn-3 at once leave (issue 24, finding 6): a second instance tagged trn-3,
+    launched before the one slurmctld was handed (older, so "keep the first launched" would keep the
+    wrong one): the loop keeps the instance at trn-3's NodeAddr, as real scontrol shows it."""
+    other = scene.run_instance({"aicluster-pool": "trn", "aicluster-resume-id": "racing-resume"})
+    scene.submit("trn-3")
+    used = scene.launched("trn-3")
+    scene.moto.ec2.create_tags(Resources=[other], Tags=[{"Key": "aicluster-node", "Value": "trn-3"}])
+    address = scene.moto.ec2.describe_instances(InstanceIds=[used])["Reservations"][0]["Instances"][0]
+    assert scene.ctl.node("trn-3")["NodeAddr"] == address["PrivateIpAddress"], scene.diagnostics()
+    assert scene.broken(), "trn-3 has two instances"
+
+    def check():
+        assert scene.instances_of("trn-3") == [used]
+    return check
+
+
 SCENARIOS = [network_lost_after_create_fleet, terminate_refused_on_suspend, always_on_instance_terminated,
-             bootstrap_error_while_powering_up, duplicate_resume]
+             bootstrap_error_while_powering_up, duplicate_resume, two_instances_for_one_node]
 
 
 @pytest.fixture
