@@ -41,6 +41,7 @@ this file; this file holds only the Compute Engine and Cloud DNS calls. The clus
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import re
@@ -414,7 +415,7 @@ class Gce(core.Cloud):
                 return node
         return None
 
-    def node_instances(self) -> list[dict]:
+    def node_instances(self) -> list[core.Instance]:
         """This cluster's instances of its nodes: named for a node (node_of), and of this cluster,
         no role but compute and of a Slurm pool of it (core.not_ours, the one check every cloud
         makes). Anything else labelled for the cluster is not for these programs to touch."""
@@ -422,11 +423,12 @@ class Gce(core.Cloud):
         for instance in self.cluster_instances():
             if not self.node_of(instance):
                 continue                        # the head, a login VM: named for no node
-            why = core.not_ours(self.describe(instance, None), self.config)
+            described = self.describe(instance)
+            why = core.not_ours(described, self.config)
             if why:
-                log.info("leaving %s alone: %s", instance["name"], why)
+                log.info("leaving %s alone: %s", described.id, why)
                 continue
-            kept.append(instance)
+            kept.append(described)
         return kept
 
     # --- launch ----------------------------------------------------------------------------
@@ -553,9 +555,8 @@ class Gce(core.Cloud):
         wanted = set(nodes)
         found: dict[str, list[str]] = {}
         for instance in self.node_instances():
-            node = self.node_of(instance)
-            if node in wanted:
-                found.setdefault(node, []).append(instance["name"])
+            if instance.node in wanted:
+                found.setdefault(instance.node, []).append(instance.id)
         return found
 
     def list_cluster(self) -> list[core.Instance]:
@@ -565,9 +566,10 @@ class Gce(core.Cloud):
         reconcile loop may act on all it is given."""
         instances = self.node_instances()
         errors = self.bootstrap_errors(instances) if self.read_bootstrap_errors else {}
-        return [self.describe(instance, errors.get(instance["name"])) for instance in instances]
+        return [dataclasses.replace(i, bootstrap_error=errors[i.id]) if i.id in errors else i for i in instances]
 
-    def describe(self, instance: dict, bootstrap_error: str | None) -> core.Instance:
+    def describe(self, instance: dict) -> core.Instance:
+        """The instance as the core sees it (its bootstrap error read separately)."""
         labels = instance.get("labels") or {}
         nics = instance.get("networkInterfaces") or [{}]
         return core.Instance(
@@ -575,17 +577,16 @@ class Gce(core.Cloud):
             pool=labels.get(self.config.get("pool_label", DEFAULT_POOL_LABEL)),
             state=STATES.get(instance.get("status"), "stopping"),
             launched_at=timestamp(instance.get("creationTimestamp", "")),
-            resume_id=labels.get(RESUME_ID_LABEL), events=instance_events(instance), bootstrap_error=bootstrap_error,
+            resume_id=labels.get(RESUME_ID_LABEL), events=instance_events(instance),
             cluster=self.owner(instance), role=labels.get(ROLE_LABEL), address=nics[0].get("networkIP"))
 
-    def bootstrap_errors(self, instances: list[dict]) -> dict[str, str]:
+    def bootstrap_errors(self, instances: list[core.Instance]) -> dict[str, str]:
         """name -> the bootstrap error a running instance wrote (guest attribute
         aicluster/bootstrap-error), read only for instances younger than ResumeTimeout: an older
         one has registered with slurmctld or been given up by it. At most GUEST_ATTRIBUTE_READS
         calls, in random order so that every young instance is read within a few passes."""
         horizon = time.time() - float(self.config.get("resume_timeout_s") or DEFAULT_RESUME_TIMEOUT_S)
-        young = [i["name"] for i in instances
-                 if i.get("status") == "RUNNING" and timestamp(i.get("creationTimestamp", "")) >= horizon]
+        young = [i.id for i in instances if i.state == "running" and i.launched_at >= horizon]
         if len(young) > GUEST_ATTRIBUTE_READS:
             log.info("list: reading the bootstrap errors of %d of %d young instances", GUEST_ATTRIBUTE_READS,
                      len(young))

@@ -113,21 +113,24 @@ def deletions(fake) -> list[str]:
     return [c.path.rsplit("/", 1)[1] for c in fake.calls if c.method == "DELETE" and "/instances/" in c.path]
 
 
-def updates(calls, key: str) -> dict[str, str]:
+def addresses(calls) -> dict[str, str]:
+    """node -> the address `scontrol update nodename=... nodeaddr=...` gave it."""
     given = {}
     for call in calls:
         fields = dict(arg.split("=", 1) for arg in call[1:] if "=" in arg)
-        if key in fields:
-            nodes = core.expand_hostlist(fields["nodename"])
-            values = fields[key].split(",") if key == "nodeaddr" else [fields.get("reason", fields[key])] * len(nodes)
-            given.update(zip(nodes, values))
+        if "nodeaddr" in fields:
+            given.update(zip(core.expand_hostlist(fields["nodename"]), fields["nodeaddr"].split(",")))
     return given
 
 
 def down(calls) -> dict[str, str]:
     """node -> the reason it was set DOWN with."""
-    return {n: r for call in calls if "state=down" in call
-            for n, r in updates([call], "state").items()}
+    reasons = {}
+    for call in calls:
+        fields = dict(arg.split("=", 1) for arg in call[1:] if "=" in arg)
+        if fields.get("state") == "down":
+            reasons.update(dict.fromkeys(core.expand_hostlist(fields["nodename"]), fields.get("reason", "")))
+    return reasons
 
 
 def one_pass(config: dict, nodes: dict[str, str], now: float | None = None) -> int:
@@ -242,8 +245,8 @@ def test_a_resume_leaves_the_instances_of_a_cluster_with_a_similar_name_alone(fa
 
     assert power.resume(compute(a), a, ["b-gpu-1", "b-gpu-2"]) == 0
     assert deletions(fake) == [] and {n: fake.instances[n] for n in before} == before
-    assert updates(scontrol(), "nodeaddr") == {n: fake.address(name(a, n)) for n in ("b-gpu-1", "b-gpu-2")}
-    assert not set(updates(scontrol(), "nodeaddr").values()) & {fake.address(n) for n in before}
+    assert addresses(scontrol()) == {n: fake.address(name(a, n)) for n in ("b-gpu-1", "b-gpu-2")}
+    assert not set(addresses(scontrol()).values()) & {fake.address(n) for n in before}
 
     assert power.suspend(compute(a), a, ["b-gpu-1", "b-gpu-2"]) == 0
     assert fake.instances == before
@@ -259,7 +262,7 @@ def test_an_instance_of_another_cluster_under_a_nodes_name_is_refused(fake, scon
 
     assert power.resume(compute(CONFIG), CONFIG, ["gpu-1"]) == 1
     assert fake.instances == {name(CONFIG, "gpu-1"): kept} and deletions(fake) == []
-    assert updates(scontrol(), "nodeaddr") == {}
+    assert addresses(scontrol()) == {}
     reason = down(scontrol())["gpu-1"]
     assert "aicluster-cluster=other" in reason and name(CONFIG, "gpu-1") in reason, reason
 
@@ -285,12 +288,14 @@ def test_a_listing_that_returns_another_clusters_instance_acts_on_nothing_of_it(
 
 
 def test_the_instances_listed_are_filled_in_from_their_labels(fake):
-    add(fake, name(CONFIG, "gpu-3"), {**OURS, "aicluster-resume-id": "r-3"})
+    """What core.not_ours and the loop read: the cluster, role and pool labels, the resume id, the
+    private address (a node's NodeAddr)."""
+    add(fake, name(CONFIG, "gpu-3"), {**OURS, "aicluster-role": "compute", "aicluster-resume-id": "r-3"})
     (listed,) = power.Gce(compute(CONFIG), CONFIG, read_bootstrap_errors=False).list_cluster()
     assert (listed.id, listed.node, listed.pool, listed.resume_id, listed.state) == (
         name(CONFIG, "gpu-3"), "gpu-3", "gpu", "r-3", "running")
-    if "cluster" in {f for f in core.Instance.__dataclass_fields__}:
-        assert listed.cluster == "a3mega-train"
+    assert (listed.cluster, listed.role, listed.address) == (
+        "a3mega-train", "compute", fake.address(name(CONFIG, "gpu-3")))
 
 
 def test_an_instance_whose_pool_label_disagrees_with_its_name_is_not_the_loops(fake):
