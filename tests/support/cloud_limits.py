@@ -295,17 +295,17 @@ def _label_maps(r: CapturedResource) -> Iterator[tuple[str, dict]]:
 
 
 def gcp_labels(variant: str, result) -> list[Breach]:
-    """Labels: at most 64 per resource (with the provider's default labels and the node label the
-    resume program adds to each node), keys and values in GCP's alphabet, 63 characters."""
+    """Labels: at most 64 per resource (with the provider's default labels and the launch's request
+    id the resume program adds to each node at creation), keys and values in GCP's alphabet, 63
+    characters."""
     out = []
     config = result.stack.config.get("gcp:defaultLabels") or {}
-    node_label = cluster_json(result).get("node_label")
     for r in resources(result, "gcp:"):
         for path, labels in _label_maps(r):
             labels = {**config, **labels} if path == "labels" else dict(labels)
-            if node_label and r.type == "gcp:compute/instanceTemplate:InstanceTemplate" and path == "labels":
-                labels[node_label] = "node-name"
-                path = f"labels (+ {node_label} at boot)"
+            if r.type == "gcp:compute/instanceTemplate:InstanceTemplate" and path == "labels":
+                labels["aicluster-resume-id"] = "00000000-0000-0000-0000-000000000000"
+                path = "labels (+ aicluster-resume-id at creation)"
             if len(labels) > value("gcp_labels_per_resource"):
                 out.append(Breach(variant, r.urn, path, f"{len(labels)} labels",
                                   f"at most {value('gcp_labels_per_resource')} labels", "gcp_labels_per_resource"))
