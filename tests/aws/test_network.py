@@ -125,7 +125,7 @@ def test_the_flow_log_role_is_least_privilege(plan_spec, base_spec):
     assert grant["Effect"] == "Allow"
     assert sorted(grant["Action"]) == ["logs:CreateLogStream", "logs:DescribeLogGroups", "logs:DescribeLogStreams",
                                        "logs:PutLogEvents"]
-    assert grant["Resource"] == [group_arn, f"{group_arn}:*", f"{group_arn}:log-stream:*"]
+    assert grant["Resource"] == [group_arn, f"{group_arn}:log-stream:*"]
 
 
 def test_an_existing_vpc_keeps_its_own_default_group_and_flow_logs(plan_spec, base_spec):

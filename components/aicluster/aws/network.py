@@ -49,15 +49,15 @@ def flow_log_trust_policy(log_group_arn: str) -> dict:
 
 def flow_log_policy(log_group_arn: str) -> dict:
     """Deliver flow logs into one group: create its streams, put events, describe it and its streams.
-    Nothing else, no `*` resource. The group ARN as the provider gives it (no trailing ":*"); the
-    streams are <group>:log-stream:<name> (CloudWatch Logs user guide, "CloudWatch Logs resources
-    and operations"). The actions are the VPC user guide's for a flow log role, less
+    Nothing else, no `*` resource: the group ARN as the provider gives it (no trailing ":*") and its
+    streams <group>:log-stream:<name> (CloudWatch Logs user guide, "CloudWatch Logs resources and
+    operations"), as the nodes' shipping grant names them (aws/observability.py shipping_policy). The actions are the VPC user guide's for a flow log role, less
     logs:CreateLogGroup: the group exists before the flow log."""
     arn = log_group_arn.removesuffix(":*")
     return {"Version": "2012-10-17", "Statement": [{
         "Sid": "DeliverFlowLogs", "Effect": "Allow",
         "Action": ["logs:CreateLogStream", "logs:DescribeLogGroups", "logs:DescribeLogStreams", "logs:PutLogEvents"],
-        "Resource": [arn, f"{arn}:*", f"{arn}:log-stream:*"]}]}
+        "Resource": [arn, f"{arn}:log-stream:*"]}]}
 
 
 @dataclass(frozen=True)
