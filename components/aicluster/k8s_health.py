@@ -71,6 +71,19 @@ REPAIR_AFTER_S = {"eks": 30 * 60, "gke": 10 * 60}
 
 RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "128Mi"}}
 
+# Liveness: the agent writes the time to HEARTBEAT_FILE each time round its loop (a memory-backed
+# emptyDir: the root filesystem is read-only); the probe runs the agent's own `--alive` check, which
+# fails when the heartbeat is older than HEARTBEAT_MAX_AGE_S. One time round takes at most about
+# 5 minutes with every call at its own limit (the agent's LOOP_WORST_S: the check's 120 s, four API
+# calls of 30 s, stopping the kubelet 60 s) plus CHECK_INTERVAL_S asleep; past 10 minutes the loop is
+# stuck, and a restart (state comes back from the Node: initial_state) is the cure.
+HEARTBEAT_DIR = "/run/aicluster-health"
+HEARTBEAT_FILE = f"{HEARTBEAT_DIR}/heartbeat"
+HEARTBEAT_MAX_AGE_S = 10 * 60
+PROBE_PERIOD_S = 60
+# python3 starts and reads one file: well inside this, also on a busy node.
+PROBE_TIMEOUT_S = 15
+
 
 @dataclass(frozen=True)
 class NodeHealthSettings:
@@ -176,6 +189,7 @@ def daemon_set(cluster: str, pool: KubernetesPool, settings: NodeHealthSettings)
            "AICLUSTER_POOL_SELECTOR": f"{POOL_LABEL}={pool.name}",
            "AICLUSTER_HOST_PATH": settings.host_path,
            "AICLUSTER_HOST_LD_LIBRARY_PATH": settings.host_ld_library_path,
+           "AICLUSTER_HEARTBEAT": HEARTBEAT_FILE,
            "PYTHONDONTWRITEBYTECODE": "1"}
     return {"apiVersion": "apps/v1", "kind": "DaemonSet",
             "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels(cluster) | {POOL_LABEL: pool.name}},
@@ -192,6 +206,12 @@ def daemon_set(cluster: str, pool: KubernetesPool, settings: NodeHealthSettings)
                         "nodeSelector": {POOL_LABEL: pool.name},
                         # Every taint, its own included: it clears the taint once the node passes.
                         "tolerations": [{"operator": "Exists"}],
+                        # The container runtime's default seccomp profile for the pod. "Privileged
+                        # containers always run as Unconfined" (Kubernetes docs, "Seccomp and
+                        # Kubernetes"), so today it changes nothing for the agent; it is set so the
+                        # pod is confined the moment the agent can drop `privileged`, and admission
+                        # policies that require a profile accept it.
+                        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
                         "containers": [{
                             "name": "agent",
                             "image": settings.image,
@@ -202,9 +222,16 @@ def daemon_set(cluster: str, pool: KubernetesPool, settings: NodeHealthSettings)
                             # over PID 1; the check runs the host's nvidia-smi, fi_info and journalctl.
                             "securityContext": {"privileged": True, "readOnlyRootFilesystem": True},
                             "resources": RESOURCES,
-                            "volumeMounts": [{"name": "health", "mountPath": MOUNT_DIR, "readOnly": True}],
+                            "livenessProbe": {
+                                "exec": {"command": ["python3", f"{MOUNT_DIR}/{AGENT_FILE}", "--alive", HEARTBEAT_FILE,
+                                                     str(HEARTBEAT_MAX_AGE_S)]},
+                                "initialDelaySeconds": PROBE_PERIOD_S, "periodSeconds": PROBE_PERIOD_S,
+                                "timeoutSeconds": PROBE_TIMEOUT_S, "failureThreshold": 2},
+                            "volumeMounts": [{"name": "health", "mountPath": MOUNT_DIR, "readOnly": True},
+                                             {"name": "heartbeat", "mountPath": HEARTBEAT_DIR}],
                         }],
-                        "volumes": [{"name": "health", "configMap": {"name": NAME}}],
+                        "volumes": [{"name": "health", "configMap": {"name": NAME}},
+                                    {"name": "heartbeat", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}],
                     }}}}
 
 

@@ -63,6 +63,10 @@ SA_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 EXPORTER_RESOURCES = {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
 AGENT_RESOURCES = {"requests": {"cpu": "200m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}}
 NOBODY = 65534
+# Every exporter and the collector run under the container runtime's default seccomp profile (pod
+# level; a privileged container, GKE's dcgm-exporter, runs unconfined whatever it says: Kubernetes
+# docs, "Seccomp and Kubernetes").
+POD_SECURITY = {"seccompProfile": {"type": "RuntimeDefault"}}
 LOCKED_DOWN = {"runAsNonRoot": True, "runAsUser": NOBODY, "allowPrivilegeEscalation": False,
                "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
 
@@ -124,6 +128,7 @@ def _daemon_set(cluster: str, app: str, pool: KubernetesPool | None, node_select
                                   "spec": {"nodeSelector": node_selector, "tolerations": tolerations,
                                            # Kept under node pressure: they are how a sick node is seen.
                                            "priorityClassName": "system-node-critical",
+                                           "securityContext": POD_SECURITY,
                                            "automountServiceAccountToken": False, **pod_spec}}}}
 
 
@@ -156,6 +161,10 @@ def dcgm_daemon_set(cluster: str, pool: KubernetesPool, settings: MetricsSetting
         "ports": [{"name": PORT_NAME, "containerPort": e.port, "protocol": "TCP"}],
         "securityContext": security,
         "readinessProbe": {"httpGet": {"path": "/health", "port": e.port}, "periodSeconds": 10},
+        # The chart's own liveness probe (deployment/templates/daemonset.yaml: /health on the metrics
+        # port); DCGM takes a while to attach to the GPUs (the chart waits 45 s).
+        "livenessProbe": {"httpGet": {"path": "/health", "port": e.port}, "initialDelaySeconds": 45,
+                          "periodSeconds": 15, "failureThreshold": 3},
         "resources": EXPORTER_RESOURCES, "volumeMounts": mounts}
     return _daemon_set(cluster, DCGM, pool, {POOL_LABEL: pool.name}, _tolerations(pool),
                        {"containers": [container], "volumes": volumes})
@@ -173,6 +182,8 @@ def node_exporter_daemon_set(cluster: str, pool: KubernetesPool | None) -> dict:
         "ports": [{"name": PORT_NAME, "containerPort": e.port, "hostPort": e.port, "protocol": "TCP"}],
         "securityContext": LOCKED_DOWN,
         "readinessProbe": {"httpGet": {"path": "/", "port": e.port}, "periodSeconds": 10},
+        # node_exporter serves its landing page at / from the same HTTP server as /metrics.
+        "livenessProbe": {"httpGet": {"path": "/", "port": e.port}, "periodSeconds": 30, "failureThreshold": 3},
         "resources": EXPORTER_RESOURCES,
         "volumeMounts": [{"name": "root", "mountPath": "/host", "readOnly": True, "mountPropagation": "HostToContainer"}]}
     selector = {POOL_LABEL: pool.name} if pool else dict(SYSTEM_NODES)
@@ -200,6 +211,7 @@ def _deployment(cluster: str, name: str, app: str, pod_spec: dict) -> dict:
             "spec": {"replicas": 1, "selector": {"matchLabels": pod_labels},
                      "template": {"metadata": {"labels": pod_labels},
                                   "spec": {"serviceAccountName": name, "nodeSelector": dict(SYSTEM_NODES),
+                                           "securityContext": POD_SECURITY,
                                            "tolerations": _tolerations(None), **pod_spec}}}}
 
 
@@ -211,7 +223,11 @@ def kube_state_metrics(cluster: str) -> list[dict]:
                  "args": ["--resources=nodes", f"--port={e.port}", "--telemetry-port=8081"],
                  "ports": [{"name": PORT_NAME, "containerPort": e.port, "protocol": "TCP"}],
                  "securityContext": LOCKED_DOWN, "resources": EXPORTER_RESOURCES,
-                 "readinessProbe": {"httpGet": {"path": "/readyz", "port": 8081}, "periodSeconds": 10}}
+                 "readinessProbe": {"httpGet": {"path": "/readyz", "port": 8081}, "periodSeconds": 10},
+                 # /livez on the metrics port, /readyz on the telemetry port: the project's own
+                 # examples/standard/deployment.yaml (v2.18.0 on).
+                 "livenessProbe": {"httpGet": {"path": "/livez", "port": e.port}, "initialDelaySeconds": 5,
+                                   "periodSeconds": 30, "failureThreshold": 3}}
     return [*_identity(cluster, KSM, KSM, [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]}]),
             _deployment(cluster, KSM, KSM, {"containers": [container]})]
 
@@ -297,6 +313,10 @@ def agent_objects(cluster: str, config_yaml: str | pulumi.Output) -> list[dict]:
                  "ports": [{"name": "web", "containerPort": 9090, "protocol": "TCP"}],
                  "securityContext": LOCKED_DOWN, "resources": AGENT_RESOURCES,
                  "readinessProbe": {"httpGet": {"path": "/-/ready", "port": 9090}, "periodSeconds": 10},
+                 # Prometheus's management API: /-/healthy answers 200 while the server runs (agent
+                 # mode too); /-/ready only once it serves.
+                 "livenessProbe": {"httpGet": {"path": "/-/healthy", "port": 9090}, "initialDelaySeconds": 30,
+                                   "periodSeconds": 30, "failureThreshold": 3},
                  "volumeMounts": [{"name": "config", "mountPath": AGENT_CONFIG_DIR, "readOnly": True},
                                   {"name": "data", "mountPath": AGENT_DATA_DIR}]}
     deployment = _deployment(cluster, AGENT, AGENT, {"containers": [container],

@@ -25,8 +25,14 @@ Repair: with AICLUSTER_REPAIR_AFTER > 0, a node that stays failed that long has 
 (and EKS node auto repair's Ready rule) act on by recreating the node. At most AICLUSTER_REPAIR_CAP
 nodes of the pool are NotReady for this at once; above that the node stays tainted for a person.
 
+Liveness: every time round its loop the agent writes the time to AICLUSTER_HEARTBEAT (a file in
+a memory-backed emptyDir); the DaemonSet's liveness probe runs this same file with `--alive PATH
+MAX_AGE_S`, which fails when the heartbeat is missing or older than MAX_AGE_S: a loop stuck past
+every timeout it sets (a hung API call, a child that never returns) gets the container restarted.
+
 Standard library only. The pure functions (parse_check, next_state, node_patch, status_patch,
-repair_due, repair_allowed) hold the logic and carry the unit tests (tests/k8s/test_node_health_agent.py).
+repair_due, repair_allowed, alive) hold the logic and carry the unit tests
+(tests/k8s/test_node_health_agent.py).
 """
 from __future__ import annotations
 
@@ -68,6 +74,13 @@ NOT_RUN_DETAILS = ("is not installed",)
 TIMEOUT_DETAILS = ("did not answer", "did not finish")
 
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+HEARTBEAT_ENV = "AICLUSTER_HEARTBEAT"
+# The longest one time round the loop can take with every call at its own limit: the Node read, the
+# check (CHECK_TIMEOUT_S), the two patches, the pool's nodes (API_TIMEOUT_S each) and stopping the
+# kubelet (KUBELET_STOP_TIMEOUT_S); the probe's limit must exceed it plus the interval.
+API_TIMEOUT_S = 30
+KUBELET_STOP_TIMEOUT_S = 60
+LOOP_WORST_S = CHECK_TIMEOUT_S + 4 * API_TIMEOUT_S + KUBELET_STOP_TIMEOUT_S
 
 
 # ---------------------------------------------------------------- pure logic
@@ -257,7 +270,7 @@ def run_check(script: str, env_text: str, host_path: str, host_ld_path: str) -> 
 
 def stop_kubelet() -> bool:
     done = subprocess.run(["nsenter", "--target", "1", "--mount", "--", "systemctl", "stop", "kubelet"],
-                          capture_output=True, text=True, timeout=60, check=False)
+                          capture_output=True, text=True, timeout=KUBELET_STOP_TIMEOUT_S, check=False)
     return done.returncode == 0
 
 
@@ -278,7 +291,7 @@ class Api:
                                      data=json.dumps(body).encode() if body is not None else None,
                                      headers={"Authorization": f"Bearer {token}", "Content-Type": content_type,
                                               "Accept": "application/json"})
-        with urllib.request.urlopen(req, context=self.ssl, timeout=30) as resp:
+        with urllib.request.urlopen(req, context=self.ssl, timeout=API_TIMEOUT_S) as resp:
             return json.load(resp)
 
     def node(self, name: str) -> dict:
@@ -295,11 +308,48 @@ class Api:
         return self._call("GET", "/api/v1/nodes?labelSelector=" + urllib.parse.quote(selector)).get("items", [])
 
 
+# ---------------------------------------------------------------- liveness
+
+
+def beat(path: str, now: float) -> None:
+    """Record one time round the loop (written whole: the probe never reads half a number)."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(f"{now:.0f}\n")
+    os.replace(tmp, path)
+
+
+def alive(path: str, now: float, max_age_s: float) -> tuple[bool, str]:
+    """Whether the loop went round within max_age_s, and why not."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            last = float(f.read().strip())
+    except (OSError, ValueError) as exc:
+        return False, f"no heartbeat at {path}: {exc}"
+    age = now - last
+    if age > max_age_s:
+        return False, f"the loop last went round {age:.0f}s ago (more than {max_age_s:.0f}s): stuck"
+    return True, f"the loop went round {age:.0f}s ago"
+
+
+def probe(argv: list[str]) -> int:
+    """`--alive PATH MAX_AGE_S`: the liveness probe's command (exit 0: alive)."""
+    if len(argv) != 2:
+        print("usage: aicluster_node_health.py --alive HEARTBEAT_FILE MAX_AGE_S", file=sys.stderr)
+        return 2
+    ok, why = alive(argv[0], time.time(), float(argv[1]))
+    print(why, file=sys.stdout if ok else sys.stderr)
+    return 0 if ok else 1
+
+
 def log(message: str) -> None:
     print(f"{datetime.now(timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')} {message}", flush=True)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--alive"]:
+        return probe(argv[1:])
     node_name = os.environ["NODE_NAME"]
     interval = int(os.environ.get("AICLUSTER_HEALTH_INTERVAL", "60"))
     repair_after = int(os.environ.get("AICLUSTER_REPAIR_AFTER", "0"))
@@ -311,10 +361,13 @@ def main() -> int:
         env_text = f.read()
     host_path = os.environ.get("AICLUSTER_HOST_PATH", "")
     host_ld_path = os.environ.get("AICLUSTER_HOST_LD_LIBRARY_PATH", "")
+    heartbeat = os.environ.get(HEARTBEAT_ENV, "")
     api = Api()
     state: HealthState | None = None
     while True:
         try:
+            if heartbeat:
+                beat(heartbeat, time.time())
             node = api.node(node_name)
             now = time.time()
             state = state or initial_state(node, now)

@@ -8,6 +8,7 @@ import importlib.util
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -287,3 +288,110 @@ def test_the_real_check_fails_a_node_missing_a_gpu_through_the_agent(host):
 
 def test_the_real_check_without_its_expectations_is_unknown(host):
     assert run_like_the_agent(host, "AICLUSTER_GPUS=2\n").outcome == "unknown"
+
+
+# ---------------------------------------------------------------- liveness: the heartbeat and its probe
+
+
+def test_a_fresh_heartbeat_is_alive_and_a_stale_missing_or_garbled_one_is_not(tmp_path):
+    beat = tmp_path / "heartbeat"
+    assert agent.alive(str(beat), NOW, 600)[0] is False                     # never written
+    agent.beat(str(beat), NOW)
+    assert agent.alive(str(beat), NOW + 599, 600) == (True, "the loop went round 599s ago")
+    ok, why = agent.alive(str(beat), NOW + 601, 600)
+    assert ok is False and "stuck" in why
+    beat.write_text("half a numb")
+    assert agent.alive(str(beat), NOW, 600)[0] is False
+    assert not (tmp_path / "heartbeat.tmp").exists()                       # written whole, then renamed
+
+
+def _daemon_set_probe() -> list[str]:
+    pool = _pool()
+    settings = k8s_health.NodeHealthSettings("eks", "img@sha256:" + "0" * 64, {pool.name: "AICLUSTER_GPUS=8\n"})
+    (container,) = k8s_health.daemon_set("c", pool, settings)["spec"]["template"]["spec"]["containers"]
+    return container["livenessProbe"]["exec"]["command"]
+
+
+def _pool():
+    """The GPU pool of a small EKS cluster (the design's KubernetesPool, as the DaemonSet takes it)."""
+    from aicluster.design import design_cluster
+    from aicluster.spec import parse_spec
+    from tests.support import BASE_SPEC
+
+    spec = {**BASE_SPEC, "scheduler": "kubernetes", "kubernetes": {"api_access": "vpc"}}
+    return design_cluster(parse_spec(spec)).kubernetes.pools[0]
+
+
+def test_the_daemon_sets_own_probe_command_passes_a_live_agent_and_fails_a_stuck_one(tmp_path):
+    """The very exec probe the DaemonSet carries, run against this agent file: exit 0 while the loop
+    beats, 1 once the heartbeat is older than the limit or missing."""
+    command = _daemon_set_probe()
+    assert command[:3] == ["python3", f"{k8s_health.MOUNT_DIR}/{k8s_health.AGENT_FILE}", "--alive"]
+    assert command[3:] == [k8s_health.HEARTBEAT_FILE, str(k8s_health.HEARTBEAT_MAX_AGE_S)]
+    beat = tmp_path / "heartbeat"
+
+    def run_probe() -> int:
+        argv = [sys.executable, str(AGENT), "--alive", str(beat), command[4]]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=30).returncode
+
+    assert run_probe() == 1                                                  # no heartbeat yet
+    agent.beat(str(beat), time.time())
+    assert run_probe() == 0
+    agent.beat(str(beat), time.time() - k8s_health.HEARTBEAT_MAX_AGE_S - 5)
+    assert run_probe() == 1
+
+
+def test_the_agent_beats_each_time_round_its_loop_even_while_the_api_is_down(tmp_path, monkeypatch):
+    """main() writes the heartbeat the probe reads at the top of every run, before any call that can
+    fail, so an API outage (which a restart would not cure) never fails the probe."""
+    import urllib.error
+
+    (tmp_path / "check").write_text("exit 0\n")
+    (tmp_path / "gpu.env").write_text("AICLUSTER_GPUS=8\n")
+    heartbeat = tmp_path / "heartbeat"
+    for key, value in {"NODE_NAME": "ip-10-0-1-5", "AICLUSTER_POOL_SELECTOR": "aicluster.io/pool=gpu",
+                       "AICLUSTER_HEALTH_SCRIPT": str(tmp_path / "check"), "AICLUSTER_HEALTH_ENV": str(tmp_path / "gpu.env"),
+                       "AICLUSTER_HEALTH_INTERVAL": "60", agent.HEARTBEAT_ENV: str(heartbeat)}.items():
+        monkeypatch.setenv(key, value)
+
+    class DownApi:
+        def node(self, name):
+            raise urllib.error.URLError("connection refused")
+
+    class Stop(Exception):
+        pass
+
+    rounds = []
+
+    def sleep(seconds):
+        rounds.append(agent.alive(str(heartbeat), time.time(), k8s_health.HEARTBEAT_MAX_AGE_S)[0])
+        heartbeat.unlink()
+        if len(rounds) == 3:
+            raise Stop
+    monkeypatch.setattr(agent, "Api", DownApi)
+    monkeypatch.setattr(agent.time, "sleep", sleep)
+    with pytest.raises(Stop):
+        agent.main([])
+    assert rounds == [True, True, True]
+
+
+def test_the_probes_limit_exceeds_the_longest_time_round_the_loop():
+    """Every call in one run is bounded (the check, the API calls, stopping the kubelet); the probe
+    only fails a loop that has overrun all of them, and the interval asleep."""
+    assert agent.LOOP_WORST_S + k8s_health.CHECK_INTERVAL_S < k8s_health.HEARTBEAT_MAX_AGE_S
+    assert agent.CHECK_TIMEOUT_S + 4 * agent.API_TIMEOUT_S + agent.KUBELET_STOP_TIMEOUT_S == agent.LOOP_WORST_S
+
+
+def test_the_heartbeat_lives_on_a_small_writable_volume_beside_the_read_only_root():
+    pool = _pool()
+    pod = k8s_health.daemon_set("c", pool, k8s_health.NodeHealthSettings("eks", "img", {pool.name: ""}))
+    spec = pod["spec"]["template"]["spec"]
+    (container,) = spec["containers"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    assert not mounts[k8s_health.HEARTBEAT_DIR].get("readOnly")
+    volume = next(v for v in spec["volumes"] if v["name"] == mounts[k8s_health.HEARTBEAT_DIR]["name"])
+    assert volume["emptyDir"]["medium"] == "Memory"
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env[agent.HEARTBEAT_ENV] == k8s_health.HEARTBEAT_FILE
+    assert k8s_health.HEARTBEAT_FILE.startswith(k8s_health.HEARTBEAT_DIR + "/")
