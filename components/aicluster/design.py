@@ -180,6 +180,7 @@ class NetworkDesign:
     existing_vpc_id: str | None
     existing_subnet_id: str | None
     ssh_ingress_cidrs: tuple[str, ...]
+    flow_logs: bool = True                              # of a network aicluster creates (spec network.flow_logs)
     # GCP only
     mtu: int | None = None                              # the system VPC's MTU
     fabric_networks: tuple[GcpNetwork, ...] = ()        # the GPU NIC networks every pool needs
@@ -591,7 +592,7 @@ def _design_network(spec: ClusterSpec, pools: tuple[PoolDesign, ...] = ()) -> Ne
         halves = list(vpc.subnets(prefixlen_diff=1))
         quarters = list(vpc.subnets(prefixlen_diff=2))
         public = str(quarters[2]) if spec.cloud == "aws" else None   # GCP egress is Cloud NAT: no public subnet
-        design = NetworkDesign(True, str(vpc), str(halves[0]), public, None, None, ssh)
+        design = NetworkDesign(True, str(vpc), str(halves[0]), public, None, None, ssh, flow_logs=net.flow_logs)
     if spec.cloud != "gcp":
         return design
     return _gcp_network(spec, design, pools)

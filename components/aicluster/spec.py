@@ -51,6 +51,10 @@ class NetworkSpec(_Model):
     ssh_ingress_cidrs: tuple[Text, ...] = Field(
         (), description="CIDRs allowed to reach the head and login nodes on TCP 22. Empty (default): no SSH "
                         "ingress at all; use SSM Session Manager on aws, IAP on gcp.")
+    flow_logs: bool = Field(
+        True, description="Flow logs of the network aicluster creates (default on; CIS): aws, VPC flow logs of all "
+                          "traffic into the log group /aicluster/<cluster>/vpc-flow-logs, kept 30 days; gcp, the "
+                          "nodes' subnet's flow logs into Cloud Logging. An existing network's are its owner's.")
 
 
 class CapacitySpec(_Model):

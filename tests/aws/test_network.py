@@ -151,3 +151,12 @@ def test_flow_logs_can_be_turned_off_on_the_component(base_spec):
     on = run_program(lambda: Network("own", NetworkArgs(design.context, design.network)),
                      stack="own", config={"aws:region": "us-east-1"})
     assert len(on.of_type(FLOW_LOG)) == 1
+
+
+def test_flow_logs_follow_the_spec_on_both_clouds(plan_spec, base_spec):
+    """spec network.flow_logs (default true): the AWS VPC's flow log, or the GCP nodes' subnet's
+    log_config; false leaves both out."""
+    assert len(plan_spec(base_spec).of_type(FLOW_LOG)) == 1
+    base_spec["network"] = {"flow_logs": False}
+    plan = plan_spec(base_spec)
+    assert plan.of_type(FLOW_LOG) == [] and len(plan.of_type(DEFAULT_SG)) == 1

@@ -169,6 +169,19 @@ def test_system_network_has_nat_and_only_internal_rules(plan_spec):
         assert "0.0.0.0/0" not in rule.get("sourceRanges", [])
 
 
+def test_the_nodes_subnet_keeps_flow_logs_unless_turned_off(plan_spec):
+    """spec network.flow_logs (default true): the nodes' subnet logs its flows (CIS GCP 3.8)."""
+    def subnet_log(spec):
+        (subnet,) = [s.inputs for s in plan_spec(spec).of_type(SUBNET) if s.inputs["name"] == "test-subnet"]
+        return subnet.get("logConfig")
+
+    assert subnet_log(spec_with()) == {"aggregationInterval": "INTERVAL_5_SEC", "flowSampling": 0.5,
+                                       "metadata": "INCLUDE_ALL_METADATA"}
+    off = spec_with()
+    off["network"] = {"flow_logs": False}
+    assert subnet_log(off) is None
+
+
 def test_private_service_access_for_managed_lustre(plan_spec):
     plan = plan_spec(spec_with())
     (address,) = plan.of_type("gcp:compute/globalAddress:GlobalAddress")
@@ -401,11 +414,13 @@ def test_published_configuration_is_the_shared_slurm_templates(plan_spec):
     runs = [f["run"] for f in manifest["files"] if f.get("run")]
     # The mount script at one path on every node of both clouds (it was /opt/aicluster/bin on the GCP
     # head only); modules the programs import are not executable, as on AWS.
+    # Then pyxis, built once on the head for every node (node_local_files), in the background.
     # Last, the head's monitoring set-up, run again when its settings or its program change.
     monitoring = ["/opt/aicluster/bin/aicluster-monitoring", "--cloud", "gcp", "--role", "head",
                   "--env", "/etc/aicluster/monitoring.env", "--background"]
     assert runs == [["/usr/local/sbin/aicluster-mount-storage"], ["/opt/aicluster/bin/aicluster-accounting"],
-                    ["/opt/aicluster/bin/aicluster-gcp-lustre-import"], monitoring, monitoring]
+                    ["/opt/aicluster/bin/aicluster-gcp-lustre-import"],
+                    ["/opt/aicluster/bin/aicluster-pyxis-build", "--background"], monitoring, monitoring]
     modes = {f["path"].rsplit("/", 1)[1]: f["mode"] for f in manifest["files"]}
     assert (modes["aicluster_slurm.py"], modes["aicluster_gcp.py"], modes["aicluster-gcp-power.py"]) == \
         ("0644", "0644", "0755")

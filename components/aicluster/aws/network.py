@@ -69,12 +69,13 @@ class NetworkArgs:
     network: the network's design: a new VPC and its CIDRs (`create_vpc`, `vpc_cidr`,
         `private_subnet_cidr`, `public_subnet_cidr`), or an existing VPC and subnet
         (`existing_vpc_id`, `existing_subnet_id`), used as they are (`ClusterDesign.network`).
-    flow_logs: VPC flow logs of a VPC aicluster creates, into the cluster's log group (default on;
-        off: no log group, role or flow log). An existing VPC's flow logs are its owner's.
+    flow_logs: VPC flow logs of a VPC aicluster creates, into the cluster's log group (None, the
+        default: as the design says, `NetworkDesign.flow_logs`, spec `network.flow_logs`, on unless
+        turned off; False: no log group, role or flow log). An existing VPC's flow logs are its owner's.
     """
     context: ClusterContext
     network: NetworkDesign
-    flow_logs: bool = True
+    flow_logs: bool | None = None
 
 
 class Network(pulumi.ComponentResource):
@@ -95,7 +96,7 @@ class Network(pulumi.ComponentResource):
             # CIS 5.4: the VPC's default group allows nothing (no rule listed: the provider removes them all).
             aws.ec2.DefaultSecurityGroup(f"{name}-default-sg", vpc_id=self.vpc_id,
                                          tags={**tags, "Name": f"{cluster.name}-default-unused"}, opts=child)
-            if args.flow_logs:
+            if args.network.flow_logs if args.flow_logs is None else args.flow_logs:
                 self._flow_logs(name, cluster, tags, child)
         else:
             self.vpc_id = pulumi.Output.from_input(net.existing_vpc_id)
