@@ -8,6 +8,9 @@ So adding a pool, resizing one or changing the idle time never touches the head 
 inputs: its user data only knows where the manifest lives.
 
     aicluster-sync [--bootstrap]     # --bootstrap: first run at boot, slurmctld not started yet
+    aicluster-sync --publish-artifact FILE KEY
+                                     # what the head built for the nodes (aicluster-pyxis-build):
+                                     # FILE at KEY (under artifacts/), then its SHA-256 at KEY.sha256
 
 A pass never loses the controller (issue 13, "Sync that cannot lose the controller"):
 1. every file of the manifest is downloaded and checked (staged in memory: the files are small) first; a missing object, a
@@ -147,7 +150,8 @@ def ensure_link(path: str, target: str) -> bool:
 # --- the object store ---
 
 class GcsObjects:
-    """The one S3 call sync makes, get_object(Bucket, Key)["Body"].read(), over Cloud Storage."""
+    """The S3 calls sync makes, get_object(Bucket, Key)["Body"].read() and (publishing the head's
+    builds) put_object(Bucket, Key, Body), over Cloud Storage."""
 
     def get_object(self, Bucket: str, Key: str) -> dict:  # noqa: N803 - the boto3 names sync uses
         import io
@@ -156,6 +160,24 @@ class GcsObjects:
         from aicluster_gcp import storage_read
 
         return {"Body": io.BytesIO(storage_read(Bucket, Key))}
+
+    def put_object(self, Bucket: str, Key: str, Body: bytes) -> dict:  # noqa: N803
+        """A simple media upload with the VM's token: POST /upload/storage/v1/b/BUCKET/o?uploadType=media
+        &name=NAME (https://cloud.google.com/storage/docs/json_api/v1/objects/insert)."""
+        import urllib.parse
+        import urllib.request
+
+        sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+        from aicluster_gcp import STORAGE, access_token, endpoint
+
+        upload = endpoint("STORAGE", STORAGE).replace("/storage/v1", "/upload/storage/v1", 1)
+        url = (f"{upload}/b/{urllib.parse.quote(Bucket, safe='')}/o?"
+               + urllib.parse.urlencode({"uploadType": "media", "name": Key}))
+        request = urllib.request.Request(url, data=Body, method="POST", headers={
+            "Authorization": f"Bearer {access_token()}", "Content-Type": "application/octet-stream"})
+        with urllib.request.urlopen(request, timeout=120) as response:
+            response.read()
+        return {}
 
 
 def object_store(settings: dict):
@@ -706,10 +728,66 @@ def one_pass(bootstrap: bool) -> int:
     return status
 
 
+# --- publishing what the head builds for the nodes ---
+
+# The head writes here and nowhere else of the bucket (node_local_files.ARTIFACT_PREFIX; its IAM
+# grant is scoped to it), and the nodes read it.
+ARTIFACT_PREFIX = "artifacts/"
+
+
+def artifact_key_problem(key: str) -> str | None:
+    parts = key.split("/")
+    if not key.startswith(ARTIFACT_PREFIX) or "" in parts or "." in parts or ".." in parts or key.endswith(".sha256"):
+        return f"{key!r} is not an object key under {ARTIFACT_PREFIX}"
+    return None
+
+
+def publish_artifact(path: str, key: str) -> int:
+    """Publish FILE at KEY, then its SHA-256 at KEY.sha256 (sha256sum's format), which a node reads
+    first (aicluster-fetch --artifact): a digest is there only once its object is. A key whose
+    digest is already published is never rewritten (a node may be reading it, and every node must
+    get the same build): the published one stays, whatever this build's bytes."""
+    problem = artifact_key_problem(key)
+    if problem:
+        raise SyncError(f"cannot publish {path}: {problem}")
+    with open(local("/etc/aicluster/sync.json"), encoding="utf-8") as fh:
+        settings = json.load(fh)
+    with open(path, "rb") as fh:
+        data = fh.read()
+    if not data:
+        raise SyncError(f"cannot publish {path}: it is empty")
+    store, bucket, digest = object_store(settings), settings["bucket"], sha256(data)
+    try:
+        published = read_object(store, bucket, key + ".sha256").decode(errors="replace").split()
+    except NotFound:
+        published = []
+    if published:
+        if published[0] == digest:
+            log(f"{bucket}/{key} is published (SHA-256 {digest})")
+        else:
+            log(f"{bucket}/{key} is published already (SHA-256 {published[0]}): kept, never rewritten; "
+                f"this build ({digest}) is not published")
+        return 0
+    try:
+        store.put_object(Bucket=bucket, Key=key, Body=data)
+        store.put_object(Bucket=bucket, Key=key + ".sha256", Body=f"{digest}  {os.path.basename(key)}\n".encode())
+    except Exception as exc:  # noqa: BLE001 - boto3, botocore and urllib errors alike
+        raise SyncError(f"cannot publish {bucket}/{key}: {type(exc).__name__}: {exc}") from None
+    log(f"published {bucket}/{key} ({len(data)} bytes) and its SHA-256 {digest}")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="aicluster-sync")
     parser.add_argument("--bootstrap", action="store_true")
+    parser.add_argument("--publish-artifact", nargs=2, metavar=("FILE", "KEY"))
     args = parser.parse_args(argv)
+    if args.publish_artifact:
+        try:
+            return publish_artifact(*args.publish_artifact)
+        except SyncError as exc:
+            log_error(f"FAILED {exc}")
+            return EXIT_FAILED
     held = lock(args.bootstrap)
     if held is None:
         log("another pass is running; this one leaves it to finish")
