@@ -7,6 +7,7 @@ shellcheck is required: without it the lint test fails, it does not skip.
 from __future__ import annotations
 
 import dataclasses
+import re
 import shutil
 import subprocess
 
@@ -18,15 +19,19 @@ from aicluster.catalog import CatalogError, node_local
 from aicluster.catalog.node_local import LocalNvme, containers, local_nvme
 from aicluster.node_local_files import node_local_programs, scratch_summary
 
-CHECKED = "checked on 2026-11-24"
+CHECKED = re.compile(r"checked on 2026-\d\d-\d\d")
 
 
 def test_pins_are_sourced_and_checked():
     c = containers()
     for what, source in (("enroot", c.enroot.source), ("pyxis", c.pyxis.source), ("image", c.example_source)):
-        assert CHECKED in source, what
+        assert CHECKED.search(source), what
     assert c.enroot.version in c.enroot.source and f"v{c.pyxis.version}" in c.pyxis.source
     assert c.pyxis.commit in c.pyxis.source and len(c.pyxis.commit) == 40
+    # Every artifact pinned by SHA-256 (issue 24): each .deb per architecture, pyxis's source archive.
+    assert c.enroot.arches and all(set(d) == set(c.enroot.packages) for d in c.enroot.sha256.values())
+    assert c.pyxis.url == f"https://github.com/NVIDIA/pyxis/archive/refs/tags/v{c.pyxis.version}.tar.gz"
+    assert len(c.pyxis.sha256) == 64
     assert c.enroot.url("enroot+caps") == \
         f"https://github.com/NVIDIA/enroot/releases/download/v{c.enroot.version}/enroot+caps_{c.enroot.version}-1_amd64.deb"
     assert c.example_image.startswith("nvcr.io#nvidia/pytorch:") and not c.example_image.endswith(":latest")
@@ -78,12 +83,31 @@ def test_an_unknown_size_unit_is_refused(monkeypatch):
         node_local._local_nvme.cache_clear()
 
 
+@pytest.mark.parametrize("enroot, pyxis, message", [
+    ({"sha256": {"amd64": {"enroot": "a" * 64}}}, {}, "sha256.amd64 has no digest for enroot\\+caps"),
+    ({"sha256": {}}, {}, "pins no architecture"),
+    ({}, {"sha256": "sha256:abc"}, "containers.pyxis.sha256 is 'sha256:abc', not a hex SHA-256"),
+])
+def test_a_container_pin_without_a_good_digest_is_refused(monkeypatch, enroot, pyxis, message):
+    doc = node_local._doc()
+    c = doc["containers"]
+    bad = {**doc, "containers": {**c, "enroot": {**c["enroot"], **enroot}, "pyxis": {**c["pyxis"], **pyxis}}}
+    monkeypatch.setattr(node_local, "_doc", lambda: bad)
+    node_local.containers.cache_clear()
+    try:
+        with pytest.raises(CatalogError, match=message):
+            node_local.containers()
+    finally:
+        monkeypatch.undo()
+        node_local.containers.cache_clear()
+
+
 def test_containers_program_is_pinned_and_passes_shellcheck(tmp_path):
     shellcheck = shutil.which("shellcheck")
     assert shellcheck, "shellcheck is required (.ci/install-system-deps installs it)"
     text = node_local_programs()["aicluster-containers"]
     c = containers()
-    assert f"ENROOT_VERSION={c.enroot.version}\n" in text and f"PYXIS_COMMIT={c.pyxis.commit}\n" in text
+    assert f"ENROOT_VERSION={c.enroot.version}\n" in text and f"PYXIS_VERSION={c.pyxis.version}\n" in text
     assert f"PYXIS_PLUGIN={c.pyxis.plugin}\n" in text
     assert "ENROOT_DATA_PATH       $base/data/user-\\${UID}" in text
     script = tmp_path / "aicluster-containers"

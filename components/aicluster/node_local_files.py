@@ -4,28 +4,83 @@ paths on /scratch, the host's fabric libraries in every container). Both run in 
 bootstrap before slurmd starts. AWS nodes fetch them from the configuration bucket
 (aws/slurm.py node_program_files), GCP nodes carry them in their metadata (cloud-init/compute).
 
+pyxis is built once, on the head node (aicluster-pyxis-build, published to the head by
+slurm_files.published_files), against the cluster's pinned Slurm, and published with its SHA-256
+beside it in the cluster's own bucket under PYXIS_ARTIFACT_PREFIX; the nodes' aicluster-containers
+fetches and checks it (aicluster-fetch --artifact). No node clones or compiles anything.
+
 Also the plan's /scratch and containers facts for a pool (plan_report.py: text and JSON).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
 from aicluster.catalog import load_catalog
-from aicluster.catalog.node_local import SCRATCH, containers, local_nvme
+from aicluster.catalog.node_local import SCRATCH, Containers, containers, local_nvme
+from aicluster.catalog.slurm_release import slurm_release
 from aicluster.render import render, static
 from aicluster.slurm_monitoring import node_programs as monitoring_programs
 
 SCRATCH_PROGRAM = "aicluster-scratch"
 CONTAINERS_PROGRAM = "aicluster-containers"
+PYXIS_BUILD_PROGRAM = "aicluster-pyxis-build"   # the head's, never a node's
 CONTAINER_USAGE = "srun --container-image"    # how a job uses them: pyxis's option
+# What the head builds for the nodes, in the cluster's own bucket (S3 on AWS, Cloud Storage on
+# GCP): the head writes under this prefix and the compute and login nodes read it, nothing else
+# of it either way (aws/slurm.py, aws/login.py, gcp/slurm.py, gcp/login.py grant exactly that).
+ARTIFACT_PREFIX = "artifacts/"
+PYXIS_ARTIFACT_PREFIX = f"{ARTIFACT_PREFIX}pyxis/"
+PYXIS_FETCH_UNIT = "aicluster-pyxis"          # a node's retrying fetch, while the head has not published
+PYXIS_BUILD_UNIT = "aicluster-pyxis-build"    # the head's retrying build
+
+
+def pyxis_artifact_dir(pins: Containers | None = None) -> str:
+    """Where the head publishes spank_pyxis.so for the nodes, short of the architecture:
+    `<dir>/<dpkg arch>/spank_pyxis.so`, its SHA-256 at `.../spank_pyxis.so.sha256`. Named by
+    pyxis's version and source digest and by the Slurm package version it is built against, so a
+    new pin of either is a new key, built again, never a rewrite of one a node may be reading."""
+    c = pins or containers()
+    return f"{PYXIS_ARTIFACT_PREFIX}{c.pyxis.version}-{c.pyxis.sha256[:12]}/slurm-{slurm_release().package_version}"
+
+
+def containers_program(pins: Containers | None = None) -> str:
+    """aicluster-containers. `pins` defaults to the catalog's (tests give their own digests)."""
+    return _render_containers(pins) if pins else _catalog_containers()
+
+
+@functools.lru_cache(maxsize=1)
+def _catalog_containers() -> str:
+    return _render_containers(containers())
+
+
+def _render_containers(pins: Containers) -> str:
+    return render("scripts/aicluster-containers.sh.j2", c=pins, scratch=SCRATCH, pyxis_dir=pyxis_artifact_dir(pins),
+                  slurm_version=slurm_release().package_version, unit=PYXIS_FETCH_UNIT)
+
+
+def pyxis_build_program(pins: Containers | None = None) -> str:
+    """aicluster-pyxis-build, the head's: pyxis from its pinned source archive against the cluster's
+    Slurm headers, published with its SHA-256 where aicluster-containers looks. `pins` as above."""
+    return _render_build(pins) if pins else _catalog_build()
+
+
+@functools.lru_cache(maxsize=1)
+def _catalog_build() -> str:
+    return _render_build(containers())
+
+
+def _render_build(c: Containers) -> str:
+    return render("scripts/aicluster-pyxis-build.sh.j2", c=c, pyxis_dir=pyxis_artifact_dir(c),
+                  slurm_version=slurm_release().package_version, unit=PYXIS_BUILD_UNIT)
 
 
 def node_local_programs() -> dict[str, str]:
     """{program name: text} of the programs a node installs in its bin directory: also what watches
     it (aicluster-monitoring and aicluster-node-metrics, slurm_monitoring.py)."""
     return {SCRATCH_PROGRAM: static("scripts/aicluster-scratch"),
-            CONTAINERS_PROGRAM: render("scripts/aicluster-containers.sh.j2", c=containers(), scratch=SCRATCH),
+            CONTAINERS_PROGRAM: containers_program(),
             **monitoring_programs()}
 
 

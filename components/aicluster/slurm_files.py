@@ -7,7 +7,9 @@ One shape with the cloud's parts plugged in (issue 12, "One copy of each shared 
   its programs come from, which secret store holds the munge key);
 - the published files are the same Slurm files, cluster.json, accounting.json, the nodes' programs
   and the filesystems' mount script, installed by aicluster-sync from one manifest; a cloud adds
-  its own entries (GCP: the Managed Lustre imports) and names its power program.
+  its own entries (GCP: the Managed Lustre imports) and names its power program;
+- the head builds pyxis once for every node (aicluster-pyxis-build, node_local_files), run by
+  aicluster-sync when it is installed, as the head's monitoring is set up.
 
 The cloud components (components/aicluster/aws/slurm.py, components/aicluster/gcp/slurm.py) put
 these texts into their bucket and their head node.
@@ -24,6 +26,7 @@ from aicluster.catalog.accounting_db import accounting_catalog
 from aicluster.catalog.slurm_release import nccl_check_config
 from aicluster.design import ClusterContext, ClusterDesign, PoolDesign
 from aicluster.mounts import Mount
+from aicluster.node_local_files import PYXIS_BUILD_PROGRAM, pyxis_build_program
 from aicluster.render import render, static
 from aicluster.slurm_config import (POWER_LOG, RECONCILE_LOG, SLURM_CONFIG_FILES, SlurmRuntime, node_domain,
                                     render_slurm_configs)
@@ -49,6 +52,7 @@ HEAD_PROGRAMS = {"aicluster_slurm.py": "scripts/aicluster_slurm.py",
                  # The fabric check users run (docs/fabric-check.md); its expectations: cluster.json.
                  "aicluster-nccl-check": "scripts/aicluster-nccl-check"}
 LIBRARY_MODE, PROGRAM_MODE, DATA_MODE = "0644", "0755", "0644"
+PYXIS_BUILD_KEY = f"bin/{PYXIS_BUILD_PROGRAM}"
 
 
 def head_hostname(cluster_name: str) -> str:
@@ -118,7 +122,7 @@ def published_keys(programs: Iterable[str], extra: Iterable[str] = ()) -> tuple[
     `programs` and `extra` as given to published_files (their names, their keys)."""
     return (*[f"slurm/{f}" for f in SLURM_CONFIG_FILES], "aicluster/cluster.json", "aicluster/accounting.json",
             *extra, *[f"bin/{p}" for p in {**dict.fromkeys(programs), **HEAD_PROGRAMS}],
-            "bin/aicluster-mount-storage", *HEAD_MONITORING_KEYS,
+            "bin/aicluster-mount-storage", PYXIS_BUILD_KEY, *HEAD_MONITORING_KEYS,
             "manifest.json")
 
 
@@ -198,6 +202,10 @@ def published_files(design: ClusterDesign, *, controller_addr: str, cluster: dic
                   _json(accounting_settings(design, accounting_secret, accounting_endpoint)),
                   run=(f"{BIN}/aicluster-accounting",)),
         *extra,
+        # pyxis, built once here for every compute and login node and published in the bucket
+        # (node_local_files), in the background: a run again only when the program changes (a new pin).
+        Published(PYXIS_BUILD_KEY, f"{BIN}/{PYXIS_BUILD_PROGRAM}", pyxis_build_program(), PROGRAM_MODE,
+                  run=(f"{BIN}/{PYXIS_BUILD_PROGRAM}", "--background")),
         # Last: watching the head (slurm_monitoring), set up in the background, never in the way of
         # slurmctld's start; a changed program or setting sets it up again.
         *[Published(key, path, content, mode, run=run)

@@ -74,11 +74,13 @@ def test_role_reads_the_munge_key_its_programs_and_exactly_the_published_files_i
     munge = plan.named("demo-slurm-munge", "aws:secretsmanager/secret:Secret")
     bucket = plan.named("demo-slurm-config", "aws:s3/bucket:Bucket").outputs["arn"]
     # Each of the head's objects by its exact key, never head/* (slurm.conf, the manifest, the
-    # power program): the mount script, the fabric check and the facts it reads.
+    # power program): the mount script, the fabric check and the facts it reads; and pyxis as the
+    # head built it (node_local_files), never the head's other artifacts.
     assert [(s["Action"], s["Resource"]) for s in statements] == [
         ("secretsmanager:GetSecretValue", munge.outputs["arn"]),
         ("s3:GetObject", [f"{bucket}/login/*", f"{bucket}/head/bin/aicluster-mount-storage",
-                          f"{bucket}/head/bin/aicluster-nccl-check", f"{bucket}/head/aicluster/cluster.json"])]
+                          f"{bucket}/head/bin/aicluster-nccl-check", f"{bucket}/head/aicluster/cluster.json"]),
+        ("s3:GetObject", f"{bucket}/artifacts/pyxis/*")]
 
 
 def test_the_keys_the_login_node_reads_are_the_ones_the_head_publishes_and_its_user_data_names(plan):

@@ -297,18 +297,20 @@ def test_programs_are_fetched_from_the_bucket_at_content_addressed_keys(plan_spe
 
 
 def test_compute_nodes_read_only_their_programs(plan_spec, base_spec):
-    """Least privilege: s3:GetObject on the compute/ prefix of the cluster's bucket, nothing else (not
-    the head's configuration, not cluster.json, no listing, no write)."""
+    """Least privilege: s3:GetObject on the compute/ prefix of the cluster's bucket and on pyxis as
+    the head built it (artifacts/pyxis/), nothing else (not the head's configuration, not
+    cluster.json, no listing, no write)."""
     plan = plan_spec(base_spec)
     bucket_arn = plan.named("demo-slurm-config", "aws:s3/bucket:Bucket").outputs["arn"]
     read = plan.named("demo-slurm-node-files-compute-read", POLICY)
     assert read.inputs["role"] == plan.named("demo-compute-role").outputs["name"]
     assert json.loads(read.inputs["policy"])["Statement"] == [
-        {"Sid": "ReadNodePrograms", "Effect": "Allow", "Action": "s3:GetObject", "Resource": f"{bucket_arn}/compute/*"}]
+        {"Sid": "ReadNodePrograms", "Effect": "Allow", "Action": "s3:GetObject", "Resource": f"{bucket_arn}/compute/*"},
+        {"Sid": "ReadPyxis", "Effect": "Allow", "Action": "s3:GetObject", "Resource": f"{bucket_arn}/artifacts/pyxis/*"}]
     compute_role = plan.named("demo-compute-role").outputs["name"]
     s3_statements = [st for r in plan.of_type(POLICY) if r.inputs["role"] == compute_role
                      for st in json.loads(r.inputs["policy"])["Statement"] if "s3:" in str(st["Action"])]
-    assert len(s3_statements) == 1
+    assert len(s3_statements) == 2
 
 
 ROUTINE_EDITS = {

@@ -1,61 +1,115 @@
-"""aicluster-containers (issue 15, deliverable 3), rendered with the catalog's pins and run in a
-scratch tree (AICLUSTER_ROOT). The programs it drives to download, build and install (curl,
-apt-get, dpkg, git, make, mountpoint) are recording stubs; bash, sed, install and mktemp are real.
+"""The container stack of Slurm nodes (issue 15, deliverable 3; issue 24, item 9: supply chain).
 
-It checks what the node ends up with: the pinned enroot .debs fetched, pyxis built from the pinned
-commit and refused from any other, enroot's paths on /scratch when it is mounted (else /tmp), the
-host's fabric directories mounted into containers where the node has them, and nothing redone on
-a node that already has both.
+aicluster-containers, rendered with test pins (tests/support/container_tools.py: the catalog's pins
+with the digests of what the fakes download) and run in a scratch tree (AICLUSTER_ROOT): curl,
+apt-get, dpkg, systemctl, systemd-run are recording stubs, git/make/gcc/cc fail if a node ever
+runs them; sha256sum, install, mktemp and python3 (boto3 against moto's S3, aicluster_gcp.py
+against the fake Cloud Storage of tests/support/fake_gcp.py) are real. aicluster-pyxis-build runs the same way
+on a "head", with the real aicluster-sync --publish-artifact.
+
+What a node ends up with: the pinned enroot .debs, each checked against its pinned SHA-256 (a
+tampered one, or an architecture without a pin, installs nothing); pyxis as the head built it,
+checked against the SHA-256 published beside it (a tampered one installs nothing), or, not
+published yet, a retrying unit and a set-up that goes on (slurmd never waits); enroot's paths on
+/scratch when it is mounted (else /var/tmp); the host's fabric directories in containers. No node
+clones or compiles anything: the rendered compute and login boot paths hold no clone, no compiler,
+and no download that is not checked against a pinned digest.
 """
 from __future__ import annotations
 
-import os
+import hashlib
+import json
+import re
+import shutil
 import subprocess
+import urllib.request
 from pathlib import Path
 
+import boto3
 import pytest
+import yaml
 
 from aicluster.catalog.node_local import containers
-from aicluster.node_local_files import node_local_programs
-from tests.support.container_tools import CONTAINER_TOOL_STUBS, write_stubs
+from aicluster.catalog.slurm_release import slurm_release
+from aicluster.node_local_files import (ARTIFACT_PREFIX, CONTAINERS_PROGRAM, PYXIS_ARTIFACT_PREFIX, PYXIS_FETCH_UNIT,
+                                        containers_program, pyxis_artifact_dir, pyxis_build_program)
+from tests.support.container_tools import (CONTAINER_TOOL_STUBS, FAKE_AWS, FAKE_PLUGIN_LINE, HEAD_BUILD_STUBS, calls,
+                                           fake_archive, install_readers, install_sync, pins, write_stubs)
 
 C = containers()
-
-# A compute node: slurmd and GPU support in enroot are there (a login node has neither).
-STUBS = {"slurmd": "exit 0\n", "nvidia-container-cli": "exit 0\n", **CONTAINER_TOOL_STUBS}
+PINS = pins()
+BUCKET = "demo-config"
+ARCH = "amd64"
+KEY = f"{pyxis_artifact_dir(PINS)}/{ARCH}/spank_pyxis.so"
+PLUGIN = b"\x7fELF fake spank_pyxis.so, as the head built it\n"
 
 
 @pytest.fixture
-def node(tmp_path):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    write_stubs(bin_dir, STUBS)
+def s3(moto_endpoint):
+    urllib.request.urlopen(urllib.request.Request(f"{moto_endpoint}/moto-api/reset", method="POST")).close()
+    client = boto3.client("s3", region_name="us-east-1", endpoint_url=moto_endpoint, **{
+        k.lower(): v for k, v in FAKE_AWS.items() if k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")})
+    client.create_bucket(Bucket=BUCKET)
+    client.endpoint = moto_endpoint
+    return client
+
+
+def publish(s3, data: bytes = PLUGIN, digest: str | None = None, key: str = KEY) -> None:
+    """What the head's aicluster-sync --publish-artifact leaves: the object, then its SHA-256."""
+    s3.put_object(Bucket=BUCKET, Key=key, Body=data)
+    s3.put_object(Bucket=BUCKET, Key=key + ".sha256",
+                  Body=f"{digest or hashlib.sha256(data).hexdigest()}  spank_pyxis.so\n".encode())
+
+
+# A compute node: slurmd and GPU support in enroot are there (a login node has neither).
+NODE_STUBS = {"slurmd": "exit 0\n", "nvidia-container-cli": "exit 0\n", **CONTAINER_TOOL_STUBS}
+
+
+@pytest.fixture
+def node(tmp_path, s3):
+    tmp_path = tmp_path / "node"
+    stubs, programs = tmp_path / "stubs", tmp_path / "opt"
+    stubs.mkdir(parents=True)
+    programs.mkdir()
+    write_stubs(stubs, NODE_STUBS)
+    install_readers(programs, stubs)
     root = tmp_path / "root"
     (root / "etc" / "aicluster").mkdir(parents=True)
-    (root / "etc" / "aicluster" / "node.env").write_text("AICLUSTER_GPUS=8\n")
+    (root / "etc" / "aicluster" / "node.env").write_text(
+        f"AICLUSTER_GPUS=8\nAICLUSTER_CLOUD=aws\nAICLUSTER_BUCKET={BUCKET}\nAICLUSTER_REGION=us-east-1\n")
     (root / "opt" / "amazon" / "efa").mkdir(parents=True)      # the DLAMI's EFA; no aws-ofi-nccl dirs
-    script = tmp_path / "aicluster-containers"
-    script.write_text(node_local_programs()["aicluster-containers"])
-    calls = tmp_path / "calls"
+    script = programs / CONTAINERS_PROGRAM
+    script.write_text(containers_program(PINS))
+    script.chmod(0o755)
 
-    def run(**env: str) -> subprocess.CompletedProcess:
-        full = {"PATH": f"{bin_dir}:/usr/bin:/bin", "AICLUSTER_ROOT": str(root), "CALLS": str(calls),
-                "GIT_HEAD": C.pyxis.commit, **env}
-        return subprocess.run(["bash", str(script)], env=full, capture_output=True, text=True, timeout=60)
+    def run(*args: str, **env: str) -> subprocess.CompletedProcess:
+        full = {"PATH": f"{stubs}:/usr/bin:/bin", "AICLUSTER_ROOT": str(root), "AICLUSTER_BIN": str(programs),
+                "CALLS": str(tmp_path / "calls"), "HOME": str(tmp_path), "AWS_ENDPOINT_URL": s3.endpoint,
+                **FAKE_AWS, **env}
+        return subprocess.run(["bash", str(script), *args], env=full, capture_output=True, text=True, timeout=120)
 
-    run.root, run.calls = root, calls
+    run.root, run.calls, run.script = root, tmp_path / "calls", script
     return run
 
 
-def test_a_fresh_node_gets_the_pinned_enroot_and_pyxis_and_scratch_paths(node):
+def plugin(node) -> Path:
+    return node.root / C.pyxis.plugin.lstrip("/")
+
+
+def test_a_fresh_node_gets_the_pinned_enroot_and_the_heads_pyxis(node, s3):
+    publish(s3)
     r = node(SCRATCH_MOUNTED="1")
     assert r.returncode == 0, r.stderr
-    calls = node.calls.read_text()
-    for package in ("enroot", "enroot+caps"):
-        assert C.enroot.url(package) in calls
-    assert f"git clone -q --depth 1 --branch v{C.pyxis.version} {C.pyxis.git_url}" in calls
-    assert f"prefix=/usr/local DESTDIR={node.root}" in calls
-    assert (node.root / C.pyxis.plugin.lstrip("/")).exists()
+    done = calls(node.calls)
+    for package in C.enroot.packages:
+        assert C.enroot.url(package) in done
+    install = next(line for line in done.splitlines() if line.startswith("apt-get install"))
+    assert "enroot.deb" in install and "enroot+caps.deb" in install
+    assert plugin(node).read_bytes() == PLUGIN
+    assert (node.root / (C.pyxis.plugin.lstrip("/") + ".version")).read_text() == KEY + "\n"
+    # Nothing cloned, nothing compiled, no retrying unit (it was published).
+    assert not re.search(r"^(git|make|gcc|cc) ", done, re.M) and "systemctl enable" not in done
+    assert f"enroot {C.enroot.version} and pyxis {C.pyxis.version} ready" in r.stderr
     conf = (node.root / "etc" / "enroot" / "enroot.conf").read_text()
     assert "ENROOT_DATA_PATH       /scratch/enroot/data/user-${UID}" in conf
     assert "ENROOT_CACHE_PATH      /scratch/enroot/cache/user-${UID}" in conf
@@ -65,33 +119,321 @@ def test_a_fresh_node_gets_the_pinned_enroot_and_pyxis_and_scratch_paths(node):
     assert fabric == "/opt/amazon/efa /opt/amazon/efa none x-create=dir,bind,ro,nosuid,nodev,private 0 -1\n"
 
 
-def test_without_scratch_enroot_lives_under_var_tmp(node):
+@pytest.mark.parametrize("package", C.enroot.packages)
+def test_a_tampered_deb_is_refused_and_nothing_is_installed(node, s3, package):
+    """A .deb that is not the pinned one (a replaced release asset, a man in the middle) never
+    reaches apt; before, any bytes the URL answered were installed."""
+    publish(s3)
+    r = node(TAMPER=Path(C.enroot.url(package)).name)
+    assert r.returncode == 1
+    assert "does not have the pinned SHA-256" in r.stderr and "nothing installed" in r.stderr
+    done = calls(node.calls)
+    assert "apt-get install" not in done and "apt-get update" not in done
+    assert not plugin(node).exists()
+
+
+def test_an_architecture_without_a_pin_is_refused(node, s3):
+    publish(s3)
+    r = node(DPKG_ARCH="arm64")
+    assert r.returncode == 1
+    assert "no pinned SHA-256 of enroot for arm64" in r.stderr
+    assert "curl" not in calls(node.calls) and not plugin(node).exists()
+
+
+@pytest.mark.parametrize("tamper", ["object", "digest", "not-a-digest"])
+def test_a_tampered_pyxis_artifact_is_refused_and_nothing_is_installed(node, s3, tamper):
+    """The plugin must match the SHA-256 the head published beside it: another object (or digest)
+    installs nothing and fails the set-up (its reason is the node's)."""
+    if tamper == "object":
+        publish(s3, data=PLUGIN + b"tampered", digest=hashlib.sha256(PLUGIN).hexdigest())
+    elif tamper == "digest":
+        publish(s3, digest="0" * 64)
+    else:
+        publish(s3, digest="sha256:nope")
+    r = node()
+    assert r.returncode == 1
+    assert "was refused" in r.stderr and "nothing installed" in r.stderr
+    assert not plugin(node).exists()
+    assert not (node.root / (C.pyxis.plugin.lstrip("/") + ".version")).exists()
+
+
+def test_pyxis_not_published_yet_is_retried_in_the_background_and_slurmd_does_not_wait(node, s3):
+    """A new cluster's head may still be building: the set-up finishes (enroot ready) and a unit
+    fetches pyxis every minute until it is published (a unit file: a reboot before then loses
+    nothing); nothing is built here."""
+    r = node()
+    assert r.returncode == 0, r.stderr
+    done = calls(node.calls)
+    unit = (node.root / "etc" / "systemd" / "system" / f"{PYXIS_FETCH_UNIT}.service").read_text()
+    assert f"ExecStart={node.script} --pyxis\n" in unit
+    assert "Restart=on-failure\nRestartSec=60\n" in unit and "WantedBy=multi-user.target" in unit
+    assert f"systemctl enable --now --no-block {PYXIS_FETCH_UNIT}.service" in done.splitlines()
+    assert "pyxis" in r.stderr and "pending" in r.stderr and not plugin(node).exists()
+    assert not re.search(r"^(git|make|gcc|cc) ", done, re.M)
+    # What the unit runs: fails (retried) until the head publishes, then installs it.
+    again = node("--pyxis")
+    assert again.returncode == 1 and "not published yet" in again.stderr
+    publish(s3)
+    again = node("--pyxis")
+    assert again.returncode == 0, again.stderr
+    assert plugin(node).read_bytes() == PLUGIN
+
+
+def test_gcp_nodes_fetch_pyxis_from_cloud_storage(node, tmp_path):
+    from tests.support.fake_gcp import FakeGcp
+
+    fake = FakeGcp().start()
+    try:
+        fake.objects[(BUCKET, KEY)] = PLUGIN
+        fake.objects[(BUCKET, KEY + ".sha256")] = f"{hashlib.sha256(PLUGIN).hexdigest()}  spank_pyxis.so\n".encode()
+        (node.root / "etc" / "aicluster" / "node.env").write_text(
+            f"AICLUSTER_GPUS=8\nAICLUSTER_CLOUD=gcp\nAICLUSTER_BUCKET={BUCKET}\nAICLUSTER_REGION=us-central1\n"
+            "AICLUSTER_NIC_LIB_DIR=/var/lib/gib\n")
+        (node.root / "var" / "lib" / "gib").mkdir(parents=True)
+        r = node(**fake.env())
+        assert r.returncode == 0, r.stderr
+        assert plugin(node).read_bytes() == PLUGIN
+        fabric = (node.root / "etc" / "enroot" / "mounts.d" / "90-aicluster-fabric.fstab").read_text()
+        assert fabric.splitlines()[0].startswith("/var/lib/gib /var/lib/gib none x-create=dir,bind,ro")
+    finally:
+        fake.stop()
+
+
+def test_without_scratch_enroot_lives_under_var_tmp(node, s3):
+    publish(s3)
     r = node()
     assert r.returncode == 0, r.stderr
     conf = (node.root / "etc" / "enroot" / "enroot.conf").read_text()
     assert "ENROOT_DATA_PATH       /var/tmp/enroot/data/user-${UID}" in conf
 
 
-def test_gcp_mounts_the_nic_stack_directory(node):
-    (node.root / "etc" / "aicluster" / "node.env").write_text("AICLUSTER_GPUS=8\nAICLUSTER_NIC_LIB_DIR=/var/lib/gib\n")
-    (node.root / "var" / "lib" / "gib").mkdir(parents=True)
-    assert node().returncode == 0
-    fabric = (node.root / "etc" / "enroot" / "mounts.d" / "90-aicluster-fabric.fstab").read_text()
-    assert fabric.splitlines()[0].startswith("/var/lib/gib /var/lib/gib none x-create=dir,bind,ro")
-
-
-def test_a_moved_pyxis_tag_is_refused(node):
-    r = node(GIT_HEAD="0" * 40)
-    assert r.returncode == 1
-    assert "the tag moved, refusing to build it" in r.stderr
-    assert "make" not in node.calls.read_text()
-    assert not (node.root / C.pyxis.plugin.lstrip("/")).exists()
-
-
-def test_a_node_that_has_both_installs_nothing(node):
+def test_a_node_that_has_both_installs_nothing(node, s3):
+    publish(s3)
     assert node().returncode == 0
     node.calls.unlink()
     r = node(DPKG_VERSION=f"{C.enroot.version}-1")
     assert r.returncode == 0, r.stderr
     assert not node.calls.exists(), node.calls.read_text()
     assert f"enroot {C.enroot.version} is installed" in r.stderr and f"pyxis {C.pyxis.version} is installed" in r.stderr
+
+
+# --- the head builds pyxis once and publishes it ------------------------------------------------
+
+@pytest.fixture
+def head(tmp_path, s3):
+    tmp_path = tmp_path / "head"
+    stubs, programs, downloads = tmp_path / "stubs", tmp_path / "opt", tmp_path / "downloads"
+    for d in (stubs, programs, downloads):
+        d.mkdir(parents=True)
+    write_stubs(stubs, HEAD_BUILD_STUBS)
+    install_sync(programs)
+    (stubs / "python3").symlink_to(__import__("sys").executable)
+    archive = fake_archive()
+    (downloads / Path(C.pyxis.url).name).write_bytes(archive)
+    root = tmp_path / "root"
+    (root / "etc" / "aicluster").mkdir(parents=True)
+    (root / "etc" / "aicluster" / "sync.json").write_text(
+        json.dumps({"bucket": BUCKET, "prefix": "head/", "region": "us-east-1"}))
+    script = programs / "aicluster-pyxis-build"
+    script.write_text(pyxis_build_program(pins(archive)))
+    script.chmod(0o755)
+
+    def run(*args: str, **env: str) -> subprocess.CompletedProcess:
+        full = {"PATH": f"{stubs}:/usr/bin:/bin", "AICLUSTER_ROOT": str(root), "AICLUSTER_BIN": str(programs),
+                "CALLS": str(tmp_path / "calls"), "HOME": str(tmp_path), "FAKE_DOWNLOADS": str(downloads),
+                "LIBSLURM_VERSION": slurm_release().package_version, "AWS_ENDPOINT_URL": s3.endpoint,
+                **FAKE_AWS, **env}
+        return subprocess.run(["bash", str(script), *args], env=full, capture_output=True, text=True, timeout=120)
+
+    run.root, run.calls = root, tmp_path / "calls"
+    return run
+
+
+def test_the_head_builds_pyxis_once_and_publishes_it_with_its_sha256(head, node, s3):
+    r = head()
+    assert r.returncode == 0, r.stderr
+    done = calls(head.calls)
+    assert C.pyxis.url in done and "git" not in done.split()
+    assert re.search(r"^make -C \S+ -s install prefix=/usr/local DESTDIR=\S+$", done, re.M)
+    built = s3.get_object(Bucket=BUCKET, Key=KEY)["Body"].read()
+    assert built.decode().strip() == FAKE_PLUGIN_LINE
+    digest = s3.get_object(Bucket=BUCKET, Key=KEY + ".sha256")["Body"].read().decode()
+    assert digest == f"{hashlib.sha256(built).hexdigest()}  spank_pyxis.so\n"
+    # Once: a second run (the unit restarted, the head rebooted) builds nothing.
+    head.calls.unlink()
+    again = head()
+    assert again.returncode == 0 and "is published" in again.stderr
+    assert "make" not in calls(head.calls)
+    # A node installs exactly that build.
+    n = node()
+    assert n.returncode == 0, n.stderr
+    assert plugin(node).read_bytes() == built
+
+
+def test_the_head_installs_the_clusters_slurm_headers_at_its_pinned_version(head, s3):
+    r = head(LIBSLURM_VERSION="")
+    # The stub still answers nothing after apt-get: the build refuses other headers than the cluster's.
+    assert r.returncode == 1 and "libslurm-dev is missing" in r.stderr
+    assert f"apt-get install -y -q -o DPkg::Lock::Timeout=300 --no-install-recommends " \
+           f"libslurm-dev={slurm_release().package_version}" in calls(head.calls)
+    assert "make" not in calls(head.calls)
+
+
+def test_a_tampered_pyxis_source_archive_is_refused_and_nothing_is_built_or_published(head, s3):
+    r = head(TAMPER=Path(C.pyxis.url).name)
+    assert r.returncode == 1 and "does not have the pinned SHA-256" in r.stderr
+    assert "make" not in calls(head.calls)
+    assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET, Prefix=ARTIFACT_PREFIX)
+
+
+def test_the_build_runs_in_a_retrying_unit_from_the_heads_sync(head):
+    """In the background (a sync pass never waits on it), retried every minute, and again at the
+    next boot if the head reboots before it is published."""
+    r = head("--background")
+    assert r.returncode == 0, r.stderr
+    unit = (head.root / "etc" / "systemd" / "system" / "aicluster-pyxis-build.service").read_text()
+    assert "Restart=on-failure\nRestartSec=60\n" in unit and "WantedBy=multi-user.target" in unit
+    assert re.search(r"^ExecStart=/\S+/aicluster-pyxis-build$", unit, re.M)
+    done = calls(head.calls).splitlines()
+    assert done[-2:] == ["systemctl enable aicluster-pyxis-build.service",
+                         "systemctl restart --no-block aicluster-pyxis-build.service"]
+    assert "make" not in calls(head.calls)
+
+
+def test_the_head_publishes_the_build_program_and_runs_it_from_sync():
+    """The program reaches the head with its other published files; aicluster-sync runs it (in
+    the background) when it is installed or changes, as the head's monitoring set-up."""
+    from aicluster.planner import plan_stack
+
+    for stack in ("aws-p5-slurm", "gcp-a3mega-slurm"):
+        files = plan_stack(stack).files
+        (manifest_name,) = [n for n in files if n.endswith("manifest.json")]
+        manifest = json.loads(files[manifest_name])
+        (entry,) = [e for e in manifest["files"] if e["path"] == "/opt/aicluster/bin/aicluster-pyxis-build"]
+        assert entry["run"] == ["/opt/aicluster/bin/aicluster-pyxis-build", "--background"]
+        assert entry["mode"] == "0755"
+
+
+# --- what the nodes' boot paths hold --------------------------------------------------------------
+
+# A command (not an argument, not a comment): at the start of a line or after ; & | ( ` $( && ||.
+_COMMAND = r"(?:^|[;&|(`]|\$\()\s*(?:sudo\s+|exec\s+|command\s+)?{}(?=\s|$)"
+_CLONE = re.compile(_COMMAND.format(r"git\s+clone"), re.M)
+_COMPILER = re.compile(_COMMAND.format(r"(?:make|gcc|cc|g\+\+|clang|c\+\+|go\s+build|cargo\s+build)"), re.M)
+_DOWNLOAD = re.compile(_COMMAND.format(r"(?:curl|wget)"), re.M)
+
+
+def _code(text: str) -> str:
+    """The script without its comment lines."""
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+
+
+def _node_boot_files() -> dict[str, str]:
+    """name -> text of everything a compute or login node runs at boot, as the plans render it: the
+    user data (and each file it writes) and every program the nodes fetch (compute/, login/), on
+    both clouds; and the login user data of both clouds."""
+    from aicluster.login_files import login_user_data
+    from aicluster.planner import plan_stack
+
+    out = {}
+    for stack in ("aws-p5-slurm", "gcp-a3mega-slurm"):
+        for name, text in plan_stack(stack).files.items():
+            if name.startswith(("compute/", "login/")):
+                out[f"{stack}:{name}"] = text
+            elif name.startswith("user-data/") and not name.endswith("-head.yaml"):
+                out[f"{stack}:{name}"] = text
+                for f in yaml.safe_load(text).get("write_files", []):
+                    out[f"{stack}:{name}:{f['path']}"] = f.get("content", "")
+    for cloud in ("aws", "gcp"):
+        text = login_user_data(cloud=cloud, cluster="demo", region="us-east-1", hostname="demo-login-1",
+                               controller_addr="10.0.0.5", munge_secret="m", bucket=BUCKET)
+        out[f"{cloud}-login"] = text
+        for f in yaml.safe_load(text)["write_files"]:
+            out[f"{cloud}-login:{f['path']}"] = f.get("content", "")
+    return out
+
+
+def test_no_node_clones_or_compiles_at_boot():
+    """Before: every compute and login node ran `git clone` of pyxis and `make` at every boot."""
+    files = _node_boot_files()
+    assert any(name.endswith("/aicluster-containers") for name in files)
+    for name, text in files.items():
+        code = _code(text)
+        assert not _CLONE.search(code), name
+        assert not _COMPILER.search(code), (name, _COMPILER.search(code))
+
+
+def test_every_download_of_the_container_stack_is_checked_against_a_pinned_digest():
+    """Each curl of aicluster-containers is followed by a SHA-256 check against a pin, and the pins
+    are exactly the catalog's (before: the .debs were installed as downloaded)."""
+    text = containers_program()
+    lines = _code(text).splitlines()
+    downloads = [i for i, line in enumerate(lines) if _DOWNLOAD.search(line)]
+    assert downloads
+    for i in downloads:
+        assert any("sha256sum -c" in line for line in lines[i + 1:i + 4]), lines[i]
+    pinned = dict(re.findall(r"^\s+(\w+/[\w+]+)\) echo ([0-9a-f]{64}) ;;$", text, re.M))
+    assert pinned == {f"{arch}/{p}": d for arch, digests in C.enroot.sha256.items() for p, d in digests.items()}
+    # Every .deb goes through the checked download, and nothing else reaches apt from the network.
+    assert len(re.findall(r"^\s+fetch_checked \"https://github.com/NVIDIA/enroot/", text, re.M)) == len(C.enroot.packages)
+    assert "fetch_published \"$storage\"" in text         # pyxis: checked against the digest the head published
+    for name in ("aicluster-pyxis-build",):
+        build = _code(pyxis_build_program())
+        b_lines = build.splitlines()
+        for i, line in enumerate(b_lines):
+            if _DOWNLOAD.search(line):
+                assert any("sha256sum -c" in nxt for nxt in b_lines[i + 1:i + 4]), (name, line)
+        assert f"PYXIS_SHA256={C.pyxis.sha256}\n" in pyxis_build_program()
+
+
+def test_the_artifact_lives_where_the_grants_allow():
+    assert pyxis_artifact_dir().startswith(PYXIS_ARTIFACT_PREFIX) and PYXIS_ARTIFACT_PREFIX.startswith(ARTIFACT_PREFIX)
+    # aicluster-sync publishes only there (it refuses any other key).
+    sync = (Path(__file__).resolve().parents[2] / "templates" / "scripts" / "aicluster-sync.py").read_text()
+    assert f'ARTIFACT_PREFIX = "{ARTIFACT_PREFIX}"' in sync
+    assert f"slurm-{slurm_release().package_version}" in pyxis_artifact_dir()
+    assert f"PYXIS_DIR={pyxis_artifact_dir()}\n" in containers_program()
+    assert f"PYXIS_DIR={pyxis_artifact_dir()}\n" in pyxis_build_program()
+
+
+def test_the_pyxis_build_program_passes_shellcheck(tmp_path):
+    shellcheck = shutil.which("shellcheck")
+    assert shellcheck, "shellcheck is required (.ci/install-system-deps installs it)"
+    for name, text in (("aicluster-pyxis-build", pyxis_build_program()), (CONTAINERS_PROGRAM, containers_program())):
+        script = tmp_path / name
+        script.write_text(text)
+        r = subprocess.run([shellcheck, str(script)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout
+
+
+# --- who may write and read the artifact ------------------------------------------------------------
+
+def test_only_the_head_writes_artifacts_and_nodes_read_only_pyxis():
+    """AWS: the head may put (and read, list) objects under artifacts/ only; compute and login roles
+    get s3:GetObject on artifacts/pyxis/* and no write. GCP: the same by IAM conditions."""
+    from aicluster.planner import plan_stack
+
+    result = plan_stack("aws-p5-slurm")
+    name, plan = result.design.name, result.plan
+    policies = {r.name: json.loads(r.inputs["policy"]) for r in plan.of_type("aws:iam/rolePolicy:RolePolicy")}
+    bucket = plan.named(f"{name}-slurm-config", "aws:s3/bucket:Bucket").outputs["arn"]
+    writes = [(n, st) for n, doc in policies.items() for st in doc["Statement"]
+              if any(a in ("s3:PutObject", "s3:*") for a in ([st["Action"]] if isinstance(st["Action"], str) else st["Action"]))]
+    assert [(n, st["Resource"]) for n, st in writes] == [(f"{name}-slurm-head-artifacts", f"{bucket}/{ARTIFACT_PREFIX}*")]
+    for role_policy in (f"{name}-slurm-node-files-compute-read", f"{name}-login-read"):
+        reads = {st["Sid"]: st for st in policies[role_policy]["Statement"]}
+        assert reads["ReadPyxis"] == {"Sid": "ReadPyxis", "Effect": "Allow", "Action": "s3:GetObject",
+                                      "Resource": f"{bucket}/{PYXIS_ARTIFACT_PREFIX}*"}
+
+    result = plan_stack("gcp-a3mega-slurm")
+    name, plan = result.design.name, result.plan
+    grants = {r.name: r.inputs for r in plan.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")}
+    head = grants[f"{name}-slurm-artifacts-head"]
+    assert head["role"] == "roles/storage.objectUser"
+    assert head["condition"]["expression"].endswith(f'/objects/{ARTIFACT_PREFIX}")')
+    compute = grants[f"{name}-slurm-artifacts-compute"]
+    assert compute["role"] == "roles/storage.objectViewer"
+    assert compute["condition"]["expression"].endswith(f'/objects/{PYXIS_ARTIFACT_PREFIX}")')
+    config = plan.named(f"{name}-slurm-config", "gcp:storage/bucket:Bucket").outputs["name"]
+    writers = [n for n, g in grants.items() if g["bucket"] == config and g["role"] != "roles/storage.objectViewer"]
+    assert writers == [f"{name}-slurm-artifacts-head"], writers

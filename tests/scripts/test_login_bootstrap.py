@@ -9,6 +9,7 @@ Its own harness rather than tests/support/node_bootstrap.py: that one drives the
 join (EC2's and GCE's metadata servers, slurmd); a login node reads neither."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -22,16 +23,19 @@ from moto.server import ThreadedMotoServer
 from aicluster.catalog.node_local import containers
 from aicluster.catalog.slurm_release import nccl_check_config
 from aicluster.login_files import CLUSTER_JSON_KEY, MOUNT_SCRIPT_KEY, NCCL_CHECK_KEY
-from aicluster.node_local_files import CONTAINERS_PROGRAM, node_local_programs
+from aicluster.node_local_files import CONTAINERS_PROGRAM, containers_program, pyxis_artifact_dir
 from aicluster.render import static
 from tests.support import free_port
-from tests.support.container_tools import CONTAINER_TOOL_STUBS, write_stubs
+from tests.support.container_tools import CONTAINER_TOOL_STUBS, install_readers, pins, write_stubs
 
 SCRIPT = Path(__file__).resolve().parents[2] / "templates" / "scripts" / "aicluster-login-bootstrap"
 BUCKET, REGION, CONTROLLER = "demo-config", "us-east-1", "10.0.0.5:6817"
 MOUNT = '#!/bin/bash\necho mounted >> "$AICLUSTER_ROOT/mounted"\n'
 NCCL_CHECK = static("scripts/aicluster-nccl-check")
 PINS = containers()
+# pyxis as the head publishes it (aicluster-pyxis-build): the plugin, then its SHA-256 beside it.
+PYXIS_KEY = f"{pyxis_artifact_dir(pins())}/amd64/spank_pyxis.so"
+PYXIS = b"fake spank_pyxis.so"
 
 
 def cluster_json(*instance_types: str) -> bytes:
@@ -45,6 +49,9 @@ def publish_everything(client) -> None:
     client.put_object(Bucket=BUCKET, Key=MOUNT_SCRIPT_KEY, Body=MOUNT.encode())
     client.put_object(Bucket=BUCKET, Key=NCCL_CHECK_KEY, Body=NCCL_CHECK.encode())
     client.put_object(Bucket=BUCKET, Key=CLUSTER_JSON_KEY, Body=cluster_json("p5.48xlarge"))
+    client.put_object(Bucket=BUCKET, Key=PYXIS_KEY, Body=PYXIS)
+    client.put_object(Bucket=BUCKET, Key=PYXIS_KEY + ".sha256",
+                      Body=f"{hashlib.sha256(PYXIS).hexdigest()}  spank_pyxis.so\n".encode())
 
 
 def unpublish_everything(client) -> None:
@@ -85,15 +92,17 @@ def node(tmp: Path, endpoint: str) -> tuple[dict, Path]:
         path.write_text(text)
         path.chmod(0o755)
     # The login node's programs as its user data installs them: the compute nodes' container
-    # installer, rendered with the catalog's pins. No slurmd and no nvidia-container-cli here.
-    (programs / CONTAINERS_PROGRAM).write_text(node_local_programs()[CONTAINERS_PROGRAM])
+    # installer (rendered with the digests of what the fake curl downloads) and aicluster_gcp.py.
+    # No slurmd and no nvidia-container-cli here.
+    (programs / CONTAINERS_PROGRAM).write_text(containers_program(pins()))
     (programs / CONTAINERS_PROGRAM).chmod(0o755)
     write_stubs(stubs, CONTAINER_TOOL_STUBS)
     (stubs / "python3").symlink_to(sys.executable)
+    install_readers(programs, stubs)
     env = {"PATH": f"{stubs}:/usr/bin:/bin", "AICLUSTER_ROOT": str(root), "AICLUSTER_BIN": str(programs),
            "AICLUSTER_POLL_S": "0", "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "test",
            "AWS_SECRET_ACCESS_KEY": "test", "HOME": str(tmp), "CALLS": str(stubs / "calls"),
-           "GIT_HEAD": PINS.pyxis.commit}
+           "AWS_DEFAULT_REGION": REGION}
     return env, stubs
 
 
@@ -164,9 +173,9 @@ def test_runs_the_compute_nodes_container_installer_without_gpus(s3, tmp_path):
     calls = (stubs / "calls").read_text()
     for package in PINS.enroot.packages:
         assert PINS.enroot.url(package) in calls
-    assert f"git clone -q --depth 1 --branch v{PINS.pyxis.version} {PINS.pyxis.git_url}" in calls
+    assert "git " not in calls and "make " not in calls                 # nothing cloned or built here
     root = Path(env["AICLUSTER_ROOT"])
-    assert (root / PINS.pyxis.plugin.lstrip("/")).exists()            # plugstack.conf names it
+    assert (root / PINS.pyxis.plugin.lstrip("/")).read_bytes() == PYXIS   # the head's build; plugstack.conf names it
     assert "libnvidia-container" not in calls
     conf = (root / "etc/enroot/enroot.conf").read_text()
     assert "ENROOT_DATA_PATH       /var/tmp/enroot/data/user-${UID}" in conf
@@ -178,7 +187,7 @@ def test_a_failed_container_install_fails_the_set_up(s3, tmp_path):
     endpoint, client = s3
     publish_everything(client)
     env, _ = node(tmp_path, endpoint)
-    result = run({**env, "GIT_HEAD": "0" * 40})                         # the pyxis tag moved
+    result = run({**env, "TAMPER": Path(PINS.enroot.url("enroot")).name})   # not the pinned .deb
     assert result.returncode == 1
     assert "aicluster-containers failed" in result.stderr
     assert (Path(env["AICLUSTER_ROOT"]) / "mounted").exists()           # mounted before, all the same
@@ -214,6 +223,9 @@ def test_a_published_file_of_the_wrong_kind_is_refused(s3, tmp_path):
     assert f"{CLUSTER_JSON_KEY}: not JSON" in result.stderr
     assert not (Path(env["AICLUSTER_ROOT"]) / "etc/aicluster/cluster.json").exists()
     client.put_object(Bucket=BUCKET, Key=CLUSTER_JSON_KEY, Body=cluster_json("p5.48xlarge"))
+    client.put_object(Bucket=BUCKET, Key=PYXIS_KEY, Body=PYXIS)
+    client.put_object(Bucket=BUCKET, Key=PYXIS_KEY + ".sha256",
+                      Body=f"{hashlib.sha256(PYXIS).hexdigest()}  spank_pyxis.so\n".encode())
     result = run(env, "--refresh")
     assert result.returncode == 1 and f"{NCCL_CHECK_KEY}: not a script" in result.stderr
     assert not (Path(env["AICLUSTER_BIN"]) / "aicluster-nccl-check").exists()

@@ -43,6 +43,9 @@ def compute_user_data(design: ClusterDesign, pool_name: str, *, controller_addr:
         "node_tag": NODE_TAG,
         "dns_domain": node_domain(design.name),
         "metrics_write_url": metrics_write_url,
+        # Where the head publishes pyxis for aicluster-containers (node_local_files).
+        "bucket": bucket,
+        "region": design.region,
     }
     gpus = pool.instance.accelerator_count if pool.instance.accelerator.kind == "gpu" else 0
     return render("cloud-init/compute.yaml.j2", cluster=design.name, pool=pool.name, gpus=gpus,

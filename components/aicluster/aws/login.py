@@ -27,6 +27,7 @@ import pulumi_aws as aws
 from ..design import ClusterContext
 from ..login_design import LoginDesign
 from ..login_files import HEAD_KEYS_READ, LOGIN_PREFIX, login_programs, login_user_data
+from ..node_local_files import PYXIS_ARTIFACT_PREFIX
 from .gpu_pool import within_user_data_limit
 from .launch_template import ubuntu_launch_template
 from .iam import ec2_assume_role_policy, ssm_core_policy_arn
@@ -36,13 +37,16 @@ ROLE = "login"
 
 def login_read_policy(munge_secret_arn: str, bucket_arn: str) -> dict:
     """The munge key, the login nodes' own programs and the head's published files they fetch (each
-    by its exact key: the mount script, aicluster-nccl-check, cluster.json); nothing else of the
-    cluster's secrets or bucket (not slurm.conf, the manifest or the head's other programs)."""
+    by its exact key: the mount script, aicluster-nccl-check, cluster.json) and pyxis as the head
+    built it (node_local_files); nothing else of the cluster's secrets or bucket (not slurm.conf,
+    the manifest or the head's other programs)."""
     return {"Version": "2012-10-17", "Statement": [
         {"Sid": "ReadMungeKey", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
          "Resource": munge_secret_arn},
         {"Sid": "ReadLoginPrograms", "Effect": "Allow", "Action": "s3:GetObject",
          "Resource": [f"{bucket_arn}/{LOGIN_PREFIX}*", *[f"{bucket_arn}/{key}" for key in HEAD_KEYS_READ]]},
+        {"Sid": "ReadPyxis", "Effect": "Allow", "Action": "s3:GetObject",
+         "Resource": f"{bucket_arn}/{PYXIS_ARTIFACT_PREFIX}*"},
     ]}
 
 

@@ -28,7 +28,7 @@ import pulumi_aws as aws
 
 from ..design import Cluster, ClusterContext, ClusterDesign, SlurmDesign
 from ..mounts import Mount
-from ..node_local_files import node_local_programs
+from ..node_local_files import ARTIFACT_PREFIX, PYXIS_ARTIFACT_PREFIX, node_local_programs
 from ..render import render, static
 from ..slurm_config import node_domain
 from ..slurm_controller import SlurmConfigurationShape, SlurmControllerShape, pool_facts
@@ -193,6 +193,9 @@ class SlurmController(SlurmControllerShape):
                                        policy=pulumi.Output.all(role.arn, bucket.arn).apply(
                                            lambda a: json.dumps(head_read_policy(cluster, account_of(a[0]), a[1]))),
                                        opts=child)
+        # pyxis is built once, on the head, and published for the nodes (node_local_files).
+        aws.iam.RolePolicy(f"{name}-head-artifacts", role=role.name,
+                           policy=bucket.arn.apply(lambda arn: json.dumps(head_artifacts_policy(arn))), opts=child)
         # A node whose set-up fails says why on its own instance, in one tag and nothing more
         # (aicluster-node-bootstrap); the resume-fail and reconcile paths read it from the head.
         aws.iam.RolePolicy(f"{name}-compute-bootstrap-error", role=args.compute_role_name,
@@ -300,6 +303,18 @@ def head_read_policy(cluster: Cluster, account: str, bucket_arn: str) -> dict:
     ]}
 
 
+def head_artifacts_policy(bucket_arn: str) -> dict:
+    """What the head builds for the nodes (pyxis, aicluster-pyxis-build): it writes and reads under
+    the artifacts prefix of its bucket, nothing else of it. The listing (under that prefix only)
+    lets S3 answer NoSuchKey, not AccessDenied, for a digest not published yet."""
+    return {"Version": "2012-10-17", "Statement": [
+        {"Sid": "PublishArtifacts", "Effect": "Allow", "Action": ["s3:PutObject", "s3:GetObject"],
+         "Resource": f"{bucket_arn}/{ARTIFACT_PREFIX}*"},
+        {"Sid": "ListArtifacts", "Effect": "Allow", "Action": "s3:ListBucket",
+         "Resource": bucket_arn, "Condition": {"StringLike": {"s3:prefix": [f"{ARTIFACT_PREFIX}*"]}}},
+    ]}
+
+
 def head_dns_policy(cluster: Cluster, zone_id: str) -> dict:
     """Write and delete A records in the cluster's own zone of node names, nothing else: not its
     SOA or NS records, not another zone (the resume and suspend programs)."""
@@ -382,11 +397,14 @@ def head_user_data(context: ClusterContext, *, bucket: str, munge_secret: str) -
 
 
 def compute_read_policy(bucket_arn: str) -> dict:
-    """Compute nodes read their own programs and nothing else of the bucket: not the head's
-    configuration, not cluster.json, and nothing they could write."""
+    """Compute nodes read their own programs and pyxis as the head built it (node_local_files), and
+    nothing else of the bucket: not the head's configuration, not cluster.json, and nothing they
+    could write."""
     return {"Version": "2012-10-17", "Statement": [
         {"Sid": "ReadNodePrograms", "Effect": "Allow", "Action": "s3:GetObject",
          "Resource": f"{bucket_arn}/{COMPUTE_PREFIX}*"},
+        {"Sid": "ReadPyxis", "Effect": "Allow", "Action": "s3:GetObject",
+         "Resource": f"{bucket_arn}/{PYXIS_ARTIFACT_PREFIX}*"},
     ]}
 
 

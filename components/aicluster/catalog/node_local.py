@@ -5,6 +5,7 @@ each instance type's local NVMe devices (assembled at /scratch). Pure: no Pulumi
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from . import CatalogError, load_catalog
 _FILE = Path(__file__).parent / "node_local.yaml"
 SCRATCH = "/scratch"
 _UNITS = ("GB", "GiB")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -22,19 +24,30 @@ class Enroot:
     version: str
     deb_url: str          # {version} {package} {arch}
     packages: tuple[str, ...]
+    sha256: dict          # arch (dpkg's name) -> {package: hex SHA-256 of its .deb}
     source: str
 
     def url(self, package: str, arch: str = "amd64") -> str:
         return self.deb_url.format(version=self.version, package=package, arch=arch)
 
+    @property
+    def arches(self) -> tuple[str, ...]:
+        """The architectures whose every package is pinned (the only ones a node installs)."""
+        return tuple(self.sha256)
+
 
 @dataclass(frozen=True)
 class Pyxis:
     version: str
-    git_url: str
-    commit: str
+    archive_url: str      # the tag's source archive, {version}
+    sha256: str           # of that archive
+    commit: str           # the tag's commit, for the record
     plugin: str           # where `make install` puts the SPANK plugin
     source: str
+
+    @property
+    def url(self) -> str:
+        return self.archive_url.format(version=self.version)
 
 
 @dataclass(frozen=True)
@@ -75,13 +88,35 @@ def _doc() -> dict:
     return yaml.safe_load(_FILE.read_text())
 
 
+def _digest(value, where: str) -> str:
+    if not isinstance(value, str) or not _SHA256.fullmatch(value):
+        raise CatalogError(f"node_local.yaml: {where} is {value!r}, not a hex SHA-256")
+    return value
+
+
+def _deb_digests(e: dict) -> dict:
+    """arch -> {package: digest}, every package of `packages` pinned for every arch named."""
+    table = e.get("sha256") or {}
+    if not table:
+        raise CatalogError("node_local.yaml: containers.enroot.sha256 pins no architecture")
+    out = {}
+    for arch, digests in table.items():
+        missing = [p for p in e["packages"] if p not in (digests or {})]
+        if missing:
+            raise CatalogError(f"node_local.yaml: containers.enroot.sha256.{arch} has no digest for {', '.join(missing)}")
+        out[arch] = {p: _digest(digests[p], f"containers.enroot.sha256.{arch}.{p}") for p in e["packages"]}
+    return out
+
+
 @functools.lru_cache(maxsize=1)
 def containers() -> Containers:
     c = _doc()["containers"]
     e, p, img, fab = c["enroot"], c["pyxis"], c["example_image"], c["fabric_mounts"]
     return Containers(
-        enroot=Enroot(str(e["version"]), e["deb_url"], tuple(e["packages"]), _sourced(e, "containers.enroot")),
-        pyxis=Pyxis(str(p["version"]), p["git_url"], p["commit"], p["plugin"], _sourced(p, "containers.pyxis")),
+        enroot=Enroot(str(e["version"]), e["deb_url"], tuple(e["packages"]), _deb_digests(e),
+                      _sourced(e, "containers.enroot")),
+        pyxis=Pyxis(str(p["version"]), p["archive_url"], _digest(p["sha256"], "containers.pyxis.sha256"), p["commit"],
+                    p["plugin"], _sourced(p, "containers.pyxis")),
         example_image=img["image"], example_source=_sourced(img, "containers.example_image"),
         fabric_mounts_aws=tuple(fab["aws"]), fabric_source=_sourced(fab, "containers.fabric_mounts"))
 

@@ -56,7 +56,8 @@ def nic_settings(design: ClusterDesign, pool_name: str) -> dict:
 
 
 def compute_user_data(design: ClusterDesign, pool_name: str, mounts: list[Mount],
-                      controller_addr: str | None = None, munge_secret: str | None = None) -> str:
+                      controller_addr: str | None = None, munge_secret: str | None = None,
+                      bucket: str | None = None) -> str:
     pool = design.pool(pool_name)
     slurm = None
     if controller_addr:
@@ -72,6 +73,9 @@ def compute_user_data(design: ClusterDesign, pool_name: str, mounts: list[Mount]
             "resume_job_script": static("scripts/aicluster-resume-job"),
             "task_prolog_script": static("scripts/aicluster-task-prolog"),   # slurm.conf TaskProlog
             "node_local": node_local_programs(),     # /scratch, enroot and pyxis
+            # pyxis as the head builds it, from the configuration bucket (node_local_files).
+            "bucket": bucket,
+            "region": design.region,
         }
     kind, devices = fabric_check(design, pool_name)
     gpus = pool.instance.accelerator_count if pool.instance.accelerator.kind == "gpu" else 0
@@ -125,15 +129,16 @@ def build_gcp_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
         controller = SlurmController(f"{design.name}-slurm", SlurmControllerArgs(
             context=design.context, slurm=design.slurm, subnetwork=network.subnetwork_self_link,
             compute_identity=nodes, network=network.network_id, own_network=design.network.create_vpc))
-        node_inputs = pulumi.Output.all(mounts, controller.controller_addr, controller.munge_secret)
+        node_inputs = pulumi.Output.all(mounts, controller.controller_addr, controller.munge_secret,
+                                        controller.bucket_name)
     else:
-        node_inputs = pulumi.Output.all(mounts, None, None)
+        node_inputs = pulumi.Output.all(mounts, None, None, None)
 
     pools = {
         pool.name: GpuPool(f"{design.name}-{pool.name}", GpuPoolArgs(
             context=design.context, pool=pool, nic_subnetworks=network.nic_subnetworks(pool),
             service_account_email=nodes.email,
-            user_data=node_inputs.apply(lambda a, p=pool.name: compute_user_data(design, p, list(a[0]), a[1], a[2]))))
+            user_data=node_inputs.apply(lambda a, p=pool.name: compute_user_data(design, p, list(a[0]), a[1], a[2], a[3]))))
         for pool in design.pools if pool.tpu is None
     }
     if controller:

@@ -26,7 +26,8 @@ from ..catalog import load_catalog
 from ..design import Cluster, ClusterContext
 from ..login_design import LoginDesign
 from ..login_files import HEAD_KEYS_READ, login_user_data
-from .common import labels, node_tag
+from ..node_local_files import PYXIS_ARTIFACT_PREFIX
+from .common import labels, node_tag, objects_under
 from .identity import CLOUD_PLATFORM, NodeIdentity, NodeIdentityArgs
 
 ROLE = "login"
@@ -88,6 +89,14 @@ class LoginNodes(pulumi.ComponentResource):
                 description="The head's published files a login node fetches: mount script, fabric check, cluster.json",
                 expression=pulumi.Output.from_input(args.bucket_name).apply(published_files_condition)),
             opts=child)
+        # pyxis as the head built it, and its SHA-256 (aicluster-containers; node_local_files).
+        pyxis_read = gcp.storage.BucketIAMMember(
+            f"{name}-pyxis", bucket=args.bucket_name, role=OBJECT_VIEWER, member=identity.member,
+            condition=gcp.storage.BucketIAMMemberConditionArgs(
+                title="aicluster-login-pyxis", description="pyxis as the head built it, and its SHA-256",
+                expression=pulumi.Output.from_input(args.bucket_name).apply(
+                    lambda b: objects_under(b, PYXIS_ARTIFACT_PREFIX))),
+            opts=child)
         if args.ssh_ingress_cidrs:
             gcp.compute.Firewall(
                 f"{name}-ssh", name=f"{cluster.name}-login-ssh", network=args.network, direction="INGRESS",
@@ -123,7 +132,7 @@ class LoginNodes(pulumi.ComponentResource):
                 # The image family resolves to a dated image at creation: a newer Ubuntu release is
                 # for a new login node, never a reason to replace this one. Its first boot reads the
                 # munge key and the published files: the grants exist before it is created.
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[munge_read, script_read],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[munge_read, script_read, pyxis_read],
                                             ignore_changes=["bootDisk.initializeParams.image"]))
             self.private_ips.append(instance.network_interfaces.apply(lambda nics: nics[0].network_ip))
         self.register_outputs({"private_ips": self.private_ips})

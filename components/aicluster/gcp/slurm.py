@@ -28,6 +28,7 @@ import pulumi_gcp as gcp
 from ..catalog import load_catalog
 from ..design import Cluster, ClusterContext, ClusterDesign, SlurmDesign
 from ..mounts import Mount
+from ..node_local_files import ARTIFACT_PREFIX, PYXIS_ARTIFACT_PREFIX
 from ..render import static
 from ..slurm_config import node_domain
 from ..slurm_controller import SlurmConfigurationShape, SlurmControllerShape, pool_facts
@@ -35,10 +36,11 @@ from ..slurm_files import BIN, CONFIG_PREFIX, LIBRARY_MODE, BootFile, Published,
 from ..slurm_files import head_user_data as _head_user_data
 from ..slurm_files import published_files as _published_files
 from ..slurm_files import slurm_pools
-from .common import CLUSTER_LABEL, POOL_LABEL, head_tag, labels, node_tag, project, short_name
+from .common import CLUSTER_LABEL, POOL_LABEL, head_tag, labels, node_tag, objects_under, project, short_name
 from .identity import CLOUD_PLATFORM, NodeIdentity, NodeIdentityArgs
 
 SECRET_ACCESSOR = "roles/secretmanager.secretAccessor"
+OBJECT_VIEWER, OBJECT_USER = "roles/storage.objectViewer", "roles/storage.objectUser"
 
 # What the power programs call (aicluster-gcp-power.py, aicluster_gcp.Compute) and what creating
 # an instance from a template needs; nothing else. Instance calls are further limited by the
@@ -156,8 +158,25 @@ class SlurmController(SlurmControllerShape):
             f"{name}-config", location=cluster.region, uniform_bucket_level_access=True,
             public_access_prevention="enforced", force_destroy=True,
             versioning=gcp.storage.BucketVersioningArgs(enabled=True), labels=head_labels, opts=child)
-        gcp.storage.BucketIAMMember(f"{name}-config-head", bucket=bucket.name, role="roles/storage.objectViewer",
+        gcp.storage.BucketIAMMember(f"{name}-config-head", bucket=bucket.name, role=OBJECT_VIEWER,
                                     member=self.identity.member, opts=child)
+        # pyxis is built once, on the head, and published for the nodes (node_local_files): the head
+        # writes under the artifacts prefix (objectUser, not objectCreator: a build interrupted
+        # between its object and its digest writes the object again, and overwriting needs
+        # storage.objects.delete, https://cloud.google.com/storage/docs/json_api/v1/objects/insert);
+        # the compute nodes read pyxis there, nothing else.
+        gcp.storage.BucketIAMMember(
+            f"{name}-artifacts-head", bucket=bucket.name, role=OBJECT_USER, member=self.identity.member,
+            condition=gcp.storage.BucketIAMMemberConditionArgs(
+                title="aicluster-head-artifacts", description="What the head builds for the nodes (pyxis)",
+                expression=bucket.name.apply(lambda b: objects_under(b, ARTIFACT_PREFIX))),
+            opts=child)
+        gcp.storage.BucketIAMMember(
+            f"{name}-artifacts-compute", bucket=bucket.name, role=OBJECT_VIEWER, member=args.compute_identity.member,
+            condition=gcp.storage.BucketIAMMemberConditionArgs(
+                title="aicluster-compute-pyxis", description="pyxis as the head built it, and its SHA-256",
+                expression=bucket.name.apply(lambda b: objects_under(b, PYXIS_ARTIFACT_PREFIX))),
+            opts=child)
         self.bucket_name = bucket.name
 
         # Node names resolve through this zone (SlurmctldParameters=cloud_dns): the resume program
