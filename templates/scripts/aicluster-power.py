@@ -54,10 +54,6 @@ CONFIG_KEYS = ("cluster", "region", "cluster_tag", "node_tag", "pool_tag", "pool
 LIVE_STATES = ("pending", "running", "stopping", "stopped")
 RESUME_ID_TAG = "aicluster-resume-id"   # the resume request (ClientToken) that launched an instance
 ROLE_TAG = "aicluster-role"             # compute on the pools' instances (their launch templates); head, login
-# TerminateInstances refuses a whole batch for one instance it may not end (termination protection:
-# OperationNotPermitted; an IAM condition: UnauthorizedOperation) or cannot find: such a batch is
-# tried again one instance at a time, so the one refused never keeps the others running.
-GONE_CODES = ("InvalidInstanceID.NotFound",)    # one instance already gone: nothing left to end
 IP_WAIT_S = 90              # DescribeInstances is eventually consistent after CreateFleet
 # DescribeInstances takes at most 200 values per filter
 # (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeInstances.html); one spare.
@@ -444,8 +440,10 @@ class Ec2(core.Cloud):
 
     def delete_refused(self, instances: list[str]) -> list[str]:
         """TerminateInstances in batches, each retried; the ids EC2 refused. A batch refused for
-        good (not throttled past the deadline) is tried again an instance at a time: one instance
-        EC2 may not end (termination protection, an IAM condition) refuses a whole batch."""
+        good (not throttled past the deadline) is tried again an instance at a time: EC2 refuses
+        a whole batch for one instance it may not end (termination protection: OperationNotPermitted;
+        an IAM condition: UnauthorizedOperation) or cannot see yet (InvalidInstanceID.NotFound just
+        after launch), and that one must never keep the others running."""
         refused: list[str] = []
         for i in range(0, len(instances), TERMINATE_CHUNK):
             batch = instances[i:i + TERMINATE_CHUNK]
@@ -453,8 +451,6 @@ class Ec2(core.Cloud):
                 self.call("terminate_instances", InstanceIds=batch)
                 continue
             except CloudError as err:
-                if err.code in GONE_CODES and len(batch) == 1:
-                    continue
                 log.error("terminate %s failed: %s: %s", " ".join(batch), err.code, err.message)
                 if len(batch) == 1 or (err.__cause__ is not None and transient(err.__cause__)):
                     refused += batch
