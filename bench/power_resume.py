@@ -84,9 +84,11 @@ def main(argv=None) -> int:
     median = statistics.median(r["wall_s"] for r in runs)
     real_s = median * TIME_SCALE
     verdict = all(r["failed"] == 0 and r["live"] == args.nodes for r in runs) and real_s < RESUME_TIMEOUT_S / 2
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip()
     result = {"nodes": args.nodes, "time_scale": TIME_SCALE, "resume_timeout_s": RESUME_TIMEOUT_S,
-              "median_wall_s": median, "real_equivalent_s": real_s, "share_of_resume_timeout": real_s / RESUME_TIMEOUT_S,
+              "median_wall_s": median, "real_equivalent_s": real_s,
+              "share_of_resume_timeout": real_s / RESUME_TIMEOUT_S,
               "target": "the whole resume within half of ResumeTimeout, every node up", "pass": verdict, "runs": runs,
               "date": datetime.date.today().isoformat(), "commit": commit, "python": platform.python_version(),
               "cpus": os.cpu_count()}

@@ -18,7 +18,12 @@ reason, so their jobs requeue, and it exits non-zero after handling every job.
 No instance is ever left unseen: CreateFleet tags every instance at launch with the cluster, the
 pool and the resume request (aicluster-resume-id, also its ClientToken, so a retried CreateFleet
 returns the same fleet), so an instance whose node-name tag never arrives is still listed
-(Ec2.list_cluster) and ended. A node that already has a live instance is not launched again.
+(Ec2.list_cluster) and ended. Nothing is terminated or adopted unless it carries this cluster's
+tag value (checked on each instance, never left to a listing's filter), no aicluster-role but
+compute, and a pool's or resume-id tag (aicluster_slurm.not_ours): the head and login nodes carry
+the cluster tag too. A refused TerminateInstances batch is retried one instance at a time, so an
+instance EC2 may not end (the head's termination protection) never keeps the others running.
+A node that already has a live instance is not launched again.
 Launches go per job of SLURM_RESUME_FILE, all or nothing per job, several at once; every EC2
 call is retried with jittered backoff under throttling until a deadline taken from ResumeTimeout.
 A suspend whose termination EC2 refuses is written to /var/lib/aicluster/pending-suspend.json for

@@ -33,7 +33,8 @@ def addresses(record) -> dict[str, str]:
     handed = {}
     for call in calls(record):
         if len(call) > 2 and call[2].startswith("nodeaddr="):
-            handed.update(zip(call[1].removeprefix("nodename=").split(","), call[2].removeprefix("nodeaddr=").split(",")))
+            names, addrs = call[1].removeprefix("nodename="), call[2].removeprefix("nodeaddr=")
+            handed.update(zip(names.split(","), addrs.split(",")))
     return handed
 
 
