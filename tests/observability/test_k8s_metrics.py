@@ -265,8 +265,8 @@ def _promtool_ready(config: dict, tmp_path: Path) -> Path:
 def _promtool(path: Path) -> subprocess.CompletedProcess:
     """promtool's own check of the config; a missing promtool fails the test (never skips):
     .ci/install-system-deps installs Debian's prometheus package."""
-    return subprocess.run([program("promtool"), "check", "config", "--agent", str(path)], capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run([program("promtool"), "check", "config", "--agent", str(path)], capture_output=True,
+                          text=True, timeout=60)
 
 
 def test_promtool_accepts_the_agent_config(plans, tmp_path):
