@@ -368,3 +368,28 @@ def test_scratch_1_neighbours():
     assert S1.neighbours(3000) == [2400, 3600]
     assert S1.neighbours(5000) == [3600, 7200]
     assert S1.capacity_at_least(4800) == 7200
+
+
+# --- the trusted loader: libyaml reads the catalog exactly as pure-Python PyYAML does ----------
+
+
+CATALOG_YAML = sorted(p.name for p in catalog_module._HERE.glob("*.yaml"))
+
+
+def test_every_catalog_file_is_compared():
+    assert len(CATALOG_YAML) >= 13
+
+
+@pytest.mark.parametrize("name", CATALOG_YAML)
+def test_catalog_yaml_loads_the_same_with_libyaml(name):
+    """load_yaml takes libyaml's parser where PyYAML has it (~10x faster): the documents must be
+    the same as SafeLoader's, value for value and type for type (a date stays a date, 1.0 a float)."""
+    text = (catalog_module._HERE / name).read_text(encoding="utf-8")
+    pure = yaml.load(text, Loader=yaml.SafeLoader)
+    fast = catalog_module.load_yaml(text)
+    assert fast == pure and pure == fast
+    assert repr(fast) == repr(pure)      # equal and of the same types (1 == 1.0 == True would pass ==)
+    if yaml.__with_libyaml__:
+        assert catalog_module._TRUSTED_LOADER is yaml.CSafeLoader
+        with open(catalog_module._HERE / name, encoding="utf-8") as fh:
+            assert repr(catalog_module.load_yaml(fh)) == repr(pure)

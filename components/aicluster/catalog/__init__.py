@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Mapping
+from typing import Any, Literal, Mapping
 
 import yaml
 
@@ -282,11 +282,21 @@ def _sockets(entry: dict, where: str) -> int | None:
     return sockets
 
 
+# libyaml's parser when PyYAML has it: the same documents (tests/test_catalog.py compares every
+# catalog file both ways), ~10x faster than pure Python; the catalog is most of the YAML a plan
+# reads. Only for the project's own files: user input goes through input_files' hardened loader.
+_TRUSTED_LOADER = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
+
+
+def load_yaml(stream: Any) -> Any:
+    """One of the project's own YAML files (a string or an open file), parsed by libyaml where
+    PyYAML has it. Never for user input."""
+    return yaml.load(stream, Loader=_TRUSTED_LOADER)
+
+
 def _read(name: str) -> dict:
     with open(_HERE / name, encoding="utf-8") as fh:
-        # libyaml's parser when PyYAML has it: the same documents, ~10x faster than pure Python
-        # (the catalog is most of the YAML a plan reads).
-        return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        return load_yaml(fh)
 
 
 def _instance(cloud: Cloud, name: str, e: dict, accelerators: Mapping[str, Accelerator]) -> InstanceType:
@@ -453,4 +463,4 @@ def load_limits() -> Mapping[str, Limit]:
 
 __all__ = ["Accelerator", "Catalog", "CatalogError", "ControllerType", "FilestoreTier", "FsxDeploymentType",
            "GcpImage", "InstanceType", "Limit", "ManagedLustreTier", "NicStack", "Price", "TpuGeneration",
-           "load_catalog", "load_limits"]
+           "load_catalog", "load_limits", "load_yaml"]

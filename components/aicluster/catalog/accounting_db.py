@@ -9,9 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-import yaml
-
-from . import CatalogError
+from . import CatalogError, load_yaml
 
 
 @dataclass(frozen=True)
@@ -45,7 +43,7 @@ def accounting_catalog() -> AccountingCatalog:
 
 def accounting_catalog_from(path: Path) -> AccountingCatalog:
     with open(path, encoding="utf-8") as fh:
-        data = yaml.safe_load(fh)
+        data = load_yaml(fh)
     for cloud in ("aws", "gcp"):
         if "checked on" not in _need_source(data.get(cloud), "source", cloud):
             raise CatalogError(f"accounting_db.yaml: {cloud}: a version needs its 'checked on' date in `source:`")

@@ -11,9 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-import yaml
-
-from . import CatalogError
+from . import CatalogError, load_yaml
 
 _VERSIONS_FILE = Path(__file__).parent / "kubernetes.yaml"
 
@@ -108,7 +106,7 @@ def _sourced(entry: Mapping, where: str) -> str:
 
 @functools.lru_cache(maxsize=1)
 def versions() -> Versions:
-    doc = yaml.load(_VERSIONS_FILE.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    doc = load_yaml(_VERSIONS_FILE.read_text(encoding="utf-8"))
     return versions_from(doc)
 
 

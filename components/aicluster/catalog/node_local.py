@@ -9,9 +9,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
-from . import CatalogError, load_catalog
+from . import CatalogError, load_catalog, load_yaml
 
 _FILE = Path(__file__).parent / "node_local.yaml"
 SCRATCH = "/scratch"
@@ -85,7 +83,7 @@ def _sourced(entry: dict, where: str) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _doc() -> dict:
-    return yaml.safe_load(_FILE.read_text())
+    return load_yaml(_FILE.read_text(encoding="utf-8"))
 
 
 def _digest(value, where: str) -> str:

@@ -8,9 +8,7 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
-from . import CatalogError
+from . import CatalogError, load_yaml
 
 _FILE = Path(__file__).parent / "observability.yaml"
 
@@ -74,7 +72,7 @@ def _need(entry: dict, where: str, *keys: str) -> None:
 
 @functools.lru_cache(maxsize=1)
 def _doc() -> dict:
-    return yaml.safe_load(_FILE.read_text(encoding="utf-8"))
+    return load_yaml(_FILE.read_text(encoding="utf-8"))
 
 
 @functools.lru_cache(maxsize=1)

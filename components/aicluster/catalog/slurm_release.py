@@ -14,9 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-import yaml
-
-from . import CatalogError, load_catalog
+from . import CatalogError, load_catalog, load_yaml
 
 _HERE = Path(__file__).parent
 ROLES = ("head", "login", "compute")
@@ -24,7 +22,7 @@ ROLES = ("head", "login", "compute")
 
 def _read(name: str) -> dict:
     with open(_HERE / name, encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
+        return load_yaml(fh)
 
 
 def _sourced(entry: dict, where: str) -> str:
