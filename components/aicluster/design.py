@@ -9,21 +9,23 @@ import dataclasses
 import functools
 import ipaddress
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Mapping
 
 from pydantic import ValidationError
 
 from .catalog import FsxDeploymentType, InstanceType, load_catalog
+from .catalog.kubernetes import versions as kubernetes_versions
 from .errors import Problem, SpecError, join_path
-from .gke_design import design_gke_kubernetes
 from .accounting_design import AccountingDesign, design_accounting
-from .kubernetes_design import KubernetesDesign, design_kubernetes, versions as kubernetes_versions
 from .login_design import LoginDesign, design_login
 from .perf.tags import workload_tags
 from .slurm_settings import rendered_settings
 from .spec import CapacitySpec, ClusterSpec, PoolSpec, StorageSpec, WorkloadSpec, reserved_tag_problem
 from .tpu import TpuSlice, host_instance, tpu_slice
 from .workload_inputs import params_b, shapes
+
+if TYPE_CHECKING:   # imported where a Kubernetes cluster is designed: a Slurm plan never loads them
+    from .kubernetes_design import KubernetesDesign
 
 DEFAULT_VPC_CIDR = "10.0.0.0/16"
 # Head node types when the spec names none: 8 vCPU / 32 GiB on both clouds.
@@ -397,7 +399,9 @@ def design_cluster(spec: ClusterSpec) -> ClusterDesign:
 def _design_kubernetes(spec: ClusterSpec, pools: tuple[PoolDesign, ...], network: NetworkDesign) -> KubernetesDesign:
     """The one dispatch on the Kubernetes platform: GKE on gcp, EKS on aws."""
     if spec.cloud == "gcp":
+        from .gke_design import design_gke_kubernetes
         return design_gke_kubernetes(spec, pools, network, GCP_FABRIC_CIDRS)
+    from .kubernetes_design import design_kubernetes
     return design_kubernetes(spec, pools, network.vpc_cidr)
 
 

@@ -11,7 +11,6 @@ from typing import Any
 
 import yaml
 
-from .kubernetes_design import EXAMPLES_CONFIGMAP
 from .offline.capture import CapturedResource, reveal
 
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -49,6 +48,10 @@ def kubernetes_files(resource: CapturedResource) -> dict[str, str]:
     name = meta.get("name", resource.name)
     where = meta.get("namespace", "cluster")
     files = {f"k8s/{where}/{obj['kind'].lower()}-{name}.yaml": _dump(obj)}
+    if obj["kind"] == "ConfigMap":
+        # Here, not at the top: every plan (a Slurm one too) reads this module, only a Kubernetes
+        # plan needs the Kubernetes design.
+        from .kubernetes_design import EXAMPLES_CONFIGMAP
     if obj["kind"] == "ConfigMap" and name == EXAMPLES_CONFIGMAP and isinstance(obj.get("data"), dict):
         for key, content in obj["data"].items():
             files[f"{EXAMPLES_DIR}/{key}"] = content
