@@ -408,3 +408,28 @@ def test_engine_restores_sdk_defaults():
     before = [p._ContextProperty__default for p in props]
     run_program(box_program, stack="dev", config=CONFIG)
     assert [p._ContextProperty__default for p in props] == before
+
+
+def test_no_stack_trace_only_during_an_offline_run():
+    """The SDK's per-registration stack trace is skipped while run_program runs (the capture
+    monitor never reads it) and is the SDK's own again afterwards, also after a failed run."""
+    from pulumi.runtime import resource as pulumi_resource
+
+    sdk = pulumi_resource._get_stack_trace       # an SDK upgrade that renames it fails here first
+    seen = []
+
+    def program() -> None:
+        seen.append(pulumi_resource._get_stack_trace)
+        aws.ec2.Vpc("vpc", cidr_block="10.0.0.0/16")
+
+    run_program(program, stack="dev", config=CONFIG)
+    assert seen == [offline_engine._no_stack_trace]
+    assert not offline_engine._no_stack_trace().frames
+    assert pulumi_resource._get_stack_trace is sdk
+
+    def failing() -> None:
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        run_program(failing, stack="dev", config=CONFIG)
+    assert pulumi_resource._get_stack_trace is sdk
