@@ -229,10 +229,17 @@ class Verdict:
 # ---------------------------------------------------------------- engine-shaped arguments
 
 
-def engine_props(value: Mapping) -> Any:
-    """Captured plain props -> what pulumi_policy's analyzer hands a policy."""
-    as_dict = json_format.MessageToDict(plain_to_struct(dict(value)))
+def engine_props(value: Mapping, wire: dict | None = None) -> Any:
+    """Captured plain props -> what pulumi_policy's analyzer hands a policy. `wire`, when given, is
+    the props as the engine sends them (_wire_dict(value)), worked out once for many policies:
+    deserialize_properties builds fresh containers from it on every call, so no policy sees what
+    another one did to its props."""
+    as_dict = wire if wire is not None else _wire_dict(value)
     return unknown_checking_proxy(deserialize_properties(as_dict))
+
+
+def _wire_dict(value: Mapping) -> dict:
+    return json_format.MessageToDict(plain_to_struct(dict(value)))
 
 
 def _options(r: CapturedResource) -> PolicyResourceOptions:
@@ -328,6 +335,7 @@ def run_policies(plan: Plan, config: Mapping[str, PolicyConfig] | None = None,
     config = dict(config) if config is not None else resolve_config([r.POLICY for r in rules])
     custom = [r for r in plan.resources if r.custom and r.type != STACK_TYPE]
     by_urn = {r.urn: r for r in plan.resources}
+    wire = {}   # urn -> its inputs as the engine sends them, for every resource policy alike
     stack = None
     verdicts = []
     for rule in rules:
@@ -344,7 +352,9 @@ def run_policies(plan: Plan, config: Mapping[str, PolicyConfig] | None = None,
             for r in custom:
                 def report(message: str, urn: str | None = None, _r=r) -> None:
                     verdict.violations.append(Violation(message, _r.urn, _r.name, _r.type))
-                args = ResourceValidationArgs(r.type, engine_props(r.inputs), r.urn, r.name, _options(r), None,
+                if r.urn not in wire:
+                    wire[r.urn] = _wire_dict(r.inputs)
+                args = ResourceValidationArgs(r.type, engine_props(r.inputs, wire[r.urn]), r.urn, r.name, _options(r), None,
                                               dict(cfg.properties), {})
                 reason = _call(policy, args, report)
                 if _kind(r.type) in supported:
