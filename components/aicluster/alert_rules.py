@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
+from .catalog import dump_yaml
 from .catalog.observability import contract, fabric, metric
 from .observability_design import MonitoringDesign, PoolWatch, Threshold
 
@@ -181,7 +180,7 @@ def rule_groups(m: MonitoringDesign) -> dict[str, Any]:
 def rules_yaml(m: MonitoringDesign) -> str:
     head = (f"# Prometheus rules for cluster {m.cluster}, rendered by aicluster from the plan's numbers\n"
             "# (docs/operating.md). Check with: promtool check rules <this file>\n")
-    return head + yaml.safe_dump(rule_groups(m), sort_keys=False, width=1000)
+    return head + dump_yaml(rule_groups(m), sort_keys=False, width=1000)
 
 
 def alerts(m: MonitoringDesign) -> list[dict[str, Any]]:

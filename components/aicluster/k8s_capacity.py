@@ -29,8 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
-import yaml
-
+from .catalog import dump_yaml
 from .k8s_health import HEALTH_LABEL, HEALTH_PASSED, STARTUP_TAINT_KEY
 from .kubernetes_design import GPU_RESOURCE, HUGEPAGES_RESOURCE, KubernetesDesign, KubernetesPool, Taint, versions
 from .tpu import TPU_RESOURCE
@@ -83,7 +82,7 @@ def kueue_manager_config() -> dict[str, Any]:
 
 def kueue_manager_values() -> dict[str, Any]:
     """The Kueue chart's `managerConfig` values: the whole manager configuration, as YAML text."""
-    return {"controllerManagerConfigYaml": yaml.safe_dump(kueue_manager_config(), sort_keys=False)}
+    return {"controllerManagerConfigYaml": dump_yaml(kueue_manager_config(), sort_keys=False)}
 
 
 # --- EKS: Karpenter -----------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from typing import Sequence
 import pulumi
 import yaml
 
+from .catalog import dump_yaml
 from .catalog.observability import (Exporter, collector_image, counters_csv, exporters, scrape,
                                     textfile_directory)
 from .k8s_health import STARTUP_TAINT_KEY, UNHEALTHY_TAINT_KEY
@@ -296,7 +297,7 @@ def agent_config(cluster: str, remote_write_url: str, region: str) -> dict:
 
 
 def agent_config_yaml(cluster: str, remote_write_url: str, region: str) -> str:
-    return yaml.safe_dump(agent_config(cluster, remote_write_url, region), sort_keys=False)
+    return dump_yaml(agent_config(cluster, remote_write_url, region), sort_keys=False)
 
 
 def agent_objects(cluster: str, config_yaml: str | pulumi.Output) -> list[dict]:

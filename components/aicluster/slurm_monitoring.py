@@ -27,8 +27,7 @@ import functools
 import json
 from dataclasses import dataclass
 
-import yaml
-
+from aicluster.catalog import dump_yaml
 from aicluster.catalog.observability import SlurmNodeAgents, counters_csv, exporters, scrape, slurm_node_agents, \
     textfile_directory
 from aicluster.render import render, static
@@ -117,7 +116,7 @@ def prometheus_agent_config(role: str, gpu: bool) -> str:
     config = {"global": {"scrape_interval": f"{s.interval_s}s", "scrape_timeout": f"{s.timeout_s}s"},
               "scrape_configs": _scrape_configs(role, gpu),
               "remote_write": [amp_remote_write(TOKENS["write_url"], TOKENS["region"])]}
-    return yaml.safe_dump(config, sort_keys=False)
+    return dump_yaml(config, sort_keys=False)
 
 
 def cloudwatch_agent_config(role: str) -> str:
@@ -164,7 +163,7 @@ def ops_agent_config(role: str, gpu: bool) -> str:
                                                        "config": {"scrape_configs": scrape_configs}}},
                           "service": {"pipelines": {"prometheus": {"receivers": ["prometheus"]}}}},
               "logging": logging}
-    return yaml.safe_dump(config, sort_keys=False)
+    return dump_yaml(config, sort_keys=False)
 
 
 def _regex(text: str) -> str:

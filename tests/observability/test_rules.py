@@ -136,3 +136,30 @@ def test_the_plan_says_where_metrics_logs_and_alerts_go(stack, collector, logs, 
     from aicluster.plan_report import to_json
     facts = to_json(stack_result(stack))["monitoring"]
     assert collector in facts["collector"] and logs in facts["logs"] and alerts in facts["alerts"]
+
+
+@pytest.mark.parametrize("name", STACK_NAMES)
+def test_rendered_configs_are_what_pure_python_yaml_writes(name):
+    """catalog.dump_yaml (libyaml's emitter) writes the same bytes as yaml.safe_dump for every
+    document it is used for: each stack's rules, and every role's agent configurations."""
+    from aicluster.k8s_capacity import kueue_manager_config
+    from aicluster.slurm_monitoring import ROLES, cloudwatch_agent_config, ops_agent_config, prometheus_agent_config
+
+    import aicluster.catalog as catalog
+    real = catalog._TRUSTED_DUMPER
+
+    def compare(render, *args):
+        fast = render(*args)
+        catalog._TRUSTED_DUMPER = yaml.SafeDumper
+        try:
+            assert render(*args) == fast
+        finally:
+            catalog._TRUSTED_DUMPER = real
+
+    compare(rules_yaml, _watch(name))
+    compare(lambda: catalog.dump_yaml(kueue_manager_config(), sort_keys=False))
+    for role in ROLES:
+        compare(cloudwatch_agent_config, role)
+        for gpu in (False, True):
+            compare(prometheus_agent_config, role, gpu)
+            compare(ops_agent_config, role, gpu)

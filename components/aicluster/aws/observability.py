@@ -44,6 +44,7 @@ import pulumi
 import pulumi_aws as aws
 import yaml
 
+from ..catalog import dump_yaml
 from ..design import ClusterContext
 from ..telemetry_backend import COLLECTOR_NAMESPACE, COLLECTOR_SERVICE_ACCOUNT, LOG_RETENTION_DAYS, log_group_name
 
@@ -68,7 +69,8 @@ def alert_manager_definition(topic_arn: str) -> str:
             "topic_arn": topic_arn, "sigv4": {"region": region},
             "subject": '[{{ .Status | toUpper }}] {{ .CommonLabels.alertname }} {{ .CommonLabels.cluster }}'}]}],
     }
-    return yaml.safe_dump({"alertmanager_config": yaml.safe_dump(config, sort_keys=False)}, sort_keys=False)
+    # the inner document through libyaml; the outer one is one long quoted scalar, which libyaml folds differently
+    return yaml.safe_dump({"alertmanager_config": dump_yaml(config, sort_keys=False)}, sort_keys=False)
 
 
 def alert_topic_policy(topic_arn: str, workspace_arn: str) -> dict:

@@ -294,6 +294,19 @@ def load_yaml(stream: Any) -> Any:
     return yaml.load(stream, Loader=_TRUSTED_LOADER)
 
 
+# libyaml's emitter for the configuration files a plan renders (prometheus.yml, the CloudWatch
+# agent's and OpenTelemetry collector's configuration, alert rules): the same bytes as SafeDumper for
+# their short scalars (tests/test_catalog.py and every stack's plan compare them), ~5x faster. Not
+# for a document with a long quoted scalar: there libyaml folds lines differently (aws/observability's
+# outer alert manager document, k8s_manifests).
+_TRUSTED_DUMPER = yaml.CSafeDumper if yaml.__with_libyaml__ else yaml.SafeDumper
+
+
+def dump_yaml(data: Any, **kwargs: Any) -> str:
+    """yaml.safe_dump(data, **kwargs), through libyaml's emitter where PyYAML has it."""
+    return yaml.dump(data, Dumper=_TRUSTED_DUMPER, **kwargs)
+
+
 def _read(name: str) -> dict:
     with open(_HERE / name, encoding="utf-8") as fh:
         return load_yaml(fh)
