@@ -242,6 +242,26 @@ def _wire_dict(value: Mapping) -> dict:
     return json_format.MessageToDict(plain_to_struct(dict(value)))
 
 
+class _ResourceArgs(ResourceValidationArgs):
+    """ResourceValidationArgs whose props (engine_props of the resource's wire dict) are made on the
+    policy's first look at them: most policies only read the type of most resources. Each args, so
+    each policy, still gets props of its own."""
+
+    def __init__(self, wire: dict, *args: Any) -> None:
+        self._wire = wire
+        super().__init__(*args)
+
+    @property
+    def props(self) -> Any:
+        if self._props is None:
+            self._props = engine_props({}, self._wire)
+        return self._props
+
+    @props.setter
+    def props(self, value: Any) -> None:
+        self._props = value
+
+
 def _options(r: CapturedResource) -> PolicyResourceOptions:
     opts = PolicyResourceOptions(
         r.protect, list(r.ignore_changes), r.delete_before_replace if r.delete_before_replace else None, [],
@@ -354,8 +374,8 @@ def run_policies(plan: Plan, config: Mapping[str, PolicyConfig] | None = None,
                     verdict.violations.append(Violation(message, _r.urn, _r.name, _r.type))
                 if r.urn not in wire:
                     wire[r.urn] = _wire_dict(r.inputs)
-                args = ResourceValidationArgs(r.type, engine_props(r.inputs, wire[r.urn]), r.urn, r.name, _options(r), None,
-                                              dict(cfg.properties), {})
+                args = _ResourceArgs(wire[r.urn], r.type, None, r.urn, r.name, _options(r), None,
+                                     dict(cfg.properties), {})
                 reason = _call(policy, args, report)
                 if _kind(r.type) in supported:
                     if reason is None:
