@@ -29,6 +29,7 @@ DEFAULT_MEMORY_HEADROOM_PCT = 20
 
 @dataclass(frozen=True)
 class PoolShape:
+    """A node pool, as the balance model sees it."""
     name: str
     instance: InstanceType
     nodes: int
@@ -37,6 +38,7 @@ class PoolShape:
 
 @dataclass(frozen=True)
 class FilesystemShape:
+    """A filesystem, as the balance model sees it."""
     name: str
     capacity_gib: float
     throughput_mbps_per_tib: float
@@ -54,6 +56,7 @@ class ObjectStoreShape:
 
 @dataclass(frozen=True)
 class WorkloadShape:
+    """The workload, as the balance model sees it."""
     model_params_b: float
     checkpoint_interval_min: float
     max_checkpoint_stall_pct: float
@@ -61,6 +64,7 @@ class WorkloadShape:
 
 @dataclass(frozen=True)
 class PoolBalance:
+    """The balance model's figures for one pool."""
     name: str
     instance_type: str
     accelerator_kind: str               # gpu | trainium | tpu (for wording only)
@@ -75,6 +79,7 @@ class PoolBalance:
 
 @dataclass(frozen=True)
 class ClusterBalance:
+    """The balance model's figures for the whole cluster."""
     pools: tuple[PoolBalance, ...]
     accelerators: int
     bf16_pflops: float | None

@@ -47,6 +47,7 @@ _STATUS_WORD = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "n/a": "N/A", "d
 
 @dataclass(frozen=True)
 class Waiver:
+    """A waived rule, and why."""
     rule: str
     resource: str
     reason: str
@@ -139,12 +140,14 @@ def read_waivers(path: Path, rule_ids: Sequence[str]) -> list[Waiver]:
 
 @dataclass
 class Finding:
+    """One violation as `aicluster check` reports it."""
     violation: Violation
     waiver: Waiver | None = None
 
 
 @dataclass
 class RuleResult:
+    """One rule's result over one stack."""
     verdict: Verdict
     findings: list[Finding] = field(default_factory=list)
 
@@ -165,6 +168,7 @@ class RuleResult:
 
 @dataclass
 class StackResult:
+    """`aicluster check`'s results for one stack."""
     name: str
     source: Path | None
     results: list[RuleResult]
@@ -181,6 +185,7 @@ class StackResult:
 
 @dataclass
 class CheckReport:
+    """`aicluster check`'s results for every stack checked."""
     stacks: list[StackResult]
     waivers: list[Waiver]
     config_source: str

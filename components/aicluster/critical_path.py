@@ -28,6 +28,7 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 @dataclass(frozen=True)
 class Timing:
+    """How long one kind of resource takes to create."""
     minutes: float
     source: str
     low: float | None = None
@@ -55,6 +56,7 @@ def creation_time(type_token: str) -> Timing:
 
 @dataclass(frozen=True)
 class Step:
+    """One resource on the critical path."""
     urn: str
     name: str
     type: str
@@ -69,6 +71,7 @@ class Step:
 
 @dataclass(frozen=True)
 class CriticalPath:
+    """The longest chain of resource creations of a plan."""
     steps: tuple[Step, ...]               # the longest chain, first to last
     total_minutes: float
     starts: dict[str, float]              # urn -> earliest start of every custom resource

@@ -63,12 +63,14 @@ class NetworkInterface:
 
 @dataclass(frozen=True)
 class Placement:
+    """How a pool's nodes are placed."""
     strategy: Literal["cluster", "compact"] | None   # AWS placement group / GCP compact resource policy
     reason: str
 
 
 @dataclass(frozen=True)
 class GcpSubnet:
+    """One GCP subnet of the design."""
     name: str
     cidr: str
 
@@ -102,6 +104,7 @@ class GcpNic:
 
 @dataclass(frozen=True)
 class PoolDesign:
+    """One node pool of the design."""
     name: str
     instance: InstanceType
     min_nodes: int
@@ -157,6 +160,7 @@ class PoolDesign:
 
 @dataclass(frozen=True)
 class StorageDesign:
+    """One filesystem of the design."""
     name: str
     kind: Literal["fsx-lustre", "managed-lustre", "filestore", "efs"]
     mount: str
@@ -175,6 +179,7 @@ class StorageDesign:
 
 @dataclass(frozen=True)
 class NetworkDesign:
+    """The network of the design."""
     create_vpc: bool
     vpc_cidr: str | None
     private_subnet_cidr: str | None
@@ -222,6 +227,7 @@ class SlurmNodeSet:
 
 @dataclass(frozen=True)
 class SlurmDesign:
+    """The Slurm configuration of the design."""
     nodesets: tuple[SlurmNodeSet, ...]
     suspend_time_s: int
     resume_timeout_s: int
@@ -300,6 +306,7 @@ class ClusterContext:
 
 @dataclass(frozen=True)
 class ClusterDesign:
+    """The whole cluster, designed from its spec."""
     name: str
     cloud: str
     region: str

@@ -15,6 +15,7 @@ from . import limits
 
 @dataclass(frozen=True)
 class Problem:
+    """One thing wrong with an input, at a path, and what was expected there."""
     path: str
     value: Any
     allowed: str

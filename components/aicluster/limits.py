@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Limit:
+    """One input bound: its value, what it bounds and where it comes from."""
     value: int
     what: str
     source: str     # the cloud document that sets it, or why aicluster sets it

@@ -16,6 +16,7 @@ from .login_spec import DEFAULT_LOGIN_TYPE, LoginSpec
 
 @dataclass(frozen=True)
 class LoginDesign:
+    """The login nodes of a cluster."""
     count: int
     instance_type: str
     root_volume_gib: int

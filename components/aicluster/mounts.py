@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Mount:
+    """One filesystem mount of the nodes."""
     server: str            # FSx: the file system DNS name; Managed Lustre: the MGS NID
     remote_path: str       # FSx: the mount name; NFS: the export
     local_mount: str

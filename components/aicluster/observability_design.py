@@ -65,6 +65,7 @@ class AlertDurations:
 
 @dataclass(frozen=True)
 class Threshold:
+    """One alert threshold and where it comes from."""
     value: float
     unit: str
     origin: str
@@ -72,6 +73,7 @@ class Threshold:
 
 @dataclass(frozen=True)
 class PoolWatch:
+    """What the monitoring watches on one pool."""
     name: str
     instance_type: str
     gpus_per_node: int               # NVIDIA GPUs DCGM must report per node; 0: no DCGM on this pool
@@ -83,6 +85,7 @@ class PoolWatch:
 
 @dataclass(frozen=True)
 class FilesystemWatch:
+    """What the monitoring watches on one filesystem."""
     name: str
     mount: str
     provisioned_gbs: float
@@ -91,6 +94,7 @@ class FilesystemWatch:
 
 @dataclass(frozen=True)
 class MonitoringDesign:
+    """The monitoring of a cluster: what is watched, and its thresholds."""
     cluster: str
     cloud: str
     scheduler: str

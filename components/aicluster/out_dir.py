@@ -37,6 +37,7 @@ def _refuse(out: Path, allowed: str) -> SpecError:
 
 @dataclass(frozen=True)
 class OutDir:
+    """A folder `aicluster` writes its outputs to."""
     path: Path
     previous: frozenset[str]      # files an earlier plan wrote here (relative, '/'-separated)
     leftovers: frozenset[str]     # temporary files an interrupted earlier run left

@@ -23,6 +23,7 @@ from .stacks import StackConfig, read_stack
 
 @dataclass(frozen=True)
 class PlanResult:
+    """One stack's plan."""
     stack: StackConfig
     spec: ClusterSpec
     design: ClusterDesign

@@ -86,6 +86,7 @@ class SlurmRuntime:
 
 @dataclass(frozen=True)
 class _NodeLine:
+    """One NodeName line of slurm.conf."""
     hostlist: str
     features: tuple[str, ...]
     nodeset: SlurmNodeSet
@@ -94,6 +95,7 @@ class _NodeLine:
 
 @dataclass(frozen=True)
 class _Switch:
+    """One switch of topology.conf."""
     name: str
     nodes: str | None = None        # leaf switch: a hostlist
     switches: str | None = None     # top switch: the leaf switches it joins

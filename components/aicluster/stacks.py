@@ -15,6 +15,7 @@ SPEC_KEY = "aicluster:cluster"
 
 @dataclass(frozen=True)
 class StackConfig:
+    """One stack's configuration file."""
     name: str
     path: Path
     config: dict[str, Any]     # every key of the stack's `config:`, e.g. aws:region

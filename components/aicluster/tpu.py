@@ -20,6 +20,7 @@ TPU_RESOURCE = "google.com/tpu"
 
 @dataclass(frozen=True)
 class TpuSlice:
+    """One TPU slice: its generation and topology."""
     generation: TpuGeneration
     topology: str               # 4x4x4
     chips: int                  # 64

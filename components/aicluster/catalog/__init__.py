@@ -19,6 +19,7 @@ _HERE = Path(__file__).parent
 
 @dataclass(frozen=True)
 class Accelerator:
+    """One accelerator model of the catalog, with its sourced figures."""
     model: str
     vendor: str
     kind: str                       # gpu | trainium | tpu
@@ -38,6 +39,7 @@ class Accelerator:
 
 @dataclass(frozen=True)
 class Price:
+    """A price of the catalog: per hour, in a region, as read on a date."""
     usd_per_hour: float
     region: str
     date: str
@@ -45,6 +47,7 @@ class Price:
 
 @dataclass(frozen=True)
 class InstanceType:
+    """One instance (machine) type of the catalog, with its sourced figures."""
     name: str
     cloud: Cloud
     accelerator: Accelerator
@@ -132,6 +135,7 @@ class NicStack:
 
 @dataclass(frozen=True)
 class FilestoreTier:
+    """One Filestore tier of the catalog."""
     name: str
     ranges: tuple[tuple[int, int, int], ...]     # (min GiB, max GiB, step GiB)
     source: str
@@ -153,6 +157,7 @@ class FilestoreTier:
 
 @dataclass(frozen=True)
 class TpuGeneration:
+    """One TPU generation of the catalog."""
     name: str
     hbm_gib_per_chip: float
     hbm_bandwidth_gbs: float
@@ -175,6 +180,7 @@ class TpuGeneration:
 
 @dataclass(frozen=True)
 class FsxDeploymentType:
+    """One FSx for Lustre deployment type of the catalog."""
     name: str
     storage_type: str
     throughput_mbps_per_tib: tuple[int, ...]
@@ -212,6 +218,7 @@ class FsxDeploymentType:
 
 @dataclass(frozen=True)
 class ManagedLustreTier:
+    """One Managed Lustre performance tier of the catalog."""
     throughput_mbps_per_tib: int
     min_capacity_gib: int
     source: str
@@ -223,6 +230,7 @@ class CatalogError(ValueError):
 
 @dataclass(frozen=True)
 class Catalog:
+    """Every sourced fact of the catalog files, loaded once."""
     accelerators: Mapping[str, Accelerator]
     instance_types: Mapping[str, Mapping[str, InstanceType]]   # cloud -> name -> type
     aliases: Mapping[str, Mapping[str, str]]                    # cloud -> alias -> type name

@@ -14,6 +14,7 @@ from . import CatalogError, load_yaml
 
 @dataclass(frozen=True)
 class Qos:
+    """One Slurm QOS of the accounting catalog."""
     name: str
     priority: int
     usage_factor: float
@@ -21,6 +22,7 @@ class Qos:
 
 @dataclass(frozen=True)
 class AccountingCatalog:
+    """The accounting database facts of the catalog."""
     aws: Mapping[str, object]
     gcp: Mapping[str, object]
     flags: Mapping[str, str]

@@ -11,6 +11,7 @@ from . import _need, _read, _sourced
 
 @dataclass(frozen=True)
 class EfsFacts:
+    """The EFS facts of the catalog."""
     performance_mode: str
     throughput_mode: str
     per_client_max_mibps: int

@@ -27,6 +27,7 @@ MAX_NODES = 2 ** (32 - POD_RANGE_PREFIX) // 2 ** (32 - 26)      # nodes the pod 
 
 @dataclass(frozen=True)
 class Chart:
+    """One pinned Helm chart of the Kubernetes catalog."""
     name: str
     repo: str
     chart: str
@@ -70,6 +71,7 @@ class NcclInstaller:
 
 @dataclass(frozen=True)
 class Versions:
+    """The pinned Kubernetes and add-on versions of the catalog."""
     kubernetes: str
     schema_version: str
     addons: Mapping[str, str]          # EKS add-on name -> version

@@ -19,6 +19,7 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 @dataclass(frozen=True)
 class Enroot:
+    """The pinned Enroot release of the catalog."""
     version: str
     deb_url: str          # {version} {package} {arch}
     packages: tuple[str, ...]
@@ -36,6 +37,7 @@ class Enroot:
 
 @dataclass(frozen=True)
 class Pyxis:
+    """The pinned Pyxis release of the catalog."""
     version: str
     archive_url: str      # the tag's source archive, {version}
     sha256: str           # of that archive
@@ -50,6 +52,7 @@ class Pyxis:
 
 @dataclass(frozen=True)
 class Containers:
+    """The container runtime pins of the catalog (Enroot and Pyxis)."""
     enroot: Enroot
     pyxis: Pyxis
     example_image: str

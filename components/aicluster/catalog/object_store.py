@@ -15,6 +15,7 @@ DRIVERS = {"aws": "mountpoint-s3", "gcp": "gcsfuse"}
 
 @dataclass(frozen=True)
 class ObjectStoreClient:
+    """How nodes mount the object store: the catalog's client facts."""
     driver: str
     read_gbps_per_client: float | None    # GB/s (decimal); None: bounded by the node's network only
     source: str

@@ -15,6 +15,7 @@ _FILE = Path(__file__).parent / "observability.yaml"
 
 @dataclass(frozen=True)
 class Scrape:
+    """How often and how long metrics are scraped."""
     interval_s: int
     timeout_s: int
     evaluation_interval_s: int
@@ -24,6 +25,7 @@ class Scrape:
 
 @dataclass(frozen=True)
 class Exporter:
+    """One metrics exporter of the observability catalog."""
     key: str
     port: int
     runs_on: str
@@ -37,6 +39,7 @@ class Exporter:
 
 @dataclass(frozen=True)
 class Metric:
+    """One metric of the observability catalog."""
     key: str
     name: str
     exporter: str
@@ -46,6 +49,7 @@ class Metric:
 
 @dataclass(frozen=True)
 class FabricCounters:
+    """A fabric's counters, per kind of fabric."""
     kind: str                      # efa | rdma | gvnic
     rx: str
     tx: str
@@ -56,6 +60,7 @@ class FabricCounters:
 
 @dataclass(frozen=True)
 class Contract:
+    """One metric contract of the observability catalog: a series, its labels and its writer."""
     key: str
     name: str
     type: str

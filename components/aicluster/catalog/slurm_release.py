@@ -34,6 +34,7 @@ def _sourced(entry: dict, where: str) -> str:
 
 @dataclass(frozen=True)
 class SlurmRelease:
+    """The pinned Slurm release of the catalog."""
     release: str                    # Slurm's release, "23.11": what the upgrade rules count in
     upstream_version: str           # "23.11.4"
     package_version: str            # the Debian package version apt installs: slurmd=<this>
@@ -79,6 +80,7 @@ def slurm_release() -> SlurmRelease:
 
 @dataclass(frozen=True)
 class BusbwExpectation:
+    """The NCCL bus bandwidth an instance type is expected to reach."""
     instance_type: str
     busbw_gbs: float            # all_reduce_perf out-of-place busbw at large sizes, GB/s
     message_bytes: int          # the largest size of the run it comes from
@@ -93,6 +95,7 @@ class BusbwExpectation:
 
 @dataclass(frozen=True)
 class NcclCheckFacts:
+    """The catalog's facts for the NCCL health check."""
     pass_ratio: float
     drain_ratio: float
     large_message_bytes: int

@@ -184,6 +184,7 @@ def contains_secret(value: Any) -> bool:
 
 @dataclass(frozen=True)
 class CapturedResource:
+    """One resource the program registered, as the offline engine captured it."""
     urn: str
     type: str  # "aws:ec2/launchTemplate:LaunchTemplate", "aicluster:aws:GpuPool", ...
     name: str
@@ -229,6 +230,7 @@ class CapturedResource:
 
 @dataclass(frozen=True)
 class LogEntry:
+    """One message the program logged during an offline run."""
     severity: str  # "debug" | "info" | "warning" | "error"
     message: str
     urn: str | None = None
@@ -236,6 +238,7 @@ class LogEntry:
 
 @dataclass
 class Plan:
+    """Everything a program registered in one offline run."""
     project: str
     stack: str
     resources: list[CapturedResource]  # registration order, root stack first

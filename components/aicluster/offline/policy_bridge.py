@@ -92,6 +92,7 @@ def pack_info() -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class PolicyConfig:
+    """A policy's enforcement level and its configured properties."""
     enforcement: EnforcementLevel
     properties: dict
 
@@ -186,6 +187,7 @@ def resolve_config(policies: Iterable[Policy], given: Mapping[str, dict] | None 
 
 @dataclass(frozen=True)
 class Violation:
+    """One policy violation, with the resource it is about."""
     message: str
     urn: str | None
     resource_name: str | None = None
@@ -194,6 +196,7 @@ class Violation:
 
 @dataclass
 class Verdict:
+    """One policy's verdict over a plan."""
     rule: ModuleType
     enforcement: EnforcementLevel
     violations: list[Violation] = field(default_factory=list)

@@ -42,6 +42,7 @@ _NODE_GBPS = {"A100": 1600.0, "H100": 3200.0}
 
 @dataclass(frozen=True)
 class Record:
+    """One calibration record: a measured run and what it ran (model, training, hardware)."""
     id: str
     group: str
     accelerator: str

@@ -54,6 +54,7 @@ class _Evaluated:
 
 @dataclass(frozen=True)
 class _Searched:
+    """One layout search: every layout evaluated, fastest first."""
     ranked: tuple[_Evaluated, ...]      # fastest first (ties in search order)
     fastest_tokens_per_s: float         # the whole job, fitting or not
     count: int

@@ -62,6 +62,7 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Checkpoint:
+    """A checkpoint's size and how long writing it takes."""
     size_gb: float
     write_s: float | None           # None: no filesystem to write to
     stall_pct: float | None         # of the checkpoint interval, synchronous writes
@@ -71,6 +72,7 @@ class Checkpoint:
 
 @dataclass(frozen=True)
 class DataLoading:
+    """What the training job reads per second, against what its filesystem gives."""
     tokens_per_s: float             # what the whole job consumes
     mb_per_s: float                 # at training.bytes_per_token
     filesystem_mb_per_s: float | None
@@ -78,6 +80,7 @@ class DataLoading:
 
 @dataclass(frozen=True)
 class Estimate:
+    """The training model's answer for one workload on one cluster."""
     hardware: str
     accelerators: int
     best: Candidate

@@ -15,6 +15,7 @@ MLP_MATRICES = {"swiglu": 3, "gelu": 2, "relu2": 2}
 
 @dataclass(frozen=True)
 class Moe:
+    """A mixture-of-experts model's expert counts."""
     experts: int
     top_k: int
     expert_ffn_hidden: int
@@ -23,6 +24,7 @@ class Moe:
 
 @dataclass(frozen=True)
 class ModelShape:
+    """The shape of a model to train, as the training model counts it."""
     layers: int
     hidden: int
     heads: int
@@ -41,6 +43,7 @@ class ModelShape:
 
 @dataclass(frozen=True)
 class TrainingShape:
+    """The batch, precision and data of a training run, as the training model counts it."""
     global_batch_seqs: int
     precision: str = "bf16"         # bf16 | fp8
     tokens: float | None = None     # tokens to train on; None: no time or cost to train

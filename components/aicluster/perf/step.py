@@ -40,6 +40,7 @@ class Calibration:
 
 @dataclass(frozen=True)
 class Step:
+    """One training step's time, and the layout and batch it was timed for."""
     breakdown: Breakdown
     intra_node_s: float        # exposed time on NVLink / ICI
     inter_node_s: float        # exposed time on NICs / DCN

@@ -13,6 +13,7 @@ from .index import Index
 
 @dataclass
 class Fabric:
+    """A pool's fabric, as the policy pack's model sees it."""
     wired: int = 0                      # AWS: EFA devices on distinct EFA cards; GCP: GPU NICs
     layout: str = "none"                # efa-only | efa (older) | mixed | gpu-nics | none
     cards: tuple[int, ...] = ()         # AWS: network cards carrying an EFA device
@@ -22,6 +23,7 @@ class Fabric:
 
 @dataclass
 class Placement:
+    """A pool's placement, as the policy pack's model sees it."""
     group: str | None = None            # placement group / resource policy name
     strategy: str | None = None         # cluster | spread | partition | COLLOCATED | COMPACT | None
     verified: bool = True               # False: the group is not in this stack (cannot be read)
@@ -34,6 +36,7 @@ class Placement:
 
 @dataclass
 class Pool:
+    """One node pool, as the policy pack's model sees it."""
     key: str
     cloud: str
     anchor: Any                         # the resource violations point at
@@ -73,6 +76,7 @@ class Pool:
 
 @dataclass
 class Filesystem:
+    """One filesystem, as the policy pack's model sees it."""
     key: str
     resource: Any
     kind: str                           # fsx-lustre | gcp-lustre | filestore | efs
@@ -95,6 +99,7 @@ class Filesystem:
 
 @dataclass
 class Cluster:
+    """The whole cluster, as the policy pack's model sees it."""
     index: Index
     pools: list[Pool]
     filesystems: list[Filesystem]
