@@ -38,7 +38,7 @@ from pulumi.runtime import config as pulumi_config
 from pulumi.runtime import resource as pulumi_resource
 from pulumi.runtime import settings as pulumi_settings
 from pulumi.runtime.mocks import MockCallArgs, MockEngine, MockMonitor, MockResourceArgs
-from pulumi.runtime.proto import engine_pb2, provider_pb2, resource_pb2, source_pb2
+from pulumi.runtime.proto import engine_pb2, provider_pb2, resource_pb2
 from pulumi.runtime import stack as pulumi_stack
 from pulumi.runtime.stack import run_in_stack
 
@@ -328,10 +328,12 @@ def _run_on_this_thread(program: Callable[[], Any], project: str, stack: str,
         loop.close()
 
 
-def _no_stack_trace() -> source_pb2.StackTrace:
+def _no_stack_trace():
     """Stands in for the SDK's ``_get_stack_trace`` during an offline run. The SDK walks and encodes
     the Python stack of every registration (~1 ms each, a tenth of a plan's program time) for the
     engine's diagnostics; the capture monitor never reads it, so an offline run sends none."""
+    from pulumi.runtime.proto import source_pb2     # an SDK with stack traces has it
+
     return source_pb2.StackTrace()
 
 
@@ -356,15 +358,19 @@ def run_program(program: Callable[[], None], *, stack: str, config: dict[str, ob
         properties = _context_properties()
         defaults = [p._ContextProperty__default for p in properties]
         sdk_wait, pulumi_stack.wait_for_rpcs = pulumi_stack.wait_for_rpcs, _wait_for_rpcs
-        # Only for this run, under the lock, restored below: a real `pulumi up` keeps its traces.
-        sdk_trace, pulumi_resource._get_stack_trace = pulumi_resource._get_stack_trace, _no_stack_trace
+        # Only for this run, under the lock, restored below: a real `pulumi up` keeps its traces. A
+        # private name of the SDK's: an SDK without it (pyproject allows any 3.x) just keeps its traces.
+        sdk_trace = getattr(pulumi_resource, "_get_stack_trace", None)
+        if sdk_trace is not None:
+            pulumi_resource._get_stack_trace = _no_stack_trace
         try:
             thread = threading.Thread(target=worker, name=f"aicluster-plan-{stack}", daemon=True)
             thread.start()
             thread.join()
         finally:
             pulumi_stack.wait_for_rpcs = sdk_wait
-            pulumi_resource._get_stack_trace = sdk_trace
+            if sdk_trace is not None:
+                pulumi_resource._get_stack_trace = sdk_trace
             for prop, default in zip(properties, defaults):
                 prop._ContextProperty__default = default
     if "error" in outcome:
