@@ -159,3 +159,16 @@ def test_retain_on_delete_is_judged_offline_only(analyzer, tmp_path):
     assert "AIC-STO-005" not in engine
     assert offline["AIC-STO-005"].status == "fail"
     assert "retainOnDelete" in offline["AIC-STO-005"].violations[0].message
+
+
+def test_the_pack_says_not_judged_for_unknown_user_data(analyzer):
+    """As `pulumi preview --policy-pack policies` runs it: for user data still unknown, Analyze
+    answers not-applicable for AIC-SEC-005 (with the reason), and no diagnostic (no pass, no violation)."""
+    analyzer.Configure(analyzer_pb2.ConfigureAnalyzerRequest(policyConfig={}))
+    response = analyzer.Analyze(analyzer_pb2.AnalyzeRequest(
+        type="aws:ec2/launchTemplate:LaunchTemplate", urn="urn:pulumi:s::p::aws:ec2/launchTemplate:LaunchTemplate::lt",
+        name="lt", properties=plain_to_struct({"userData": UNKNOWN, "instanceType": "p5.48xlarge"}),
+        options=analyzer_pb2.AnalyzerResourceOptions()))
+    reasons = {n.policy_name: n.reason for n in response.not_applicable}
+    assert reasons.get("AIC-SEC-005", "").startswith("not judged in preview: userData of 'lt'")
+    assert not [d for d in response.diagnostics if d.policyName == "AIC-SEC-005"]

@@ -117,38 +117,3 @@ def test_known_secrets_are_still_reported_beside_an_unknown_script():
 def test_known_clean_user_data_is_judged_and_passes():
     violations, reason = _validate("aws:ec2/launchTemplate:LaunchTemplate", {"userData": CLEAN})
     assert violations == [] and reason is None
-
-
-def test_the_real_pack_over_grpc_says_not_judged_for_unknown_user_data():
-    """As `pulumi preview --policy-pack policies` runs it: the pack's Analyze answers not-applicable
-    for AIC-SEC-005 (with the reason), and no diagnostic (no pass, no violation)."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    import grpc
-    from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
-
-    from aicluster.offline.capture import UNKNOWN, plain_to_struct
-
-    root = Path(__file__).resolve().parents[2]
-    process = subprocess.Popen([sys.executable, "-u", "-m", "pulumi.policy", "127.0.0.1:0", "policies"], cwd=root,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        port = process.stdout.readline().strip()
-        assert port.isdigit(), process.stderr.read()
-        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-        grpc.channel_ready_future(channel).result(timeout=30)
-        stub = analyzer_pb2_grpc.AnalyzerStub(channel)
-        stub.Configure(analyzer_pb2.ConfigureAnalyzerRequest(policyConfig={}))
-        response = stub.Analyze(analyzer_pb2.AnalyzeRequest(
-            type="aws:ec2/launchTemplate:LaunchTemplate", urn="urn:pulumi:s::p::aws:ec2/launchTemplate:LaunchTemplate::lt",
-            name="lt", properties=plain_to_struct({"userData": UNKNOWN, "instanceType": "p5.48xlarge"}),
-            options=analyzer_pb2.AnalyzerResourceOptions()))
-        channel.close()
-    finally:
-        process.kill()
-        process.wait(timeout=30)
-    reasons = {n.policy_name: n.reason for n in response.not_applicable}
-    assert reasons.get(RULE, "").startswith("not judged in preview: userData of 'lt'")
-    assert not [d for d in response.diagnostics if d.policyName == RULE]
