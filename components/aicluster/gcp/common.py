@@ -6,6 +6,7 @@ import hashlib
 import re
 
 import pulumi
+import pulumi_gcp as gcp
 
 from ..design import Cluster, PoolDesign
 from ..errors import Problem, SpecError
@@ -82,3 +83,14 @@ def objects_under(bucket: str, prefix: str) -> str:
     """CEL: the bucket's objects whose names start with `prefix` (Cloud Storage resource names in IAM
     conditions, https://cloud.google.com/storage/docs/access-control/iam#conditions)."""
     return f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{prefix}")'
+
+
+def grant_objects_under(name: str, bucket, prefix: str, role: str, member, title: str, description: str,
+                        opts: pulumi.ResourceOptions) -> gcp.storage.BucketIAMMember:
+    """`role` on the bucket's objects under `prefix` only, for `member` (an IAM condition)."""
+    return gcp.storage.BucketIAMMember(
+        name, bucket=bucket, role=role, member=member,
+        condition=gcp.storage.BucketIAMMemberConditionArgs(
+            title=title, description=description,
+            expression=pulumi.Output.from_input(bucket).apply(lambda b: objects_under(b, prefix))),
+        opts=opts)

@@ -27,7 +27,7 @@ from ..design import Cluster, ClusterContext
 from ..login_design import LoginDesign
 from ..login_files import HEAD_KEYS_READ, login_user_data
 from ..node_local_files import PYXIS_ARTIFACT_PREFIX
-from .common import labels, node_tag, objects_under
+from .common import grant_objects_under, labels, node_tag
 from .identity import CLOUD_PLATFORM, NodeIdentity, NodeIdentityArgs
 
 ROLE = "login"
@@ -90,13 +90,9 @@ class LoginNodes(pulumi.ComponentResource):
                 expression=pulumi.Output.from_input(args.bucket_name).apply(published_files_condition)),
             opts=child)
         # pyxis as the head built it, and its SHA-256 (aicluster-containers; node_local_files).
-        pyxis_read = gcp.storage.BucketIAMMember(
-            f"{name}-pyxis", bucket=args.bucket_name, role=OBJECT_VIEWER, member=identity.member,
-            condition=gcp.storage.BucketIAMMemberConditionArgs(
-                title="aicluster-login-pyxis", description="pyxis as the head built it, and its SHA-256",
-                expression=pulumi.Output.from_input(args.bucket_name).apply(
-                    lambda b: objects_under(b, PYXIS_ARTIFACT_PREFIX))),
-            opts=child)
+        pyxis_read = grant_objects_under(f"{name}-pyxis", args.bucket_name, PYXIS_ARTIFACT_PREFIX, OBJECT_VIEWER,
+                                         identity.member, "aicluster-login-pyxis",
+                                         "pyxis as the head built it, and its SHA-256", child)
         if args.ssh_ingress_cidrs:
             gcp.compute.Firewall(
                 f"{name}-ssh", name=f"{cluster.name}-login-ssh", network=args.network, direction="INGRESS",

@@ -36,7 +36,7 @@ from ..slurm_files import BIN, CONFIG_PREFIX, LIBRARY_MODE, BootFile, Published,
 from ..slurm_files import head_user_data as _head_user_data
 from ..slurm_files import published_files as _published_files
 from ..slurm_files import slurm_pools
-from .common import CLUSTER_LABEL, POOL_LABEL, head_tag, labels, node_tag, objects_under, project, short_name
+from .common import CLUSTER_LABEL, POOL_LABEL, grant_objects_under, head_tag, labels, node_tag, project, short_name
 from .identity import CLOUD_PLATFORM, NodeIdentity, NodeIdentityArgs
 
 SECRET_ACCESSOR = "roles/secretmanager.secretAccessor"
@@ -165,18 +165,11 @@ class SlurmController(SlurmControllerShape):
         # between its object and its digest writes the object again, and overwriting needs
         # storage.objects.delete, https://cloud.google.com/storage/docs/json_api/v1/objects/insert);
         # the compute nodes read pyxis there, nothing else.
-        gcp.storage.BucketIAMMember(
-            f"{name}-artifacts-head", bucket=bucket.name, role=OBJECT_USER, member=self.identity.member,
-            condition=gcp.storage.BucketIAMMemberConditionArgs(
-                title="aicluster-head-artifacts", description="What the head builds for the nodes (pyxis)",
-                expression=bucket.name.apply(lambda b: objects_under(b, ARTIFACT_PREFIX))),
-            opts=child)
-        gcp.storage.BucketIAMMember(
-            f"{name}-artifacts-compute", bucket=bucket.name, role=OBJECT_VIEWER, member=args.compute_identity.member,
-            condition=gcp.storage.BucketIAMMemberConditionArgs(
-                title="aicluster-compute-pyxis", description="pyxis as the head built it, and its SHA-256",
-                expression=bucket.name.apply(lambda b: objects_under(b, PYXIS_ARTIFACT_PREFIX))),
-            opts=child)
+        grant_objects_under(f"{name}-artifacts-head", bucket.name, ARTIFACT_PREFIX, OBJECT_USER, self.identity.member,
+                            "aicluster-head-artifacts", "What the head builds for the nodes (pyxis)", child)
+        grant_objects_under(f"{name}-artifacts-compute", bucket.name, PYXIS_ARTIFACT_PREFIX, OBJECT_VIEWER,
+                            args.compute_identity.member, "aicluster-compute-pyxis",
+                            "pyxis as the head built it, and its SHA-256", child)
         self.bucket_name = bucket.name
 
         # Node names resolve through this zone (SlurmctldParameters=cloud_dns): the resume program
