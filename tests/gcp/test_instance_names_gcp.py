@@ -31,8 +31,6 @@ from tests.support import GCP_MIN, GCP_PROJECT, ROOT
 from tests.support.contract_plans import NAME_MAX, POOL_MAX
 from tests.support.fake_gcp import FakeGcp
 from tests.support.reconcile_fakes import FakeSlurm, load_script
-from tests.support.scontrol_recorder import calls as recorded_calls
-from tests.support.scontrol_recorder import recorder
 
 SCRIPT = ROOT / "templates" / "scripts" / "aicluster-gcp-power.py"
 TEMPLATE = f"https://www.googleapis.com/compute/v1/projects/{GCP_PROJECT}/global/instanceTemplates/gpu-tmpl"
@@ -79,13 +77,6 @@ def fake(monkeypatch, tmp_path):
     monkeypatch.delenv("SLURM_RESUME_FILE", raising=False)
     yield server
     server.stop()
-
-
-@pytest.fixture
-def scontrol(tmp_path, monkeypatch):
-    stub, record = recorder(tmp_path)
-    monkeypatch.setenv("AICLUSTER_SCONTROL", str(stub))
-    return lambda: recorded_calls(record)
 
 
 def compute(config: dict):

@@ -26,8 +26,6 @@ from aicluster.gcp.slurm import instance_prefix, published_files
 from aicluster.spec import parse_spec
 from tests.support import GCP_PROJECT, ROOT, stack_spec
 from tests.support.fake_gcp import FakeGcp
-from tests.support.scontrol_recorder import calls as recorded_calls
-from tests.support.scontrol_recorder import recorder
 
 SCRIPTS = ROOT / "templates" / "scripts"
 SCRIPT = SCRIPTS / "aicluster-gcp-power.py"
@@ -168,13 +166,6 @@ class StubDns:
         if name in self.refuse:
             raise ApiError(503, "backendError", "try again")
         return self.records.pop(name, None) is not None
-
-
-@pytest.fixture
-def scontrol(tmp_path, monkeypatch):
-    stub, record = recorder(tmp_path)
-    monkeypatch.setenv("AICLUSTER_SCONTROL", str(stub))
-    return lambda: recorded_calls(record)
 
 
 def addressed(calls) -> dict[str, tuple[str, str]]:

@@ -25,8 +25,6 @@ from aicluster.gcp.slurm import instance_prefix, published_files
 from aicluster.spec import parse_spec
 from tests.support import GCP_MIN, GCP_PROJECT, ROOT, stack_spec
 from tests.support.fake_gcp import FakeGcp
-from tests.support.scontrol_recorder import calls as recorded_calls
-from tests.support.scontrol_recorder import recorder
 
 SCRIPTS = ROOT / "templates" / "scripts"
 SCRIPT = SCRIPTS / "aicluster-gcp-power.py"
@@ -67,13 +65,6 @@ def fake(config, monkeypatch, tmp_path):
     monkeypatch.delenv("SLURM_RESUME_FILE", raising=False)
     yield server
     server.stop()
-
-
-@pytest.fixture
-def scontrol(tmp_path, monkeypatch):
-    stub, record = recorder(tmp_path)
-    monkeypatch.setenv("AICLUSTER_SCONTROL", str(stub))
-    return lambda: recorded_calls(record)
 
 
 def updates(calls, key: str) -> dict[str, str]:
