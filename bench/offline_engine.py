@@ -11,19 +11,18 @@ assertion in tests/offline/test_offline_engine.py): a 40-resource plan within 1 
 from __future__ import annotations
 
 import argparse
-import datetime
 import gc
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "components"))
+
+from plan_scaling import run_meta  # noqa: E402  (bench/ is not a package; it is the script's own folder)
 
 TARGET_S = 1.0
 
@@ -75,11 +74,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args(argv)
     os.chdir(ROOT)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip() or "unknown"
-    meta = {"date": datetime.date.today().isoformat(), "commit": commit, "python": platform.python_version(),
-            "platform": f"{platform.system()} {platform.machine()}", "cpus": os.cpu_count(), "repeat": args.repeat,
-            "command": f".venv/bin/python bench/offline_engine.py --repeat {args.repeat}"}
+    meta = run_meta(args.repeat, command=f".venv/bin/python bench/offline_engine.py --repeat {args.repeat}")
     m = measure(args.repeat)
     m["target_s"], m["pass"], m["meta"] = TARGET_S, m["median_s"] <= TARGET_S, meta
     args.out.mkdir(parents=True, exist_ok=True)

@@ -36,11 +36,9 @@ from __future__ import annotations
 
 import argparse
 import copy
-import datetime
 import importlib
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -55,7 +53,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "components"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from plan_scaling import aicluster_command, sdk_floor_script  # noqa: E402  (bench/ is not a package)
+from plan_scaling import aicluster_command, run_meta, sdk_floor_script  # noqa: E402  (bench/ is not a package)
 
 BASE_STACK = "aws-p5-slurm"
 NODE_COUNTS = (8, 2048)
@@ -332,14 +330,10 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args(argv)
     os.chdir(ROOT)
-    commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip() or "unknown"
     command = f".venv/bin/python bench/plan_floor.py --repeat {args.repeat}" + \
         (f" --baseline {args.baseline}" if args.baseline else "") + \
         (f" --baseline-label '{args.baseline_label}'" if args.baseline_label else "")
-    meta = {"date": datetime.date.today().isoformat(), "commit": commit, "python": platform.python_version(),
-            "platform": f"{platform.system()} {platform.machine()}", "cpus": os.cpu_count(), "repeat": args.repeat,
-            "command": command, "baseline": args.baseline, "baseline_label": args.baseline_label}
+    meta = run_meta(args.repeat, command=command, baseline=args.baseline, baseline_label=args.baseline_label)
     print(f"measuring ({args.repeat} rounds) ...", file=sys.stderr)
     m = measure(args.repeat, args.baseline)
     m["verdicts"] = verdicts(m)

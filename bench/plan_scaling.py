@@ -231,16 +231,23 @@ def markdown(m: dict, meta: dict) -> str:
     return "\n".join(lines)
 
 
+def run_meta(repeat: int, **more) -> dict:
+    """What every benchmark result records of its run: date, commit (`git describe --always
+    --dirty`, so a measurement of uncommitted code says so), Python, platform, CPUs, repeats."""
+    commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip() or "unknown"
+    return {"date": datetime.date.today().isoformat(), "commit": commit, "python": platform.python_version(),
+            "platform": f"{platform.system()} {platform.machine()}", "cpus": os.cpu_count(), "repeat": repeat,
+            **more}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=5, help="fresh processes per measurement (median)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args(argv)
     os.chdir(ROOT)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip() or "unknown"
-    meta = {"date": datetime.date.today().isoformat(), "commit": commit, "python": platform.python_version(),
-            "platform": f"{platform.system()} {platform.machine()}", "cpus": os.cpu_count(), "repeat": args.repeat}
+    meta = run_meta(args.repeat)
     print(f"measuring ({args.repeat} runs each) ...", file=sys.stderr)
     m = measure(args.repeat)
     m["verdicts"] = verdicts(m)

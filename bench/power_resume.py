@@ -18,12 +18,9 @@ and its share of ResumeTimeout (the program itself gives up at a third of it). T
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.support.aws_power import REGION, load_power  # noqa: E402
 from tests.support.fault_proxy import ThrottledEc2  # noqa: E402
+from plan_scaling import run_meta  # noqa: E402  (bench/ is not a package; it is the script's own folder)
 
 TIME_SCALE = 100
 RESUME_TIMEOUT_S = 1800
@@ -84,14 +82,11 @@ def main(argv=None) -> int:
     median = statistics.median(r["wall_s"] for r in runs)
     real_s = median * TIME_SCALE
     verdict = all(r["failed"] == 0 and r["live"] == args.nodes for r in runs) and real_s < RESUME_TIMEOUT_S / 2
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
     result = {"nodes": args.nodes, "time_scale": TIME_SCALE, "resume_timeout_s": RESUME_TIMEOUT_S,
               "median_wall_s": median, "real_equivalent_s": real_s,
               "share_of_resume_timeout": real_s / RESUME_TIMEOUT_S,
               "target": "the whole resume within half of ResumeTimeout, every node up", "pass": verdict, "runs": runs,
-              "date": datetime.date.today().isoformat(), "commit": commit, "python": platform.python_version(),
-              "cpus": os.cpu_count()}
+              **run_meta(args.repeat)}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "power_resume.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     print(f"resume of {args.nodes} nodes under throttling: {median:.2f} s at {TIME_SCALE}x = {real_s:.0f} s real, "
