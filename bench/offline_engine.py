@@ -21,21 +21,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "components"))
+sys.path.insert(0, str(ROOT))
 
+from tests.support.handwritten import forty_resources  # noqa: E402
 from plan_scaling import run_meta  # noqa: E402  (bench/ is not a package; it is the script's own folder)
 
 TARGET_S = 1.0
-
-
-def forty_resources() -> None:
-    import pulumi_aws as aws
-
-    vpc = aws.ec2.Vpc("vpc", cidr_block="10.0.0.0/16")
-    for i in range(13):
-        subnet = aws.ec2.Subnet(f"s{i}", vpc_id=vpc.id, cidr_block=f"10.0.{i}.0/24")
-        sg = aws.ec2.SecurityGroup(f"sg{i}", vpc_id=vpc.id, description="efa")
-        aws.ec2.Instance(f"i{i}", instance_type="m7i.large", subnet_id=subnet.id,
-                         vpc_security_group_ids=[sg.id], ami="ami-0123456789abcdef0")
 
 
 def measure(repeat: int) -> dict:

@@ -24,6 +24,8 @@ from aicluster.offline import engine as offline_engine
 from pulumi.runtime import config as pulumi_config
 from pulumi.runtime import settings as pulumi_settings
 
+from tests.support.handwritten import forty_resources
+
 REGION = "us-west-2"
 CONFIG = {"aws:region": REGION, "aicluster:cluster": {"name": "box", "nodes": 2}}
 
@@ -376,19 +378,10 @@ def test_markdown_table(plan):
 # ---------------------------------------------------------------- speed
 
 
-def _forty_resources() -> None:
-    vpc = aws.ec2.Vpc("vpc", cidr_block="10.0.0.0/16")
-    for i in range(13):
-        subnet = aws.ec2.Subnet(f"s{i}", vpc_id=vpc.id, cidr_block=f"10.0.{i}.0/24")
-        sg = aws.ec2.SecurityGroup(f"sg{i}", vpc_id=vpc.id, description="efa")
-        aws.ec2.Instance(f"i{i}", instance_type="m7i.large", subnet_id=subnet.id,
-                         vpc_security_group_ids=[sg.id], ami="ami-0123456789abcdef0")
-
-
 def test_forty_resource_plan_captures_every_resource_and_its_wiring():
     """Forty resources, each captured once with its inputs wired to the outputs it was given. (How
     long the engine takes is measured by bench/offline_engine.py, not asserted here.)"""
-    plan = run_program(_forty_resources, stack="dev", config={})
+    plan = run_program(forty_resources, stack="dev", config={})
     custom = plan.custom_resources()
     assert len(custom) == 40 and len({r.urn for r in custom}) == 40 and len({r.id for r in custom}) == 40
     assert sorted(r.type for r in custom) == sorted(["aws:ec2/vpc:Vpc"] + 13 * [
@@ -400,7 +393,7 @@ def test_forty_resource_plan_captures_every_resource_and_its_wiring():
         assert subnet.inputs["cidrBlock"] == f"10.0.{i}.0/24"
         assert instance.inputs["subnetId"] == subnet.id and instance.inputs["vpcSecurityGroupIds"] == [sg.id]
         assert set(instance.dependencies) == {subnet.urn, sg.urn}
-    assert json.dumps(plan.to_json()) == json.dumps(run_program(_forty_resources, stack="dev", config={}).to_json())
+    assert json.dumps(plan.to_json()) == json.dumps(run_program(forty_resources, stack="dev", config={}).to_json())
 
 
 def test_engine_restores_sdk_defaults():

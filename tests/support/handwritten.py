@@ -253,3 +253,14 @@ def cloud_sql(name: str, net, *, ipv4: bool | None = False, ssl_mode: str | None
     gcp.sql.Database(f"{name}-database", name="slurm_acct_db", instance=instance.name,
                      opts=pulumi.ResourceOptions(protect=database_protect, retain_on_delete=database_protect))
     return instance
+
+
+def forty_resources() -> None:
+    """A VPC and 13 x (subnet, security group, instance): the offline engine's test of capture and
+    wiring (tests/offline) and its benchmark (bench/offline_engine.py) run this same program."""
+    vpc = aws.ec2.Vpc("vpc", cidr_block="10.0.0.0/16")
+    for i in range(13):
+        subnet = aws.ec2.Subnet(f"s{i}", vpc_id=vpc.id, cidr_block=f"10.0.{i}.0/24")
+        sg = aws.ec2.SecurityGroup(f"sg{i}", vpc_id=vpc.id, description="efa")
+        aws.ec2.Instance(f"i{i}", instance_type="m7i.large", subnet_id=subnet.id,
+                         vpc_security_group_ids=[sg.id], ami="ami-0123456789abcdef0")
