@@ -97,7 +97,7 @@ def side_by_side(commands: dict[str, tuple[list[str], dict[str, str]]], repeat: 
 
 
 def stack_file(folder: Path, nodes: int) -> Path:
-    from aicluster.stacks import read_stack
+    from aicluster.commands.stacks import read_stack
 
     base = read_stack(BASE_STACK)
     spec = copy.deepcopy(base.spec_data)
@@ -111,9 +111,10 @@ def stack_file(folder: Path, nodes: int) -> Path:
 def searches_per_plan(path: Path) -> dict:
     """Layout searches in one in-process plan, as `aicluster plan --format json` makes it, and the
     time of one search (a fresh one: the memo cleared)."""
-    from aicluster import plan_report
-    from aicluster.planner import plan_stack
-    from aicluster.workload_inputs import hardware, shapes
+    from aicluster.commands import plan_report
+    from aicluster.commands.planner import plan_stack
+    from aicluster.design.workload import hardware
+    from aicluster.design.workload_shapes import shapes
 
     search = importlib.import_module("aicluster.perf.search")
     estimate_module = importlib.import_module("aicluster.perf.estimate")
@@ -156,9 +157,9 @@ def mark(name, since=[start]):
     now = time.perf_counter(); marks[name] = marks.get(name, 0.0) + now - since[0]; since[0] = now
 exec(compile(open(sys.argv[1]).read(), "sdk_floor", "exec"))
 mark("SDK floor: pulumi and the plan's provider classes")
-from aicluster import plan_report
-from aicluster.planner import plan_stack
-import aicluster.check
+from aicluster.commands import plan_report
+from aicluster.commands.planner import plan_stack
+import aicluster.commands.check
 mark("aicluster imports")
 estimate = importlib.import_module("aicluster.perf.estimate")
 search, searched = getattr(estimate, "_search", None), [0.0]
@@ -195,8 +196,8 @@ def phases(script: Path, floor: Path, path: Path, env: dict[str, str], repeat: i
 
 COUNT_SEARCHES = r"""
 import importlib, sys
-from aicluster import plan_report
-from aicluster.planner import plan_stack
+from aicluster.commands import plan_report
+from aicluster.commands.planner import plan_stack
 search, calls = importlib.import_module("aicluster.perf.search"), []
 original = search.layouts
 def counted(*args, **kwargs):

@@ -69,7 +69,7 @@ def in_process(path: str, repeat: int) -> dict:
     """plan_stack(path) in this process, imports and caches warm: the program's own time."""
     import gc
 
-    from aicluster.planner import plan_stack
+    from aicluster.commands.planner import plan_stack
 
     result = plan_stack(path)
     times = []
@@ -117,8 +117,8 @@ def stack_file(folder: Path, name: str, spec: dict, config: dict) -> str:
 
 
 def measure(repeat: int) -> dict:
-    from aicluster.planner import plan_stack
-    from aicluster.stacks import read_stack, stack_names
+    from aicluster.commands.planner import plan_stack
+    from aicluster.commands.stacks import read_stack, stack_names
 
     cli = aicluster_command()
     python = [sys.executable, "-c"]

@@ -1,4 +1,4 @@
-"""Worked examples for aicluster.balance; every number is derived by hand in the comment beside it.
+"""Worked examples for aicluster.design.balance; every number is derived by hand in the comment beside it.
 
 Tolerances: where the worked example rounds ("~68 s", "~3.8 %") the tolerance is half
 the last printed digit; elsewhere the expected value is the exact expression and approx's default
@@ -8,13 +8,13 @@ import json
 
 import pytest
 
-from aicluster.balance import (
+from aicluster.design.balance import (
     CHECKPOINT_BYTES_PER_PARAM, GOOD_READ_MBPS_PER_ACCELERATOR, TRAINING_STATE_BYTES_PER_PARAM,
     FilesystemShape, PoolShape, WorkloadShape, assess, from_design, report_lines, to_dict,
 )
 from aicluster.catalog import load_catalog
-from aicluster.design import design_cluster
-from aicluster.spec import parse_spec
+from aicluster.design.cluster import design_cluster
+from aicluster.spec.cluster import parse_spec
 
 AWS = load_catalog().instance_types["aws"]
 GCP = load_catalog().instance_types["gcp"]

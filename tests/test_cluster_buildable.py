@@ -8,9 +8,11 @@ import dataclasses
 import pytest
 
 from aicluster.cluster import check_buildable
-from aicluster.design import ClusterDesign, StorageDesign, design_cluster
+from aicluster.design.model import ClusterDesign
+from aicluster.design.parts import StorageDesign
+from aicluster.design.cluster import design_cluster
 from aicluster.errors import SpecError
-from aicluster.spec import parse_spec
+from aicluster.spec.cluster import parse_spec
 from tests.support import AWS_MIN, FSX, GCP_MIN, STACK_NAMES, stack_spec
 
 FILESTORE = StorageDesign("home", "filestore", "/home", 1024, 0, None, None, True, "ZONAL")

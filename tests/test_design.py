@@ -9,11 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aicluster.catalog import load_catalog
-from aicluster.design import (
-    DEFAULT_VPC_CIDR, ClusterDesign, PoolDesign, StorageDesign, design_cluster, efa_interfaces,
-)
+from aicluster.design.cluster import DEFAULT_VPC_CIDR, design_cluster, efa_interfaces
+from aicluster.design.model import ClusterDesign
+from aicluster.design.parts import PoolDesign, StorageDesign
 from aicluster.errors import SpecError
-from aicluster.spec import parse_spec
+from aicluster.spec.cluster import parse_spec
 
 CAT = load_catalog()
 AWS = CAT.instance_types["aws"]

@@ -3,12 +3,12 @@ policy pack always read, and the described model and training as aicluster-model
 aicluster-training (aicluster.perf.tags), which decode back to what the plan estimates."""
 from __future__ import annotations
 
-from aicluster.design import design_cluster
+from aicluster.design.cluster import design_cluster
 from aicluster.perf import ModelShape
 from aicluster.perf.flops import parameter_count
 from aicluster.perf.tags import MODEL_TAG, TRAINING_TAG, workload_from_tags
-from aicluster.spec import parse_spec
-from aicluster.workload_inputs import shapes
+from aicluster.spec.cluster import parse_spec
+from aicluster.design.workload_shapes import shapes
 
 LLAMA_70B = {"layers": 80, "hidden": 8192, "heads": 64, "kv_heads": 8, "ffn_hidden": 28672, "vocab": 128256,
              "seq_len": 8192}

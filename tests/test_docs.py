@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from aicluster.spec import json_schema
-from aicluster.spec_docs import REGENERATE, markdown
+from aicluster.spec.cluster import json_schema
+from aicluster.commands.spec_docs import REGENERATE, markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

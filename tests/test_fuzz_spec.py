@@ -12,9 +12,10 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from aicluster.design import ClusterDesign, design_cluster
+from aicluster.design.model import ClusterDesign
+from aicluster.design.cluster import design_cluster
 from aicluster.errors import SpecError
-from aicluster.spec import parse_spec
+from aicluster.spec.cluster import parse_spec
 from tests.support.fuzz import FUZZ, VALID_SPECS, json_paths, json_values, mutated_specs, value_at
 
 def test_base_specs_are_valid():

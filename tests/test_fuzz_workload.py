@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from aicluster.errors import SpecError
-from aicluster.estimate_command import answer
-from aicluster.workload_file import read_workload_data
+from aicluster.commands.estimate import answer
+from aicluster.commands.workload_file import read_workload_data
 from tests.support.fuzz import json_values
 
 # Fewer than the spec fuzzer: each example may search thousands of layouts.

@@ -1,85 +1,82 @@
-"""One-way layers (issue 12, "One-way layers"), checked on the source with `ast`.
+"""One-way layers (issues 12 and 25), checked on the source with `ast`.
 
-Every import of every module under components/aicluster counts, including the ones inside
-functions (that is how the old cycles were hidden). Imports under `if TYPE_CHECKING:` are exempt:
-they only name types for annotations and never run (except in a package that exports lazily via
-aicluster.lazy, where the TYPE_CHECKING block mirrors imports that do run on first use).
+The package is cut into folders, one per layer (docs/layout.md draws them); a module's layer is its
+folder's. Every import of every module under components/aicluster counts: the ones inside
+functions (that is how the old cycles were hidden) and the ones under `if TYPE_CHECKING:` too (a
+type-only import still ties two modules together: shared types live a layer down).
 
-Checked:
+Checked, with no exception list:
 (a) no import cycle among aicluster modules;
-(b) every import goes to the same or a lower layer (LAYERS, lowest first);
-(c) the policy pack imports only aicluster.errors, aicluster.catalog, aicluster.balance,
-    aicluster.stateful and aicluster.perf (plus pulumi_policy, yaml, the standard library and its own modules), and those
-    need nothing above the catalog layer;
-(d) nothing imports aicluster.cli.
-Known exceptions live in KNOWN_VIOLATIONS: the test fails on a new one and on a listed one that is
-gone (a ratchet: the list only shrinks).
+(b) every import goes to the same or a lower layer (LAYERS, lowest first), so two folders never
+    import each other;
+(c) the policy pack imports only aicluster.errors, aicluster.catalog, aicluster.design.balance,
+    aicluster.design.stateful and aicluster.perf (plus pulumi_policy, yaml, the standard library and
+    its own modules), and those need nothing above the catalog layer;
+(d) nothing imports aicluster.cli;
+(e) at most 12 modules sit directly in components/aicluster; everything else is in a folder.
+The checker is itself tested: a planted upward import and a planted two-way import fail it.
 """
 from __future__ import annotations
 
 import ast
+import shutil
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "components"
 PACKAGE = "aicluster"
+MAX_TOP_LEVEL_MODULES = 12
 
 # Lowest first. A module may import modules of its own layer (no cycle: check (a)) or of a lower one.
-# An entry names a module or a package (the package's every module). Layer names are for messages.
+# An entry names a module or a folder (its every module). Layer names are for messages.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # No aicluster import at all, or only each other: input bounds, errors, file locations, Mount.
-    ("base", ("aicluster.limits", "aicluster.errors", "aicluster.resources", "aicluster.input_files",
-              "aicluster.mounts", "aicluster.lazy")),
-    # Every sourced fact and its loader (instances, TPUs, storage, pinned Kubernetes versions), and
-    # the TPU slice arithmetic that only reads the catalog; no spec, no Pulumi.
-    ("catalog", ("aicluster.catalog", "aicluster.tpu")),
+    ("base", ("aicluster.limits", "aicluster.errors", "aicluster.resources", "aicluster.mounts",
+              "aicluster.lazy")),
+    # Every sourced fact and its loader; no spec, no Pulumi.
+    ("catalog", ("aicluster.catalog",)),
     # Raw YAML -> ClusterSpec or SpecError; checks read the catalog, never a design.
-    ("spec", ("aicluster.workload_spec", "aicluster.login_spec", "aicluster.pod_identity_spec", "aicluster.slurm_settings", "aicluster.spec")),
+    ("spec", ("aicluster.spec",)),
     # The training model: FLOPs, memory, step time, layout search; reads the catalog, never a design.
     ("perf", ("aicluster.perf",)),
     # ClusterSpec -> ClusterDesign, pure; the balance and stateful models the policy pack shares.
-    ("design", ("aicluster.balance", "aicluster.stateful", "aicluster.telemetry_backend", "aicluster.critical_path", "aicluster.workload_inputs",
-                "aicluster.zone_subnets", "aicluster.accounting_design", "aicluster.kubernetes_design", "aicluster.pod_identity_design", "aicluster.gke_design", "aicluster.login_design", "aicluster.design",
-                "aicluster.observability_design")),
-    # ClusterDesign -> file texts (templates, slurm.conf).
-    ("render", ("aicluster.render", "aicluster.slurm_config", "aicluster.slurm_monitoring", "aicluster.slurm_files", "aicluster.login_files",
-                "aicluster.node_local_files", "aicluster.alert_rules", "aicluster.dashboards")),
-    # Pulumi components: per cloud, and the in-cluster Kubernetes objects both clusters share.
-    ("components", ("aicluster.aws", "aicluster.gcp", "aicluster.k8s_capacity", "aicluster.k8s_resources", "aicluster.k8s_data", "aicluster.k8s_objects", "aicluster.k8s_health", "aicluster.k8s_metrics",
-                    "aicluster.k8s_jobs", "aicluster.slurm_controller")),
+    ("design", ("aicluster.design",)),
+    # ClusterDesign -> file texts (templates, slurm.conf, rules, dashboards).
+    ("render", ("aicluster.render",)),
+    # Pulumi pieces both clouds share: inside Kubernetes, and the Slurm controller's.
+    ("shared components", ("aicluster.kubernetes", "aicluster.slurm")),
+    # Pulumi components per cloud.
+    ("cloud components", ("aicluster.aws", "aicluster.gcp")),
     # The composition root: stack config -> spec -> design -> components.
     ("program", ("aicluster.cluster",)),
     # Runs any Pulumi program offline: engine, capture, fake clouds, the policy bridge.
     ("offline", ("aicluster.offline",)),
-    # What the commands do: read stacks, plan, check, report, write outputs, docs.
-    ("commands", ("aicluster.estimate_command", "aicluster.workload_file", "aicluster.stacks", "aicluster.out_dir", "aicluster.catalog_view", "aicluster.k8s_manifests",
-                  "aicluster.planner", "aicluster.check", "aicluster.plan_report", "aicluster.spec_docs")),
+    # What the commands do: read stacks, plan, check, estimate, report, write outputs, docs.
+    ("commands", ("aicluster.commands",)),
     # The public API (package exports) and the `aicluster` command; nothing imports cli.
     ("api", ("aicluster",)),
     ("cli", ("aicluster.cli",)),
 ]
 
-POLICY_ALLOWED = ("aicluster.errors", "aicluster.catalog", "aicluster.balance", "aicluster.stateful", "aicluster.perf")
+POLICY_ALLOWED = ("aicluster.errors", "aicluster.catalog", "aicluster.design.balance",
+                  "aicluster.design.stateful", "aicluster.perf")
 # pulumi_policy: the pack API; yaml: sec_005 parses cloud-init (PyYAML is the catalog loader's own dependency).
 POLICY_THIRD_PARTY = ("pulumi_policy", "yaml")
 
-# (importer, imported) pairs that break a rule today and are not fixed yet. Empty: keep it so.
-KNOWN_VIOLATIONS: set[tuple[str, str]] = set()
 
-
-def _module_name(path: Path) -> tuple[str, bool]:
-    parts = list(path.relative_to(SOURCE).with_suffix("").parts)
+def _module_name(path: Path, source: Path) -> tuple[str, bool]:
+    parts = list(path.relative_to(source).with_suffix("").parts)
     is_package = parts[-1] == "__init__"
     if is_package:
         parts = parts[:-1]
     return ".".join(parts), is_package
 
 
-def _modules() -> dict[str, tuple[Path, bool]]:
+def _modules(source: Path = SOURCE) -> dict[str, tuple[Path, bool]]:
     out = {}
-    for path in sorted((SOURCE / PACKAGE).rglob("*.py")):
-        name, is_package = _module_name(path)
+    for path in sorted((source / PACKAGE).rglob("*.py")):
+        name, is_package = _module_name(path, source)
         out[name] = (path, is_package)
     return out
 
@@ -126,19 +123,17 @@ def _resolve(name: str, modules) -> str | None:
     return name
 
 
-def _graph() -> dict[str, dict[str, int]]:
-    """module -> {imported aicluster module: first line}, runtime imports only."""
-    modules = _modules()
+def _graph(source: Path = SOURCE) -> dict[str, dict[str, int]]:
+    """module -> {imported aicluster module: first line}, type-only imports included."""
+    modules = _modules(source)
     graph: dict[str, dict[str, int]] = {}
     for name, (path, is_package) in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         package = name if is_package else name.rpartition(".")[0]
-        found = _imports(tree, package)
-        lazy = any(_resolve(n, modules) == "aicluster.lazy" for n, _, _ in found)
         edges: dict[str, int] = {}
-        for imported, line, typing_only in found:
+        for imported, line, _ in _imports(tree, package):
             target = _resolve(imported, modules)
-            if target is None or target == name or (typing_only and not lazy):
+            if target is None or target == name:
                 continue
             edges.setdefault(target, line)
         graph[name] = edges
@@ -181,17 +176,24 @@ def _cycle(graph: dict[str, dict[str, int]]) -> list[str] | None:
     return None
 
 
-def _violations() -> dict[tuple[str, str], str]:
-    graph = _graph()
-    out = {}
+def _cycle_message(graph: dict[str, dict[str, int]]) -> str | None:
+    cycle = _cycle(graph)
+    if cycle is None:
+        return None
+    return "import cycle: " + " -> ".join(
+        f"{a} (line {graph[a][b]})" for a, b in zip(cycle, cycle[1:])) + f" -> {cycle[-1]}"
+
+
+def _upward(graph: dict[str, dict[str, int]]) -> list[str]:
+    out = []
     for module, edges in graph.items():
         mine = _layer_of(module)
         for target, line in edges.items():
             theirs = _layer_of(target)
             if mine is not None and theirs is not None and theirs > mine:
-                out[(module, target)] = (f"{module} (layer {LAYERS[mine][0]}) imports {target} "
-                                         f"(layer {LAYERS[theirs][0]}) at line {line}")
-    return out
+                out.append(f"{module} (layer {LAYERS[mine][0]}) imports {target} "
+                           f"(layer {LAYERS[theirs][0]}) at line {line}")
+    return sorted(out)
 
 
 def test_every_module_has_a_layer():
@@ -199,26 +201,49 @@ def test_every_module_has_a_layer():
     assert not missing, f"put these modules in a layer of tests/test_layers.py LAYERS: {missing}"
 
 
+def test_at_most_twelve_modules_at_the_top():
+    top = sorted(p.name for p in (SOURCE / PACKAGE).glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL_MODULES, (
+        f"{len(top)} modules sit directly in components/aicluster (at most {MAX_TOP_LEVEL_MODULES}): "
+        f"{top}; move a concern into its folder")
+
+
+def test_every_folder_is_a_documented_package():
+    """Each folder's __init__ says what it owns and what it may import (issue 25, item 1)."""
+    bad = []
+    for folder in sorted(p for p in (SOURCE / PACKAGE).iterdir() if p.is_dir() and p.name != "__pycache__"):
+        init = folder / "__init__.py"
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) if init.exists() else None
+        if not doc or "May import" not in doc:
+            bad.append(folder.name)
+    assert not bad, f"folders whose __init__ docstring does not say what they own and may import: {bad}"
+
+
 def test_no_import_cycle():
-    graph = _graph()
-    known = {edge for edge in KNOWN_VIOLATIONS}
-    pruned = {m: {t: l for t, l in e.items() if (m, t) not in known} for m, e in graph.items()}
-    cycle = _cycle(pruned)
-    assert cycle is None, "import cycle: " + " -> ".join(
-        f"{a} (line {pruned[a][b]})" for a, b in zip(cycle, cycle[1:])) + f" -> {cycle[-1]}"
+    message = _cycle_message(_graph())
+    assert message is None, message
 
 
 def test_imports_go_only_down_the_layers():
-    found = _violations()
-    new = {k: v for k, v in found.items() if k not in KNOWN_VIOLATIONS}
-    assert not new, "upward imports:\n" + "\n".join(sorted(new.values()))
+    found = _upward(_graph())
+    assert not found, "upward imports:\n" + "\n".join(found)
 
 
-def test_known_violations_only_shrink():
-    found, graph = _violations(), _graph()
-    still = {k for k in KNOWN_VIOLATIONS if k in found or k[1] in graph.get(k[0], {})}
-    gone = KNOWN_VIOLATIONS - still
-    assert not gone, f"fixed: remove these from KNOWN_VIOLATIONS: {sorted(gone)}"
+def test_the_checker_fails_on_a_planted_upward_and_a_planted_two_way_import(tmp_path):
+    """The same checks over a copy of the package with two imports planted: a spec module that
+    imports the commands (upward) and two design modules that import each other for types only."""
+    shutil.copytree(SOURCE / PACKAGE, tmp_path / PACKAGE, ignore=shutil.ignore_patterns("__pycache__"))
+    assert _upward(_graph(tmp_path)) == [] and _cycle_message(_graph(tmp_path)) is None
+    spec = tmp_path / PACKAGE / "spec" / "login.py"
+    spec.write_text(spec.read_text() + "\n\ndef _late():\n    from aicluster.commands import planner\n")
+    upward = _upward(_graph(tmp_path))
+    assert any(m.startswith("aicluster.spec.login (layer spec) imports aicluster.commands.planner") for m in upward), upward
+    for mine, theirs in (("accounting", "login"), ("login", "accounting")):
+        path = tmp_path / PACKAGE / "design" / f"{mine}.py"
+        path.write_text(path.read_text() + f"\n\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                        f"    from aicluster.design.{theirs} import X\n")
+    message = _cycle_message(_graph(tmp_path))
+    assert message is not None and "aicluster.design.accounting" in message and "aicluster.design.login" in message, message
 
 
 def _policy_files() -> list[Path]:
@@ -239,7 +264,7 @@ def test_policy_pack_depends_only_on_catalog_balance_stateful():
             if top == PACKAGE and any(name == a or name.startswith(a + ".") for a in POLICY_ALLOWED):
                 continue
             bad.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
-    assert not bad, "the policy pack imports only aicluster.errors/catalog/balance/stateful/perf:\n" + "\n".join(bad)
+    assert not bad, "the policy pack imports only " + ", ".join(POLICY_ALLOWED) + ":\n" + "\n".join(bad)
 
 
 def test_what_the_policy_pack_uses_stays_low():
@@ -273,8 +298,8 @@ def test_nothing_imports_cli():
     assert not importers, f"nothing imports aicluster.cli: {importers}"
 
 
-def test_the_checker_sees_function_level_imports():
-    """The checker itself: an import inside a function counts, one under TYPE_CHECKING does not."""
+def test_the_checker_sees_function_level_and_type_only_imports():
+    """The checker itself: an import inside a function counts, and so does one under TYPE_CHECKING."""
     tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import X\n"
                      "def f():\n    from .b import Y\n    import aicluster.c\n")
     found = {(n, t) for n, _, t in _imports(tree, "aicluster")}

@@ -17,7 +17,7 @@ import yaml
 from aicluster.aws.slurm import node_program_files
 from aicluster.catalog import CatalogError, node_local
 from aicluster.catalog.node_local import LocalNvme, containers, local_nvme
-from aicluster.node_local_files import node_local_programs, scratch_summary
+from aicluster.render.node_local_files import node_local_programs, scratch_summary
 
 CHECKED = re.compile(r"checked on 2026-\d\d-\d\d")
 
@@ -122,7 +122,7 @@ def test_aws_nodes_fetch_both_programs():
 
 
 def test_gcp_nodes_carry_both_programs():
-    from aicluster.planner import plan_stack
+    from aicluster.commands.planner import plan_stack
 
     result = plan_stack("gcp-a3mega-slurm")
     (name,) = [n for n in result.files if n.startswith("user-data/") and n.endswith("-gpu-template.yaml")]
@@ -131,8 +131,8 @@ def test_gcp_nodes_carry_both_programs():
 
 
 def test_the_plan_shows_scratch_and_containers_per_pool():
-    from aicluster.plan_report import pool_lines
-    from aicluster.planner import plan_stack
+    from aicluster.commands.plan_report import pool_lines
+    from aicluster.commands.planner import plan_stack
 
     lines = pool_lines(plan_stack("aws-p5-slurm").design)
     assert "    /scratch RAID0 of 8 x 3800 GB local NVMe = 30400 GB; containers enroot " in "\n".join(lines)

@@ -1,4 +1,4 @@
-"""The plan's training estimate section (aicluster.plan_report): the estimate for the spec's
+"""The plan's training estimate section (aicluster.commands.plan_report): the estimate for the spec's
 workload in text, markdown and JSON; one line when the workload gives only model_params_b; a
 finding, not a crash, when nothing fits."""
 from __future__ import annotations
@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from aicluster import plan_report
+from aicluster.commands import plan_report
 from aicluster.errors import Problem, SpecError
-from aicluster.plan_report import PlanEstimate, estimate_lines, markdown, plan_estimate, text, to_json
+from aicluster.commands.plan_report import PlanEstimate, estimate_lines, markdown, plan_estimate, text, to_json
 from tests.support.estimates import a_candidate, an_estimate
 from tests.support.stack_plans import result_with_spec, stack_spec_data
 

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from aicluster.catalog.node_local import containers
-from aicluster.node_local_files import pool_node_local_json
-from aicluster.plan_report import markdown, text, to_json
+from aicluster.render.node_local_files import pool_node_local_json
+from aicluster.commands.plan_report import markdown, text, to_json
 from tests.support.stack_plans import result_with_spec, stack_result, stack_spec_data
 
 KUBERNETES_STACKS = ["aws-p5-eks", "gcp-a3ultra-gke", "gcp-tpu-v5p-gke"]

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import jinja2
 
-from aicluster import render
-
-
+from aicluster.render import templates as render
 def _names() -> list[str]:
     return sorted(str(p.relative_to(render.TEMPLATES)) for p in render.TEMPLATES.rglob("*.j2"))
 

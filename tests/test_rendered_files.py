@@ -20,7 +20,7 @@ def require(tool: str) -> str:
 
 @pytest.fixture(scope="module")
 def rendered():
-    from aicluster.planner import plan_stack
+    from aicluster.commands.planner import plan_stack
 
     return {stack: plan_stack(stack).files for stack in STACK_NAMES}
 
@@ -64,7 +64,7 @@ def test_mount_script_runs_and_is_idempotent(tmp_path):
     """Run the rendered script for real, with stub mount tools, twice: one fstab line, mounts tried."""
     from aicluster.aws.storage import LUSTRE_MOUNT_OPTIONS
     from aicluster.mounts import Mount
-    from aicluster.render import render
+    from aicluster.render.templates import render
 
     mount = Mount("fs-0123.fsx.us-east-1.amazonaws.com", "abcdefgh", "/fsx", "lustre", LUSTRE_MOUNT_OPTIONS, "lustre-aws")
     script = tmp_path / "mount-storage"
@@ -104,7 +104,7 @@ def _slurm_stacks(rendered):
 
 
 def test_one_head_and_one_node_template_for_both_clouds():
-    from aicluster.render import TEMPLATES
+    from aicluster.render.templates import TEMPLATES
 
     names = sorted(p.name for p in (TEMPLATES / "cloud-init").glob("*.j2"))
     assert "gcp-head.yaml.j2" not in names and "head.yaml.j2" in names
@@ -149,7 +149,7 @@ def test_the_published_manifest_is_one_shape_on_both_clouds(rendered):
     (aicluster_slurm.py was 0755 on the AWS head)."""
     from aicluster.aws.slurm import PUBLISHED_KEYS as AWS_KEYS
     from aicluster.gcp.slurm import PUBLISHED_KEYS as GCP_KEYS
-    from aicluster.slurm_files import MOUNT_SCRIPT
+    from aicluster.render.slurm_files import MOUNT_SCRIPT
 
     for stack, files in _slurm_stacks(rendered).items():
         keys = AWS_KEYS if stack.startswith("aws") else GCP_KEYS

@@ -1,5 +1,5 @@
 """Custom Slurm settings (issue 15, item 10): `slurm.settings` and per pool `slurm_settings`,
-checked by aicluster.slurm_settings and merged into slurm.conf by aicluster.slurm_config.
+checked by aicluster.spec.slurm_settings and merged into slurm.conf by aicluster.render.slurm_config.
 
 Real slurmctld daemons of both releases read a configuration with them in
 tests/slurm/test_affinity_and_settings.py; here: the checks, the merge, and that the deny-list and
@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from aicluster.design import design_cluster
+from aicluster.design.cluster import design_cluster
 from aicluster.errors import SpecError
-from aicluster.slurm_config import SlurmRuntime, render_slurm_configs
-from aicluster.slurm_settings import (APPENDED, OVERRIDABLE, OWNED, PARTITION_KEYS, PARTITION_OWNED,
+from aicluster.render.slurm_config import SlurmRuntime, render_slurm_configs
+from aicluster.spec.slurm_settings import (APPENDED, OVERRIDABLE, OWNED, PARTITION_KEYS, PARTITION_OWNED,
                                       SLURM_CONF_KEYS, merge_conf_settings)
-from aicluster.spec import parse_spec
+from aicluster.spec.cluster import parse_spec
 from tests.support import BASE_SPEC, STACK_NAMES, stack_spec
 from tests.support.slurm_release import DEFAULT_ROOT
 
@@ -153,7 +153,7 @@ def test_every_key_the_template_writes_is_owned_or_open_to_users(stack, accounti
     spec.setdefault("slurm", {})["accounting"] = accounting
     written = set(keys_of(conf(spec))) - {"NodeName", "PartitionName"}
     unclassified = written - set(OWNED) - OVERRIDABLE - APPENDED
-    assert unclassified == set(), f"classify in aicluster/slurm_settings.py: {sorted(unclassified)}"
+    assert unclassified == set(), f"classify in aicluster/spec/slurm_settings.py: {sorted(unclassified)}"
 
 
 def test_the_lists_name_only_real_keys():

@@ -13,9 +13,9 @@ import pydantic
 import pytest
 import yaml
 
-from aicluster.design import design_cluster
+from aicluster.design.cluster import design_cluster
 from aicluster.errors import Problem, SpecError
-from aicluster.spec import ClusterSpec, json_schema, parse_spec
+from aicluster.spec.cluster import ClusterSpec, json_schema, parse_spec
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STACKS = sorted(glob.glob(os.path.join(ROOT, "stacks", "*.yaml")))
@@ -176,7 +176,7 @@ def test_a_tag_key_that_becomes_an_aicluster_label_is_refused_on_both_clouds(bas
     assert (p.path, p.value) == (f"tags.{key}", key)
     assert "aicluster- (reserved" in p.allowed and "aicluster-node" in p.allowed
     if key != "aicluster-node":
-        from aicluster.spec import _gcp_label_key
+        from aicluster.spec.cluster import _gcp_label_key
 
         assert f"{key} becomes the GCP label {_gcp_label_key(key)}" in p.allowed
 

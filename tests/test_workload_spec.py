@@ -7,8 +7,8 @@ import copy
 import pytest
 
 from aicluster.errors import SpecError
-from aicluster.spec import WorkloadSpec, parse_spec
-from aicluster.workload_inputs import DEFAULT_BATCH_TOKENS, params_b, shapes
+from aicluster.spec.cluster import WorkloadSpec, parse_spec
+from aicluster.design.workload_shapes import DEFAULT_BATCH_TOKENS, params_b, shapes
 from tests.support import BASE_SPEC
 
 LLAMA3_70B = {"layers": 80, "hidden": 8192, "heads": 64, "kv_heads": 8, "ffn_hidden": 28672,

@@ -9,7 +9,7 @@ import traceback
 from pathlib import Path
 from typing import Sequence
 
-from .errors import SpecError
+from aicluster.errors import SpecError
 
 DEFAULT_STACK = "aws-p5-slurm"
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT = 0, 1, 2
@@ -102,15 +102,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from .plan_report import write_outputs
-    from .planner import plan_stack
-    from . import plan_report
+    from aicluster.commands.plan_report import write_outputs
+    from aicluster.commands.planner import plan_stack
+    from aicluster.commands import plan_report
 
     if args.file and args.stack:
         raise SpecError.one("--stack", args.stack, "either --stack NAME or FILE, not both", subject="argument")
     out = None
     if args.out:   # checked before planning: a bad --out fails at once, before anything is printed
-        from .out_dir import prepare
+        from aicluster.commands.out_dir import prepare
 
         out = prepare(args.out)
     result = plan_stack(args.file or args.stack or DEFAULT_STACK)
@@ -127,7 +127,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from .check import render, run_check
+    from aicluster.commands.check import render, run_check
 
     report = run_check(args.file, args.stack, args.all_stacks, args.config, args.waivers)
     print(render(report, args.format))
@@ -135,7 +135,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_catalog(args: argparse.Namespace) -> int:
-    from .catalog_view import describe, describe_json, overview
+    from aicluster.commands.catalog_view import describe, describe_json, overview
 
     if args.format == "json":
         print(json.dumps(describe_json(args.name), indent=2, sort_keys=True))
@@ -145,17 +145,17 @@ def _cmd_catalog(args: argparse.Namespace) -> int:
 
 
 def _cmd_estimate(args: argparse.Namespace) -> int:
-    from .estimate_command import run
+    from aicluster.commands.estimate import run
 
     print(run(args.file, args.format, args.compare))
     return EXIT_OK
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
-    from .spec import json_schema
+    from aicluster.spec.cluster import json_schema
 
     if args.format == "markdown":
-        from .spec_docs import markdown
+        from aicluster.commands.spec_docs import markdown
 
         sys.stdout.write(markdown(json_schema()))
     else:
@@ -164,7 +164,7 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 
 def _cmd_stacks(args: argparse.Namespace) -> int:
-    from .stacks import stack_names
+    from aicluster.commands.stacks import stack_names
 
     print("\n".join(stack_names()))
     return EXIT_OK

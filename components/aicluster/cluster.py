@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import pulumi
 
-from .design import ClusterDesign, design_cluster
-from .errors import Problem, SpecError
-from .spec import ClusterSpec, parse_spec
+from aicluster.design.model import ClusterDesign
+from aicluster.design.cluster import design_cluster
+from aicluster.errors import Problem, SpecError
+from aicluster.spec.cluster import ClusterSpec, parse_spec
 
 CONFIG_KEY = "cluster"   # stack config `aicluster:cluster`
 
@@ -51,10 +52,10 @@ def build_cluster(spec: ClusterSpec) -> ClusterDesign:
     design = design_cluster(spec)
     check_buildable(design)
     if design.cloud == "gcp":
-        from .gcp.cluster import build_gcp_cluster
+        from aicluster.gcp.cluster import build_gcp_cluster
         outputs = build_gcp_cluster(design)
     else:
-        from .aws.cluster import build_aws_cluster
+        from aicluster.aws.cluster import build_aws_cluster
         outputs = build_aws_cluster(design)
     for key, value in outputs.items():
         pulumi.export(key, value)

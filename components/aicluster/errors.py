@@ -10,7 +10,7 @@ import difflib
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from . import limits
+from aicluster import limits
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ import pulumi
 import pulumi_aws as aws
 
 from aicluster.aws import GpuPool, GpuPoolArgs
-from aicluster.design import ClusterContext, design_pool
+from aicluster.design.model import ClusterContext
+from aicluster.design.cluster import design_pool
 
 config = pulumi.Config()
 region = aws.config.region or "us-east-1"

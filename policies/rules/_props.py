@@ -31,7 +31,7 @@ class _Unknown:
 
 UNKNOWN = _Unknown()
 
-# Roles of the aicluster-role tag (aicluster.design.ClusterDesign.labels sets it).
+# Roles of the aicluster-role tag (aicluster.design.cluster.ClusterDesign.labels sets it).
 ROLE, POOL, CLUSTER = "aicluster-role", "aicluster-pool", "aicluster-cluster"
 
 

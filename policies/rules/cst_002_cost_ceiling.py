@@ -1,14 +1,14 @@
 """AIC-CST-002: the cluster's accelerator nodes cost at most a ceiling per hour, at max nodes.
 
 Optional: without `maxUsdPerHour` in the config the rule is not applicable. Prices are the
-catalog's list prices (us-east-1 on-demand, dated); `aicluster.balance.assess` sums them. A type
+catalog's list prices (us-east-1 on-demand, dated); `aicluster.design.balance.assess` sums them. A type
 without a catalog price cannot be shown to fit the ceiling and is reported.
 """
 from __future__ import annotations
 
 from pulumi_policy import EnforcementLevel, Severity, StackValidationPolicy
 
-from aicluster.balance import assess
+from aicluster.design.balance import assess
 
 from ._base import POOL_NODES, cluster, config, not_applicable, schema
 from ._props import number

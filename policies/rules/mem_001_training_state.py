@@ -4,13 +4,13 @@ Mixed-precision Adam keeps 16 bytes per parameter (fp16 weights 2 + fp16 gradien
 weights, momentum and variance 12; ZeRO, arXiv:1910.02054 section 3.1). Fully sharded (ZeRO-3 /
 FSDP), that state still has to fit in the HBM of all accelerators together, with room left for
 activations and buffers (default 20 %, an aicluster design choice). The model size comes from the
-policy config or the aicluster-model-params-b tag; `aicluster.balance.assess` gives the verdict.
+policy config or the aicluster-model-params-b tag; `aicluster.design.balance.assess` gives the verdict.
 """
 from __future__ import annotations
 
 from pulumi_policy import EnforcementLevel, Severity, StackValidationPolicy
 
-from aicluster.balance import DEFAULT_MEMORY_HEADROOM_PCT, assess
+from aicluster.design.balance import DEFAULT_MEMORY_HEADROOM_PCT, assess
 
 from ._base import MODEL_PARAMS_B, POOL_NODES, cluster, config, gpus, not_applicable, number_or, schema
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pulumi_policy import EnforcementLevel, Severity, StackValidationPolicy
 
-from aicluster.balance import assess
+from aicluster.design.balance import assess
 
 from ._base import POOL_NODES, cluster, not_applicable, schema
 from ._props import ranges

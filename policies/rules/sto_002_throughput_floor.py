@@ -3,8 +3,8 @@
 Aggregate throughput = capacity TiB x per-TiB throughput (FSx PerUnitStorageThroughput, the SCRATCH
 baseline from the catalog, Managed Lustre perUnitStorageThroughput). The default floor is the DGX
 SuperPOD "good" aggregate read, 15 GB/s per 32-node unit of 256 GPUs = 58.6 MB/s per GPU
-(NVIDIA DGX SuperPOD Reference Architecture RA-11333-001 V11; `aicluster.balance.GOOD_READ_MBPS_PER_ACCELERATOR`). The verdict is
-`aicluster.balance.assess`'s, the model `aicluster plan` reports.
+(NVIDIA DGX SuperPOD Reference Architecture RA-11333-001 V11; `aicluster.design.balance.GOOD_READ_MBPS_PER_ACCELERATOR`). The verdict is
+`aicluster.design.balance.assess`'s, the model `aicluster plan` reports.
 
 Where the workload describes its model (tags aicluster-model and aicluster-training) AIC-STO-006
 judges storage from the training model instead, and this rule is not applicable.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pulumi_policy import EnforcementLevel, Severity, StackValidationPolicy
 
-from aicluster.balance import GOOD_READ_MBPS_PER_ACCELERATOR, assess
+from aicluster.design.balance import GOOD_READ_MBPS_PER_ACCELERATOR, assess
 
 from ._base import POOL_NODES, cluster, config, gpus, not_applicable, number_or, schema
 from .model.workload import SUPERSEDED, storage_superseded

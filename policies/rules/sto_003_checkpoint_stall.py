@@ -4,7 +4,7 @@ Checkpoint = parameters x 14 bytes (weights, fp32 master weights, Adam moments; 
 write time = size / the slower of the filesystem and the clients' network; stall = write time /
 interval. Hints (model size, interval, budget) come from the policy config or from the
 aicluster-model-params-b, aicluster-checkpoint-interval-min and aicluster-max-checkpoint-stall-pct
-tags on a pool's launch template or a filesystem. `aicluster.balance.assess` computes the verdict.
+tags on a pool's launch template or a filesystem. `aicluster.design.balance.assess` computes the verdict.
 
 Where the workload describes its model (tags aicluster-model and aicluster-training) AIC-STO-006
 judges storage from the training model instead, and this rule is not applicable.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pulumi_policy import EnforcementLevel, Severity, StackValidationPolicy
 
-from aicluster.balance import CHECKPOINT_BYTES_PER_PARAM, assess
+from aicluster.design.balance import CHECKPOINT_BYTES_PER_PARAM, assess
 
 from ._base import MODEL_PARAMS_B, POOL_NODES, cluster, config, not_applicable, number_or, schema
 from .model.workload import SUPERSEDED, storage_superseded

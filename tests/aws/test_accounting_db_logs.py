@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from aicluster.telemetry_backend import LOG_RETENTION_DAYS
+from aicluster.design.telemetry_backend import LOG_RETENTION_DAYS
 from tests.support.stack_plans import stack_spec_data
 
 RDS = "aws:rds/instance:Instance"
@@ -18,9 +18,9 @@ LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
 def plan():
     """The component on its own, with the aws-p5-slurm stack's design (slurm.accounting: managed)."""
     from aicluster.aws.accounting_db import SlurmdbdDatabase, SlurmdbdDatabaseArgs
-    from aicluster.design import design_cluster
+    from aicluster.design.cluster import design_cluster
     from aicluster.offline.engine import run_program
-    from aicluster.spec import parse_spec
+    from aicluster.spec.cluster import parse_spec
 
     design = design_cluster(parse_spec(stack_spec_data("aws-p5-slurm")))
     database = design.slurm.accounting_settings.database

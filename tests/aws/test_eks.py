@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tests.support import BASE_SPEC, CR, FSX
-from aicluster.kubernetes_design import versions
+from aicluster.design.kubernetes import versions
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 PG = "aws:ec2/placementGroup:PlacementGroup"
@@ -213,7 +213,7 @@ def releases(plan) -> dict[str, dict]:
 def test_addons_are_installed_once_each_at_pinned_versions(plan):
     charts = versions().charts
     installed = releases(plan)
-    # karpenter: the pool scales from 0 to 16 nodes (aicluster.k8s_capacity)
+    # karpenter: the pool scales from 0 to 16 nodes (aicluster.kubernetes.capacity)
     assert set(installed) == {"nvidia-device-plugin", "aws-efa-k8s-device-plugin", "aws-fsx-csi-driver", "kueue", "jobset",
                               "karpenter"}
     for name, release in installed.items():

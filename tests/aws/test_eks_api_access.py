@@ -20,7 +20,7 @@ import yaml
 
 from aicluster.errors import SpecError
 from aicluster.offline.capture import reveal
-from aicluster.spec import parse_spec
+from aicluster.spec.cluster import parse_spec
 from tests.support import BASE_SPEC
 
 CLUSTER = "aws:eks/cluster:Cluster"
@@ -100,8 +100,8 @@ def test_private_is_phase_one_the_same_cloud_resources_and_nothing_inside(plan_s
 
 
 def test_example_stack_reaches_its_api_and_the_plan_says_how():
-    from aicluster.plan_report import text
-    from aicluster.planner import plan_stack
+    from aicluster.commands.plan_report import text
+    from aicluster.commands.planner import plan_stack
 
     result = plan_stack("aws-p5-eks")
     (cluster,) = result.plan.of_type(CLUSTER)
@@ -114,7 +114,7 @@ def test_example_stack_reaches_its_api_and_the_plan_says_how():
 
 def test_plan_of_phase_one_says_what_phase_two_adds():
     from aicluster.aws.eks_report import kubernetes_lines
-    from aicluster.design import design_cluster
+    from aicluster.design.cluster import design_cluster
 
     lines = kubernetes_lines(design_cluster(parse_spec(eks_spec(api_access="private"))))
     (api,) = [x for x in lines if "Kubernetes API:" in x]

@@ -13,7 +13,7 @@ import copy
 import pytest
 
 from aicluster.errors import SpecError
-from aicluster.spec import parse_spec
+from aicluster.spec.cluster import parse_spec
 from tests.support import BASE_SPEC, CR
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
@@ -50,7 +50,7 @@ def test_the_node_group_component_starts_a_block_empty_whatever_its_pool_says():
 
     import pulumi
     from aicluster.aws.eks_nodes import EksNodeGroup, EksNodeGroupArgs
-    from aicluster.design import design_cluster
+    from aicluster.design.cluster import design_cluster
     from aicluster.offline.engine import run_program
 
     design = design_cluster(parse_spec(block_spec()))
@@ -91,7 +91,7 @@ def test_plan_says_karpenter_fills_the_block():
     """Issue 16: the block's NodePool (capacity type reserved, the block's id) launches into it
     while it is active; nobody scales the node group by hand."""
     from aicluster.aws.eks_report import kubernetes_lines
-    from aicluster.design import design_cluster
+    from aicluster.design.cluster import design_cluster
 
     text = "\n".join(kubernetes_lines(design_cluster(parse_spec(block_spec()))))
     assert "created with desired size 0" in text
@@ -102,7 +102,7 @@ def test_plan_says_karpenter_fills_the_block():
 def test_plan_says_how_to_scale_the_block_up():
     """Phase 1 of api_access private installs no Karpenter: the node group is scaled by hand."""
     from aicluster.aws.eks_report import kubernetes_lines
-    from aicluster.design import design_cluster
+    from aicluster.design.cluster import design_cluster
 
     spec = block_spec()
     spec["kubernetes"] = {"api_access": "private"}

@@ -26,10 +26,10 @@ import pytest
 
 from aicluster.aws.eks_addons import INSTANCE_TYPE_NODE_LABEL, chart_values, efa_device_plugin_values
 from aicluster.catalog import load_catalog
-from aicluster.design import design_cluster
-from aicluster.kubernetes_design import versions
+from aicluster.design.cluster import design_cluster
+from aicluster.design.kubernetes import versions
 from aicluster.offline.capture import reveal
-from aicluster.spec import parse_spec
+from aicluster.spec.cluster import parse_spec
 from tests.support import BASE_SPEC
 
 CHART = "aws-efa-k8s-device-plugin"

@@ -6,9 +6,9 @@ import copy
 import pytest
 
 from tests.support import AWS_MIN
-from aicluster.design import design_cluster
+from aicluster.design.cluster import design_cluster
 from aicluster.errors import SpecError
-from aicluster.spec import parse_spec
+from aicluster.spec.cluster import parse_spec
 
 
 def spec_with(kubernetes=None, **top) -> dict:

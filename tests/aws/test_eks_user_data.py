@@ -14,10 +14,10 @@ import yaml
 
 from tests.support import BASE_SPEC, STACK_NAMES, stack_spec
 from aicluster.aws.eks_nodes import eks_node_user_data
-from aicluster.design import design_cluster
-from aicluster.kubernetes_design import HUGEPAGES_PER_NODE, HUGEPAGES_PER_WORKER_MIB
-from aicluster.render import render
-from aicluster.spec import parse_spec
+from aicluster.design.cluster import design_cluster
+from aicluster.design.kubernetes import HUGEPAGES_PER_NODE, HUGEPAGES_PER_WORKER_MIB
+from aicluster.render.templates import render
+from aicluster.spec.cluster import parse_spec
 
 EKS_STACKS = [s for s in STACK_NAMES if stack_spec(s).get("scheduler") == "kubernetes" and stack_spec(s)["cloud"] == "aws"]
 
@@ -83,7 +83,7 @@ def test_node_config_without_instance_store_leaves_storage_alone():
 
 @pytest.mark.parametrize("stack", EKS_STACKS)
 def test_launch_templates_carry_it_and_cloud_init_accepts_it(stack, tmp_path):
-    from aicluster.planner import plan_stack
+    from aicluster.commands.planner import plan_stack
 
     cloud_init = shutil.which("cloud-init")
     assert cloud_init, "cloud-init is required for this test: apt-get install cloud-init (.ci/run installs it)"

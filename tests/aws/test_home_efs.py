@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 
 from aicluster import cli
-from aicluster.balance import from_design
+from aicluster.design.balance import from_design
 from aicluster.catalog.efs import load_efs
-from aicluster.design import design_cluster
+from aicluster.design.cluster import design_cluster
 from aicluster.errors import SpecError
 from aicluster.mounts import Mount
 from aicluster.offline.capture import reveal
-from aicluster.plan_report import _storage_line
-from aicluster.render import render
-from aicluster.spec import parse_spec
-from aicluster.stateful import stateful_kind
+from aicluster.commands.plan_report import _storage_line
+from aicluster.render.templates import render
+from aicluster.spec.cluster import parse_spec
+from aicluster.design.stateful import stateful_kind
 
 EFS = "aws:efs/fileSystem:FileSystem"
 TARGET = "aws:efs/mountTarget:MountTarget"
@@ -271,7 +271,7 @@ def test_first_mount_copies_the_local_homes_in_and_never_overwrites(tmp_path):
 def test_the_safety_suite_judges_the_example_homes(stack):
     """tests/safety plans every routine edit on every stack and compares its stateful resources: the
     example stacks' EFS homes are among them, protected and retained."""
-    from aicluster.stateful import stateful_resources
+    from aicluster.design.stateful import stateful_resources
     from tests.support.stack_plans import stack_plan
 
     (home,) = [r for r in stateful_resources(stack_plan(stack).resources) if r.type == EFS]

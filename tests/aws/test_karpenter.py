@@ -13,8 +13,8 @@ import jsonschema
 import pytest
 import yaml
 
-from aicluster.k8s_capacity import KARPENTER_CAPACITY, ami_alias, karpenter_pools, node_pool
-from aicluster.kubernetes_design import versions
+from aicluster.kubernetes.capacity import KARPENTER_CAPACITY, ami_alias, karpenter_pools, node_pool
+from aicluster.design.kubernetes import versions
 from tests.support import BASE_SPEC, CR
 from tests.support.karpenter_schema import SCHEMAS, cel_rules
 from tests.support.manifests import rendered_manifests, validate
@@ -145,9 +145,9 @@ def test_the_overlay_gives_karpenter_the_huge_pages_efa_nodes_have(result, objec
     ({"type": "capacity-block", "reservation_id": CR}, "reserved"),
 ])
 def test_each_capacity_type_maps_to_karpenters(capacity, karpenter):
-    from aicluster.design import design_cluster
-    from aicluster.k8s_capacity import NodeClassInputs, node_class
-    from aicluster.spec import parse_spec
+    from aicluster.design.cluster import design_cluster
+    from aicluster.kubernetes.capacity import NodeClassInputs, node_class
+    from aicluster.spec.cluster import parse_spec
 
     spec = copy.deepcopy(BASE_SPEC)
     spec.update(scheduler="kubernetes", kubernetes={"api_access": "vpc"})
@@ -209,10 +209,10 @@ def test_a_pool_with_efa_interfaces_leaves_them_to_karpenters_efa_requests():
     Karpenter then attaches one EFA interface per card for the worker's EFA request."""
     import dataclasses
 
-    from aicluster.design import NetworkInterface
-    from aicluster.k8s_capacity import karpenter_interfaces
-    from aicluster.design import design_cluster
-    from aicluster.spec import parse_spec
+    from aicluster.design.parts import NetworkInterface
+    from aicluster.kubernetes.capacity import karpenter_interfaces
+    from aicluster.design.cluster import design_cluster
+    from aicluster.spec.cluster import parse_spec
 
     spec = copy.deepcopy(BASE_SPEC)
     spec.update(scheduler="kubernetes", kubernetes={"api_access": "vpc"})
@@ -291,9 +291,9 @@ def test_interruptions_reach_karpenter_through_an_encrypted_tls_only_queue(resul
 
 
 def test_phase_one_of_a_private_cluster_installs_no_karpenter_chart_and_the_plan_says_so():
-    from aicluster.design import design_cluster
-    from aicluster.k8s_capacity import capacity_warnings
-    from aicluster.spec import parse_spec
+    from aicluster.design.cluster import design_cluster
+    from aicluster.kubernetes.capacity import capacity_warnings
+    from aicluster.spec.cluster import parse_spec
 
     spec = from_zero()
     spec["kubernetes"] = {**spec["kubernetes"], "api_access": "private"}

@@ -12,7 +12,7 @@ import yaml
 
 from aicluster.errors import SpecError
 from aicluster.offline.capture import reveal
-from aicluster.spec import parse_spec
+from aicluster.spec.cluster import parse_spec
 from tests.support import BASE_SPEC, run_spec
 
 INSTANCE = "aws:ec2/instance:Instance"
@@ -84,7 +84,7 @@ def test_role_reads_the_munge_key_its_programs_and_exactly_the_published_files_i
 
 
 def test_the_keys_the_login_node_reads_are_the_ones_the_head_publishes_and_its_user_data_names(plan):
-    from aicluster.login_files import HEAD_KEYS_READ
+    from aicluster.render.login_files import HEAD_KEYS_READ
 
     published = {r.inputs["key"] for r in plan.of_type(OBJECT)}
     assert set(HEAD_KEYS_READ) <= published
@@ -154,7 +154,7 @@ def test_bad_login_sections_are_spec_errors(bad, path):
 
 
 def test_the_plan_of_aws_p5_slurm_shows_its_login_nodes():
-    from aicluster.plan_report import text
+    from aicluster.commands.plan_report import text
     from tests.support.stack_plans import stack_result
 
     lines = text(stack_result("aws-p5-slurm"))
@@ -192,7 +192,7 @@ def test_user_data_joins_with_sackd_never_slurmd_and_holds_no_secret(plan):
 def test_login_nodes_install_containers_with_the_compute_nodes_own_program(plan):
     """The same enroot and pyxis as the compute nodes: the same program text, so one pin in
     catalog/node_local.yaml moves both."""
-    from aicluster.node_local_files import node_local_programs
+    from aicluster.render.node_local_files import node_local_programs
 
     (node,) = logins(plan)
     listing = json.loads(next(f["content"] for f in yaml.safe_load(reveal(node.inputs["userData"]))["write_files"]

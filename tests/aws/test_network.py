@@ -89,7 +89,7 @@ def test_the_new_vpcs_default_security_group_allows_nothing(plan_spec, base_spec
 def test_the_new_vpc_logs_every_flow_into_the_clusters_log_group(plan_spec, base_spec):
     """CIS 3.9 (checkov CKV2_AWS_11): ALL traffic, accepted and rejected, into /aicluster/<cluster>/
     vpc-flow-logs with aicluster's one retention, through the role made for it."""
-    from aicluster.telemetry_backend import LOG_RETENTION_DAYS
+    from aicluster.design.telemetry_backend import LOG_RETENTION_DAYS
 
     plan = plan_spec(base_spec)
     (flow,) = plan.of_type(FLOW_LOG)
@@ -138,9 +138,9 @@ def test_flow_logs_can_be_turned_off_on_the_component(base_spec):
     """NetworkArgs.flow_logs=False: no flow log, no log group, no role for it; the default group
     is still emptied."""
     from aicluster.aws.network import Network, NetworkArgs
-    from aicluster.design import design_cluster
+    from aicluster.design.cluster import design_cluster
     from aicluster.offline.engine import run_program
-    from aicluster.spec import parse_spec
+    from aicluster.spec.cluster import parse_spec
 
     design = design_cluster(parse_spec(base_spec))
     plan = run_program(lambda: Network("own", NetworkArgs(design.context, design.network, flow_logs=False)),

@@ -13,8 +13,8 @@ import yaml
 
 from aicluster.aws.observability import remote_write_url, shipping_policy
 from aicluster.offline.capture import reveal
-from aicluster.stateful import stateful_kind
-from aicluster.telemetry_backend import (COLLECTOR_NAMESPACE, COLLECTOR_SERVICE_ACCOUNT, LOG_RETENTION_DAYS,
+from aicluster.design.stateful import stateful_kind
+from aicluster.design.telemetry_backend import (COLLECTOR_NAMESPACE, COLLECTOR_SERVICE_ACCOUNT, LOG_RETENTION_DAYS,
                                          SLURM_LOG_STREAMS)
 from tests.support.prometheus import program
 from tests.support import stack_spec
@@ -102,7 +102,7 @@ def test_outputs_name_the_remote_write_url_of_the_workspace(slurm):
 def test_slurm_roles_write_to_exactly_the_stores_their_nodes_ship_to(slurm):
     """Compute, head and login roles may remote-write to the workspace and put events into the log
     groups of what their own nodes ship (slurm_monitoring.log_streams), and nothing else."""
-    from aicluster.slurm_monitoring import role_streams
+    from aicluster.render.slurm_monitoring import role_streams
 
     workspace, groups = _ours(slurm)
     arn_of = {g.inputs["name"].rsplit("/", 1)[1]: g.outputs["arn"] for g in groups}

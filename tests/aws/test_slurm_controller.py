@@ -123,7 +123,7 @@ def test_munge_key_is_a_protected_secret(plan_spec, base_spec):
 
 
 def test_no_secret_value_in_any_rendered_file_or_output(plan_spec, base_spec):
-    from aicluster.planner import rendered_files
+    from aicluster.commands.planner import rendered_files
 
     base_spec["slurm"] = {"accounting": True}
     plan = plan_spec(base_spec)
@@ -265,7 +265,7 @@ def test_programs_are_fetched_from_the_bucket_at_content_addressed_keys(plan_spe
     exactly that content (the planned object), in the private, encrypted configuration bucket."""
     import hashlib
 
-    from aicluster.render import static
+    from aicluster.render.templates import static
 
     plan = plan_spec(base_spec)
     bucket = plan.named("demo-slurm-config", "aws:s3/bucket:Bucket").outputs["bucket"]

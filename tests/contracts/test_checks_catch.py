@@ -12,7 +12,7 @@ import yaml
 from tests.support import cloud_limits as cl
 from aicluster.gcp.common import label_key
 from aicluster.offline.capture import CapturedResource, Plan
-from aicluster.spec import _gcp_label_key
+from aicluster.spec.cluster import _gcp_label_key
 
 
 def res(type_: str, logical: str = "bad", provider: str | None = None, **inputs) -> CapturedResource:

@@ -19,9 +19,9 @@ import copy
 
 import pytest
 
-from aicluster.design import design_cluster
+from aicluster.design.cluster import design_cluster
 from aicluster.errors import SpecError
-from aicluster.spec import AICLUSTER_TAGS, parse_spec, user_tag_budget
+from aicluster.spec.cluster import AICLUSTER_TAGS, parse_spec, user_tag_budget
 from tests.support import AWS_MIN, GCP_MIN
 from tests.support.contract_plans import NAME_MAX, POOL_MAX
 

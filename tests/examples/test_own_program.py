@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from aicluster.design import design_pool
+from aicluster.design.cluster import design_pool
 from aicluster.errors import SpecError
 from aicluster.offline import run_program
 
@@ -44,7 +44,7 @@ def test_design_pool_refuses_a_bad_instance_type_with_a_close_match():
 def test_the_gcp_gpu_pool_builds_without_a_spec_too():
     """aicluster.gcp.GpuPool from a design_pool and a ClusterContext: every NIC of an A3 Mega
     (1 gVNIC + 8 TCPXO gVNICs), compact placement, no external IP."""
-    from aicluster.design import ClusterContext
+    from aicluster.design.model import ClusterContext
     from aicluster.gcp import GpuPool, GpuPoolArgs
 
     pool = design_pool("a3-megagpu-8g", cloud="gcp", max_nodes=4)
@@ -64,7 +64,7 @@ def test_the_gcp_gpu_pool_builds_without_a_spec_too():
 
 
 def _slurm_design(**kw):
-    from aicluster.design import SlurmDesign
+    from aicluster.design.parts import SlurmDesign
 
     return SlurmDesign(**{"nodesets": (), "suspend_time_s": 600, "resume_timeout_s": 1800, "accounting": False,
                           "head_instance_type": "m7i.2xlarge", "head_root_volume_gib": 100,
@@ -76,7 +76,7 @@ def test_the_aws_slurm_controller_builds_from_a_context_and_a_slurm_design():
     is private, takes no SSH by default (SSM instead), and its secrets live under the cluster's
     own prefix; the accounting password exists once accounting is asked for."""
     from aicluster.aws import SlurmController, SlurmControllerArgs
-    from aicluster.design import ClusterContext
+    from aicluster.design.model import ClusterContext
 
     def program():
         SlurmController("own", SlurmControllerArgs(
@@ -97,7 +97,7 @@ def test_the_aws_slurm_controller_builds_from_a_context_and_a_slurm_design():
 def test_the_gcp_slurm_controller_builds_from_a_context_and_a_slurm_design():
     """The same on GCP; a head that asks for a public IP gets none on a network aicluster did not
     create (own_network defaults to False)."""
-    from aicluster.design import ClusterContext
+    from aicluster.design.model import ClusterContext
     from aicluster.gcp import NodeIdentity, NodeIdentityArgs, SlurmController, SlurmControllerArgs
 
     context = ClusterContext(name="own", region="us-central1", zone="us-central1-a")
@@ -145,7 +145,7 @@ def test_a_context_of_ones_own_refuses_tags_that_pose_as_aicluster_labels():
     keys, so `aicluster.node` cannot become the GCP label aicluster-node the power programs read."""
     import pytest
 
-    from aicluster.design import ClusterContext
+    from aicluster.design.model import ClusterContext
     from aicluster.errors import SpecError
 
     for key in ("aicluster.node", "AICLUSTER:pool", "aicluster-role", "aws:x"):

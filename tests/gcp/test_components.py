@@ -11,11 +11,11 @@ import re
 import pytest
 import yaml
 
-from aicluster.design import design_cluster
+from aicluster.design.cluster import design_cluster
 from aicluster.gcp.slurm import instance_prefix
 from aicluster.offline.capture import Secret, reveal
-from aicluster.planner import rendered_files
-from aicluster.spec import parse_spec
+from aicluster.commands.planner import rendered_files
+from aicluster.spec.cluster import parse_spec
 from tests.support import GCP_MIN, GCP_PROJECT, stack_spec
 
 TEMPLATE = "gcp:compute/instanceTemplate:InstanceTemplate"
@@ -397,9 +397,9 @@ def test_routine_edits_leave_the_zone_untouched(plan_spec, edit):
 
 
 def test_published_configuration_is_the_shared_slurm_templates(plan_spec):
-    from aicluster.design import design_cluster
-    from aicluster.slurm_config import SlurmRuntime, render_slurm_configs
-    from aicluster.spec import parse_spec
+    from aicluster.design.cluster import design_cluster
+    from aicluster.render.slurm_config import SlurmRuntime, render_slurm_configs
+    from aicluster.spec.cluster import parse_spec
 
     plan = plan_spec(spec_with())
     files = rendered_files(plan)
@@ -458,8 +458,8 @@ def test_compute_nodes_join_configless_with_the_family_nccl_stack(plan_spec):
 
 @pytest.mark.parametrize("stack, nics", [("gcp-a3mega-slurm", 9), ("gcp-a3ultra-slurm", 10)])
 def test_example_stacks_plan_their_nics(stack, nics):
-    from aicluster.plan_report import text
-    from aicluster.planner import plan_stack
+    from aicluster.commands.plan_report import text
+    from aicluster.commands.planner import plan_stack
 
     result = plan_stack(stack)
     out = "\n".join(text(result))

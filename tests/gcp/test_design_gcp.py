@@ -9,9 +9,9 @@ import ipaddress
 import pytest
 
 from aicluster.catalog import load_catalog
-from aicluster.design import GCP_DEFAULT_MTU, design_cluster, gcp_nics
+from aicluster.design.cluster import GCP_DEFAULT_MTU, design_cluster, gcp_nics
 from aicluster.errors import SpecError
-from aicluster.spec import parse_spec
+from aicluster.spec.cluster import parse_spec
 from tests.support import FSX, GCP_MIN
 
 GCP = load_catalog().instance_types["gcp"]
@@ -224,7 +224,7 @@ def test_filestore_is_gcp_only_and_takes_no_lustre_settings():
 
 
 def test_filestore_is_not_counted_as_training_storage():
-    from aicluster.balance import from_design
+    from aicluster.design.balance import from_design
     lustre = design(storage=[{**FSX, "capacity_gib": 18000, "throughput_mbps_per_tib": 500}])
     both = design(storage=[{**FSX, "capacity_gib": 18000, "throughput_mbps_per_tib": 500},
                            {"name": "home", "type": "filestore", "mount": "/home", "capacity_gib": 10240}])

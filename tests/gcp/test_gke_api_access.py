@@ -19,7 +19,7 @@ import pytest
 
 from aicluster.errors import SpecError
 from aicluster.offline.capture import reveal
-from aicluster.spec import parse_spec
+from aicluster.spec.cluster import parse_spec
 from tests.support import GCP_MIN
 
 CLUSTER = "gcp:container/cluster:Cluster"
@@ -118,8 +118,8 @@ def test_a_misspelt_api_access_gets_a_close_match():
 
 
 def test_plan_says_how_the_api_is_reached():
-    from aicluster.plan_report import text
-    from aicluster.planner import plan_stack
+    from aicluster.commands.plan_report import text
+    from aicluster.commands.planner import plan_stack
 
     out = "\n".join(text(plan_stack("gcp-a3ultra-gke")))
     (line,) = [x for x in out.splitlines() if "Kubernetes API:" in x]
@@ -128,7 +128,7 @@ def test_plan_says_how_the_api_is_reached():
 
 
 def test_plan_of_phase_one_says_what_phase_two_adds():
-    from aicluster.design import design_cluster
+    from aicluster.design.cluster import design_cluster
     from aicluster.gcp.gke_report import kubernetes_lines
 
     lines = kubernetes_lines(design_cluster(parse_spec(gke_spec(api_access="private"))))

@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from aicluster.catalog import load_catalog
-from aicluster.kubernetes_design import versions
+from aicluster.design.kubernetes import versions
 from aicluster.offline.capture import reveal
-from aicluster.planner import rendered_files
+from aicluster.commands.planner import rendered_files
 from tests.support import GCP_MIN, GCP_PROJECT
 from tests.support.manifests import example_jobset, worker_pod
 
@@ -293,8 +293,8 @@ def test_always_on_slices_have_a_fixed_size(plan_spec):
 
 
 def test_tpu_stack_shows_its_sixteen_hosts():
-    from aicluster.plan_report import text
-    from aicluster.planner import plan_stack
+    from aicluster.commands.plan_report import text
+    from aicluster.commands.planner import plan_stack
 
     out = "\n".join(text(plan_stack("gcp-tpu-v5p-gke")))
     assert "TPU v5p 4x4x4: 64 chips on 16 hosts of ct5p-hightpu-4t" in out
@@ -303,8 +303,8 @@ def test_tpu_stack_shows_its_sixteen_hosts():
 
 
 def test_a3_ultra_stack_shows_eight_rdma_networks_on_its_gpu_node_pool():
-    from aicluster.plan_report import text
-    from aicluster.planner import plan_stack
+    from aicluster.commands.plan_report import text
+    from aicluster.commands.planner import plan_stack
 
     result = plan_stack("gcp-a3ultra-gke")
     out = "\n".join(text(result))

@@ -10,11 +10,11 @@ import math
 import pytest
 
 from aicluster.catalog import load_catalog
-from aicluster.design import design_cluster
+from aicluster.design.cluster import design_cluster
 from aicluster.errors import SpecError
-from aicluster.gke_design import MAX_NODES, NETWORK_NAME_LIMIT
-from aicluster.kubernetes_design import GPU_RESOURCE, TPU_RESOURCE
-from aicluster.spec import parse_spec
+from aicluster.design.gke import MAX_NODES, NETWORK_NAME_LIMIT
+from aicluster.design.kubernetes import GPU_RESOURCE, TPU_RESOURCE
+from aicluster.spec.cluster import parse_spec
 from tests.support import GCP_MIN
 
 TPUS = load_catalog().tpus
@@ -220,7 +220,7 @@ def test_a3_high_needs_no_image_on_gke():
 
 def test_balance_counts_tpu_chips_hbm_and_tflops_from_the_catalog():
     """One v5p 4x4x4 slice: 64 chips x 459 TFLOPS and 95 GiB (tpu/docs/v5p); ICI is no NIC fabric."""
-    from aicluster.balance import from_design
+    from aicluster.design.balance import from_design
 
     d = design_cluster(parse_spec(tpu_spec(max_nodes=32)))
     b = from_design(d)

@@ -60,7 +60,7 @@ def test_image_streaming_api_is_on_before_the_node_pools():
 
 
 def test_the_plan_says_local_ssd_and_image_streaming():
-    from aicluster.plan_report import text
+    from aicluster.commands.plan_report import text
     from tests.support.stack_plans import stack_result
 
     report = "\n".join(text(stack_result("gcp-a3ultra-gke")))
@@ -78,8 +78,8 @@ def _node_config(user_data: str) -> dict:
 @pytest.mark.parametrize("instance, raid", [("p5.48xlarge", True), ("p4d.24xlarge", True)])
 def test_eks_gpu_nodes_keep_their_raid0_instance_store(instance, raid):
     from aicluster.aws.eks_nodes import eks_node_user_data
-    from aicluster.design import design_cluster
-    from aicluster.spec import parse_spec
+    from aicluster.design.cluster import design_cluster
+    from aicluster.spec.cluster import parse_spec
 
     spec = copy.deepcopy(BASE_SPEC)
     spec.update({"scheduler": "kubernetes", "kubernetes": {"api_access": "vpc"},

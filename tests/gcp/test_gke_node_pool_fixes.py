@@ -17,8 +17,8 @@ import pytest
 
 from aicluster.catalog import load_catalog
 from aicluster.errors import SpecError
-from aicluster.kubernetes_design import versions
-from aicluster.spec import parse_spec
+from aicluster.design.kubernetes import versions
+from aicluster.spec.cluster import parse_spec
 from tests.support import GCP_MIN
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -33,7 +33,7 @@ def gke_spec(*pools, **top) -> dict:
 
 
 def tpu_pool(gen: str) -> dict:
-    from aicluster.tpu import tpu_slice
+    from aicluster.catalog.tpu_slices import tpu_slice
 
     hosts = tpu_slice(load_catalog().tpus[gen], TPU_SHAPES[gen]).hosts
     return {"name": "tpu", "tpu": {"type": gen, "topology": TPU_SHAPES[gen]}, "max_nodes": hosts}
@@ -92,8 +92,8 @@ def test_tpu_node_pools_keep_secure_boot_without_managed_lustre(plan_spec):
 
 
 def test_tpu_stack_plan_shows_disk_and_secure_boot():
-    from aicluster.plan_report import text
-    from aicluster.planner import plan_stack
+    from aicluster.commands.plan_report import text
+    from aicluster.commands.planner import plan_stack
 
     out = "\n".join(text(plan_stack("gcp-tpu-v5p-gke")))
     (line,) = [x for x in out.splitlines() if "node pools v5p" in x]

@@ -12,8 +12,8 @@ import jsonschema
 import pytest
 
 from aicluster.errors import SpecError
-from aicluster.k8s_capacity import PROVISIONING_CHECK, PROVISIONING_CONTROLLER, QUEUED_PROVISIONING_CLASS
-from aicluster.spec import parse_spec
+from aicluster.kubernetes.capacity import PROVISIONING_CHECK, PROVISIONING_CONTROLLER, QUEUED_PROVISIONING_CLASS
+from aicluster.spec.cluster import parse_spec
 from tests.support.kueue_schema import SCHEMAS
 from tests.support.manifests import example_jobset, rendered_manifests, validate, worker_pod
 from tests.support.stack_plans import result_with_spec, stack_result, stack_spec_data

@@ -24,9 +24,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from aicluster.design import design_cluster
+from aicluster.design.cluster import design_cluster
 from aicluster.gcp.slurm import instance_prefix, published_files
-from aicluster.spec import PoolSpec, parse_spec
+from aicluster.spec.cluster import PoolSpec, parse_spec
 from tests.support import GCP_MIN, GCP_PROJECT, ROOT
 from tests.support.contract_plans import NAME_MAX, POOL_MAX
 from tests.support.fake_gcp import FakeGcp

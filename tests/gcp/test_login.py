@@ -11,7 +11,7 @@ import yaml
 
 from aicluster.errors import SpecError
 from aicluster.offline.capture import reveal
-from aicluster.spec import parse_spec
+from aicluster.spec.cluster import parse_spec
 from tests.support import GCP_MIN, run_spec
 
 INSTANCE = "gcp:compute/instance:Instance"
@@ -107,7 +107,7 @@ def test_count_zero_creates_nothing_and_a_bad_type_is_a_spec_error():
 
 
 def test_user_data_carries_the_compute_nodes_container_installer(plan):
-    from aicluster.node_local_files import node_local_programs
+    from aicluster.render.node_local_files import node_local_programs
 
     (node,) = logins(plan)
     files = {f["path"]: f for f in yaml.safe_load(reveal(node.inputs["metadata"]["user-data"]))["write_files"]}

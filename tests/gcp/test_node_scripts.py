@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from aicluster.mounts import Mount
-from aicluster.render import render
+from aicluster.render.templates import render
 from tests.support import GCP_PROJECT, ROOT, stack_spec
 from tests.support.fake_gcp import FakeGcp
 
@@ -181,9 +181,9 @@ def test_secret_comes_from_secret_manager_into_a_private_file(tmp_path, fake):
 
 
 def test_sync_installs_the_published_files_from_cloud_storage(tmp_path, fake):
-    from aicluster.design import design_cluster
+    from aicluster.design.cluster import design_cluster
     from aicluster.gcp.slurm import CONFIG_PREFIX, published_files
-    from aicluster.spec import parse_spec
+    from aicluster.spec.cluster import parse_spec
 
     design = design_cluster(parse_spec(stack_spec("gcp-a3mega-slurm")))
     files = published_files(design, project_id=GCP_PROJECT, controller_addr="10.0.0.2", templates={"gpu": "tmpl"},

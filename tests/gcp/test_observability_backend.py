@@ -8,8 +8,8 @@ import pytest
 
 from aicluster.gcp.observability import GKE_RESOURCE_TYPES, log_id, sink_filter
 from aicluster.offline.capture import reveal
-from aicluster.stateful import stateful_kind
-from aicluster.telemetry_backend import KUBERNETES_LOG_STREAMS, LOG_RETENTION_DAYS, SLURM_LOG_STREAMS
+from aicluster.design.stateful import stateful_kind
+from aicluster.design.telemetry_backend import KUBERNETES_LOG_STREAMS, LOG_RETENTION_DAYS, SLURM_LOG_STREAMS
 from tests.support.stack_plans import stack_plan, stack_result
 
 BUCKET = "gcp:logging/projectBucketConfig:ProjectBucketConfig"
@@ -96,9 +96,9 @@ def test_cloud_monitoring_evaluates_every_alert_rule(stack):
     """One PromQL alerting policy per alerting rule, on both schedulers: the rule's expression,
     its `for:` as the duration, its severity, the rule group and name, its threshold's origin in the
     documentation; metric validation off (no series exists when the stack is created)."""
-    from aicluster.alert_rules import rule_groups
+    from aicluster.render.alert_rules import rule_groups
     from aicluster.catalog.observability import scrape
-    from aicluster.observability_design import monitoring_design
+    from aicluster.design.observability import monitoring_design
 
     result = stack_result(stack)
     plan = result.plan

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pulumi_gcp as gcp
 import pytest
 
-from aicluster.check import verdicts_for_plan
-from aicluster.planner import plan_stack
+from aicluster.commands.check import verdicts_for_plan
+from aicluster.commands.planner import plan_stack
 
 from tests.support import handwritten as hw
 

@@ -21,9 +21,9 @@ import uuid
 
 import pytest
 
-from aicluster.design import design_cluster
+from aicluster.design.cluster import design_cluster
 from aicluster.gcp.slurm import instance_prefix, published_files
-from aicluster.spec import parse_spec
+from aicluster.spec.cluster import parse_spec
 from tests.support import GCP_PROJECT, ROOT, stack_spec
 from tests.support.fake_gcp import FakeGcp
 

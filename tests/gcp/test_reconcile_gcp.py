@@ -29,9 +29,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from aicluster.design import design_cluster
+from aicluster.design.cluster import design_cluster
 from aicluster.gcp.slurm import instance_prefix, published_files
-from aicluster.spec import parse_spec
+from aicluster.spec.cluster import parse_spec
 from tests.support import GCP_PROJECT
 from tests.support.fake_gcp import FakeGcp
 from tests.support.gcp_head import GcpHeadController

@@ -15,11 +15,11 @@ import subprocess
 import pytest
 
 from aicluster.catalog import load_catalog
-from aicluster.design import design_cluster
+from aicluster.design.cluster import design_cluster
 from aicluster.errors import SpecError
-from aicluster.planner import rendered_files
-from aicluster.render import static
-from aicluster.spec import parse_spec
+from aicluster.commands.planner import rendered_files
+from aicluster.render.templates import static
+from aicluster.spec.cluster import parse_spec
 from tests.support import GCP_MIN, GCP_PROJECT, ROOT
 from tests.support.fake_gcp import FakeGcp
 from tests.support.slurmctld import Controller, fields
@@ -213,7 +213,7 @@ def test_real_slurmctld_takes_tpu_hosts_as_one_partition_with_a_switch_per_slice
 
 
 def test_policy_pack_passes_a_slurm_cluster_with_tpu_slices(plan):
-    from aicluster.check import verdicts_for_plan
+    from aicluster.commands.check import verdicts_for_plan
 
     verdicts = {v.rule_id: v for v in verdicts_for_plan(plan)}
     assert [r for r, v in verdicts.items() if v.status in ("fail", "warn")] == []

@@ -16,7 +16,7 @@ import re
 import pytest
 import yaml
 
-from aicluster import k8s_health
+from aicluster.kubernetes import health as k8s_health
 from tests.support import GCP_MIN, STACK_NAMES, stack_spec
 from tests.support.manifests import rendered_manifests, validate
 
@@ -39,13 +39,13 @@ NOTHING_TO_PROBE = {"pause"}
 
 
 def _files(stack: str) -> dict[str, str]:
-    from aicluster.planner import plan_stack
+    from aicluster.commands.planner import plan_stack
 
     return plan_stack(stack).files
 
 
 def _gke_files(pools: list[dict]) -> dict[str, str]:
-    from aicluster.planner import rendered_files
+    from aicluster.commands.planner import rendered_files
     from tests.support import run_spec
 
     spec = copy.deepcopy(GCP_MIN)

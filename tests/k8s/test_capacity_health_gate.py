@@ -10,7 +10,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from aicluster import k8s_health
+from aicluster.kubernetes import health as k8s_health
 
 AGENT = Path(__file__).resolve().parents[2] / "templates" / "k8s" / "aicluster_node_health.py"
 NOW = 1_800_000_000.0
@@ -30,7 +30,7 @@ UNCHECKED = {"key": k8s_health.STARTUP_TAINT_KEY, "value": "true", "effect": "No
 
 
 def karpenter_node() -> dict:
-    """A node as Karpenter registers it from the NodePool (aicluster.k8s_capacity.node_pool)."""
+    """A node as Karpenter registers it from the NodePool (aicluster.kubernetes.capacity.node_pool)."""
     return {"metadata": {"name": "ip-10-0-0-9", "resourceVersion": "7",
                          "labels": {k8s_health.HEALTH_LABEL: k8s_health.HEALTH_PASSED}},
             "spec": {"taints": [GPU_TAINT, UNCHECKED]}}
@@ -39,9 +39,9 @@ def karpenter_node() -> dict:
 def test_the_agent_and_the_nodepool_agree_on_the_unchecked_value():
     import copy
 
-    from aicluster.design import design_cluster
-    from aicluster.k8s_capacity import node_pool
-    from aicluster.spec import parse_spec
+    from aicluster.design.cluster import design_cluster
+    from aicluster.kubernetes.capacity import node_pool
+    from aicluster.spec.cluster import parse_spec
     from tests.support import BASE_SPEC
 
     spec = copy.deepcopy(BASE_SPEC)

@@ -8,10 +8,10 @@ import copy
 import pytest
 import yaml
 
-from aicluster.design import design_cluster
+from aicluster.design.cluster import design_cluster
 from aicluster.errors import SpecError
-from aicluster.k8s_capacity import POD_READY_TIMEOUT, capacity_warnings
-from aicluster.spec import parse_spec
+from aicluster.kubernetes.capacity import POD_READY_TIMEOUT, capacity_warnings
+from aicluster.spec.cluster import parse_spec
 from tests.support import BASE_SPEC, CR
 from tests.support.stack_plans import result_with_spec, stack_result, stack_spec_data
 

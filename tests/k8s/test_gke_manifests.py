@@ -28,7 +28,7 @@ VARIANTS = {
 
 
 def gke_files(plan_spec, pools, storage=True) -> dict:
-    from aicluster.planner import rendered_files
+    from aicluster.commands.planner import rendered_files
 
     spec = copy.deepcopy(GCP_MIN)
     spec.update(scheduler="kubernetes", pools=pools)
@@ -61,7 +61,7 @@ def test_every_gke_manifest_validates(plan_spec, variant):
 @pytest.fixture(scope="module")
 def rdma_docs():
     from tests.support import run_spec
-    from aicluster.planner import rendered_files
+    from aicluster.commands.planner import rendered_files
 
     spec = copy.deepcopy(GCP_MIN)
     spec.update(scheduler="kubernetes", pools=VARIANTS["gpu-and-tpu"] + VARIANTS["a3-ultra-rdma"])
@@ -94,6 +94,6 @@ def test_validation_catches_broken_gke_objects(rdma_docs, file, kind, mutate, er
 
 
 def test_example_tpu_script_compiles():
-    from aicluster.render import static
+    from aicluster.render.templates import static
 
     compile(static("k8s/tpu_allreduce.py"), "tpu_allreduce.py", "exec")

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from aicluster.k8s_jobs import (GPU_JOB_SCRIPTS, JOBSET_NAME_LABEL, MAX_RESTARTS, REPLICATED_JOB,
+from aicluster.kubernetes.jobs import (GPU_JOB_SCRIPTS, JOBSET_NAME_LABEL, MAX_RESTARTS, REPLICATED_JOB,
                                 RESTART_ATTEMPT_LABEL, checkpoint_dir)
-from aicluster.kubernetes_design import EXAMPLES_CONFIGMAP, versions
-from aicluster.render import static
+from aicluster.design.kubernetes import EXAMPLES_CONFIGMAP, versions
+from aicluster.render.templates import static
 from tests.support import BASE_SPEC, FSX, GCP_MIN
 from tests.support.jobset_schema import crd_file, jobset_schema, rule_name_problems
 from tests.support.manifests import example_jobset, validate, worker_job, worker_pod
@@ -162,8 +162,8 @@ def test_workers_start_through_the_resume_launcher_with_the_checkpoint_directory
 
 
 def test_checkpoints_go_to_a_durable_filesystem_and_without_one_nowhere():
-    from aicluster.design import design_cluster
-    from aicluster.spec import parse_spec
+    from aicluster.design.cluster import design_cluster
+    from aicluster.spec.cluster import parse_spec
 
     scratch = {**FSX, "name": "scratch", "mount": "/scratch", "deployment_type": "SCRATCH_2"}
     spec = eks_spec(storage=[scratch, {**FSX, "name": "fsx", "mount": "/fsx/"}])

@@ -11,7 +11,7 @@ import yaml
 from tests.support import BASE_SPEC
 from tests.support.manifests import example_jobset, worker_job, worker_pod
 from aicluster.catalog import load_catalog
-from aicluster.kubernetes_design import EXAMPLES_CONFIGMAP, versions
+from aicluster.design.kubernetes import EXAMPLES_CONFIGMAP, versions
 
 KUEUE = versions().charts["kueue"].api_version
 CQ = f"kubernetes:{KUEUE}:ClusterQueue"

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tests.support import BASE_SPEC, FSX, STACK_NAMES, stack_spec
-from aicluster.kubernetes_design import versions
+from aicluster.design.kubernetes import versions
 from tests.support.manifests import example_jobset, rendered_manifests, validate, worker_job, worker_pod
 
 EKS_STACKS = [s for s in STACK_NAMES if stack_spec(s).get("scheduler") == "kubernetes"]
@@ -30,7 +30,7 @@ def test_the_pinned_version_has_its_own_offline_schemas():
 
 @pytest.mark.parametrize("stack", EKS_STACKS)
 def test_every_rendered_manifest_of_the_stack_validates(stack):
-    from aicluster.planner import plan_stack
+    from aicluster.commands.planner import plan_stack
 
     manifests = rendered_manifests(plan_stack(stack).files)
     kinds = {d["kind"] for docs in manifests.values() for d in docs}
@@ -52,7 +52,7 @@ def test_every_rendered_manifest_of_the_stack_validates(stack):
 
 @pytest.mark.parametrize("variant", ["two-pools-two-filesystems", "gpu-operator", "no-efa", "capacity-block"])
 def test_manifests_of_other_shapes_validate(plan_spec, variant):
-    from aicluster.planner import rendered_files
+    from aicluster.commands.planner import rendered_files
 
     spec = copy.deepcopy(BASE_SPEC)
     spec["scheduler"] = "kubernetes"
@@ -76,7 +76,7 @@ def test_manifests_of_other_shapes_validate(plan_spec, variant):
 
 @pytest.fixture(scope="module")
 def job_docs():
-    from aicluster.planner import plan_stack
+    from aicluster.commands.planner import plan_stack
 
     files = plan_stack(EKS_STACKS[0]).files
     return [d for d in yaml.safe_load_all(files["k8s/examples/train-gpu.yaml"]) if d]
@@ -128,7 +128,7 @@ def test_validation_catches_a_broken_disruption_budget(job_docs, mutate, error):
     lambda q: q["metadata"].update(labels={"bad key!": "x"}) or q["metadata"].update(name=7),
 ])
 def test_validation_catches_a_broken_cluster_queue(plan_spec, mutate):
-    from aicluster.planner import rendered_files
+    from aicluster.commands.planner import rendered_files
 
     spec = copy.deepcopy(BASE_SPEC)
     spec["scheduler"] = "kubernetes"
@@ -142,6 +142,6 @@ def test_validation_catches_a_broken_cluster_queue(plan_spec, mutate):
 
 
 def test_example_training_script_compiles():
-    from aicluster.render import static
+    from aicluster.render.templates import static
 
     compile(static("k8s/allreduce.py"), "allreduce.py", "exec")

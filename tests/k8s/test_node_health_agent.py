@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from aicluster import k8s_health
+from aicluster.kubernetes import health as k8s_health
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = ROOT / "templates" / "k8s" / "aicluster_node_health.py"
@@ -314,8 +314,8 @@ def _daemon_set_probe() -> list[str]:
 
 def _pool():
     """The GPU pool of a small EKS cluster (the design's KubernetesPool, as the DaemonSet takes it)."""
-    from aicluster.design import design_cluster
-    from aicluster.spec import parse_spec
+    from aicluster.design.cluster import design_cluster
+    from aicluster.spec.cluster import parse_spec
     from tests.support import BASE_SPEC
 
     spec = {**BASE_SPEC, "scheduler": "kubernetes", "kubernetes": {"api_access": "vpc"}}

@@ -1,4 +1,4 @@
-"""The GPU node health objects both clouds apply (components/aicluster/k8s_health.py): one agent
+"""The GPU node health objects both clouds apply (components/aicluster/kubernetes/health.py): one agent
 DaemonSet per GPU pool running the Slurm nodes' own check, its least-privilege identity, all valid
 Kubernetes 1.35 objects (strict); EKS GPU node groups repair nodes under a cap; the example jobs
 keep off nodes that did not pass."""
@@ -10,9 +10,9 @@ import jsonschema
 import kubernetes_validate
 import pytest
 
-from aicluster import k8s_health
-from aicluster.kubernetes_design import POOL_LABEL, versions
-from aicluster.render import static
+from aicluster.kubernetes import health as k8s_health
+from aicluster.design.kubernetes import POOL_LABEL, versions
+from aicluster.render.templates import static
 from tests.support import stack_spec
 from tests.support.manifests import rendered_manifests, validate
 
@@ -23,7 +23,7 @@ ADDON = "aws:eks/addon:Addon"
 
 @pytest.fixture(scope="module")
 def stack_docs():
-    from aicluster.planner import plan_stack
+    from aicluster.commands.planner import plan_stack
 
     cache: dict[str, list[dict]] = {}
 
@@ -139,7 +139,7 @@ def test_the_validator_refuses_broken_health_objects(kind, name, path, value, st
 
 @pytest.fixture(scope="module")
 def eks_plan():
-    from aicluster.planner import plan_stack
+    from aicluster.commands.planner import plan_stack
 
     return plan_stack(EKS).plan
 

@@ -12,9 +12,9 @@ import kubernetes_validate
 import pytest
 
 from aicluster.errors import SpecError
-from aicluster.kubernetes_design import versions
+from aicluster.design.kubernetes import versions
 from aicluster.offline.capture import reveal
-from aicluster.spec import parse_spec
+from aicluster.spec.cluster import parse_spec
 from tests.support import BASE_SPEC, GCP_MIN, run_spec
 from tests.support.manifests import validate
 
@@ -210,7 +210,7 @@ def test_the_gcs_fuse_driver_is_on_and_the_dataset_is_a_read_only_volume(gke_pla
 
 
 def test_cloud_names_fit_their_limits_and_differ_between_clusters():
-    from aicluster.pod_identity_design import PodIdentity, gsa_account_id, iam_role_name
+    from aicluster.design.pod_identity import PodIdentity, gsa_account_id, iam_role_name
 
     ident = PodIdentity("a-rather-long-service-ac", "a-long-team-namespace-xx", ())
     a, b = gsa_account_id("cluster-one", ident), gsa_account_id("cluster-two", ident)
@@ -254,7 +254,7 @@ def test_a_broken_volume_fails_validation(eks_plan, break_it):
 
 
 def test_datasets_count_toward_the_read_floor_not_checkpoints():
-    from aicluster.balance import ObjectStoreShape, PoolShape, assess, client_gbps
+    from aicluster.design.balance import ObjectStoreShape, PoolShape, assess, client_gbps
     from aicluster.catalog import load_catalog
 
     a3u = load_catalog().instance_types["gcp"]["a3-ultragpu-8g"]
@@ -264,14 +264,14 @@ def test_datasets_count_toward_the_read_floor_not_checkpoints():
     assert bare.fs_meets_floor is False and fuse.fs_meets_floor is True
     assert fuse.object_store_gbs == pytest.approx(8 * min(4.11, client_gbps(a3u) / 8))
     assert fuse.fs_throughput_gbs == 0                           # filesystems only: no checkpoint target
-    from aicluster.balance import WorkloadShape
+    from aicluster.design.balance import WorkloadShape
     with_ckpt = assess(pools, [], WorkloadShape(70, 30, 5), object_stores=[ObjectStoreShape("gcsfuse", 4.11)])
     assert with_ckpt.checkpoint_write_s is None
     assert any("no shared filesystem to write" in f for f in with_ckpt.findings)
 
 
 def test_a_driver_without_a_figure_reads_at_the_nodes_storage_network():
-    from aicluster.balance import ObjectStoreShape, PoolShape, client_gbps, object_store_mbps
+    from aicluster.design.balance import ObjectStoreShape, PoolShape, client_gbps, object_store_mbps
     from aicluster.catalog import load_catalog
 
     p5 = load_catalog().instance_types["aws"]["p5.48xlarge"]
@@ -281,9 +281,9 @@ def test_a_driver_without_a_figure_reads_at_the_nodes_storage_network():
 
 
 def test_the_plan_shows_dataset_throughput_from_the_catalog():
-    from aicluster.balance import from_design
+    from aicluster.design.balance import from_design
     from aicluster.catalog.object_store import load_object_store
-    from aicluster.design import design_cluster
+    from aicluster.design.cluster import design_cluster
 
     spec = parse_spec(gke_spec())
     balance = from_design(design_cluster(spec))

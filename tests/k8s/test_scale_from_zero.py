@@ -13,7 +13,7 @@ import copy
 
 import pytest
 
-from aicluster.kubernetes_design import PRIORITY_LABEL
+from aicluster.design.kubernetes import PRIORITY_LABEL
 from tests.support.manifests import example_jobset, rendered_manifests, worker_job, worker_pod
 from tests.support.stack_plans import result_with_spec, stack_spec_data
 

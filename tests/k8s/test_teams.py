@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from aicluster.errors import SpecError
-from aicluster.kubernetes_design import (BORROW_PREEMPTS_UP_TO, DEFAULT_PRIORITY, EXAMPLES_CONFIGMAP, PRIORITY_LABEL,
+from aicluster.design.kubernetes import (BORROW_PREEMPTS_UP_TO, DEFAULT_PRIORITY, EXAMPLES_CONFIGMAP, PRIORITY_LABEL,
                                          WORKLOAD_PRIORITIES, versions)
-from aicluster.spec import parse_spec
+from aicluster.spec.cluster import parse_spec
 from tests.support import BASE_SPEC, GCP_MIN, run_spec
 from tests.support.manifests import rendered_manifests, validate
 
@@ -106,7 +106,7 @@ def test_adding_a_team_keeps_the_training_queues_resources():
 
 
 def test_every_team_object_validates_against_the_kueue_crds(plan):
-    from aicluster.planner import rendered_files
+    from aicluster.commands.planner import rendered_files
 
     manifests = rendered_manifests(rendered_files(plan))
     kinds = [d["kind"] for docs in manifests.values() for d in docs]
@@ -122,7 +122,7 @@ def test_every_team_object_validates_against_the_kueue_crds(plan):
     lambda d: d.update(apiVersion="kueue.x-k8s.io/v1beta1"),     # the deprecated version
 ])
 def test_validation_catches_a_broken_priority_class(plan, mutate):
-    from aicluster.planner import rendered_files
+    from aicluster.commands.planner import rendered_files
 
     doc = yaml.safe_load(rendered_files(plan)["k8s/cluster/workloadpriorityclass-critical.yaml"])
     validate(doc)
@@ -138,7 +138,7 @@ def test_validation_catches_a_broken_priority_class(plan, mutate):
     lambda q: q["spec"].update(admissionChecks=["provisioning"]),            # gone in v1beta2
 ])
 def test_validation_catches_a_broken_team_queue(plan, mutate):
-    from aicluster.planner import rendered_files
+    from aicluster.commands.planner import rendered_files
 
     queue = yaml.safe_load(rendered_files(plan)["k8s/cluster/clusterqueue-demo-research.yaml"])
     validate(queue)
@@ -158,7 +158,7 @@ def test_example_jobs_run_at_the_default_priority(plan):
 
 def test_plan_lists_the_teams(plan):
     from aicluster.aws.eks_report import kubernetes_lines
-    from aicluster.design import design_cluster
+    from aicluster.design.cluster import design_cluster
 
     lines = "\n".join(kubernetes_lines(design_cluster(parse_spec(team_spec()))))
     assert "cohort demo" in lines and "preemptible (-1000), training (0), critical (1000)" in lines

@@ -11,7 +11,7 @@ import pytest
 from aicluster.catalog import CatalogError
 from aicluster.catalog.kubernetes import versions_from
 from aicluster.gcp.gke_upgrades import check_maintenance, least_hours_in_32_days
-from aicluster.kubernetes_design import versions
+from aicluster.design.kubernetes import versions
 from tests.support import BASE_SPEC, GCP_MIN
 
 CLUSTER = "gcp:container/cluster:Cluster"

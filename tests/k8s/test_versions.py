@@ -10,7 +10,7 @@ import yaml
 
 from tests.support import ROOT, STACK_NAMES, stack_spec
 from aicluster.catalog import CatalogError, load_catalog
-from aicluster.kubernetes_design import _VERSIONS_FILE, versions, versions_from
+from aicluster.design.kubernetes import _VERSIONS_FILE, versions, versions_from
 
 
 def test_every_entry_has_a_source():
@@ -184,7 +184,7 @@ def test_a_chart_pinned_without_a_source_is_refused(missing):
 def test_every_helm_release_is_a_sourced_catalog_chart(stack):
     """What a plan installs through Helm is a chart of the catalog at its pinned version, from its
     pinned repository: no release carries a chart or version the catalog does not source."""
-    from aicluster.planner import plan_stack
+    from aicluster.commands.planner import plan_stack
 
     v = versions()
     pinned = {(c.chart, c.version): c for c in v.charts.values()}

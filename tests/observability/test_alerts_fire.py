@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import time
 
-from aicluster.alert_rules import rules_yaml
-from aicluster.design import design_cluster
-from aicluster.observability_design import AlertDurations, monitoring_design
-from aicluster.spec import parse_spec
+from aicluster.render.alert_rules import rules_yaml
+from aicluster.design.cluster import design_cluster
+from aicluster.design.observability import AlertDurations, monitoring_design
+from aicluster.spec.cluster import parse_spec
 from tests.support import stack_spec
 from tests.support.metric_samples import EXPECTED_FAULTY, Sampler
 from tests.support.prometheus import check_rules, fake_exporter, firing, prometheus

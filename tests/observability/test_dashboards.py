@@ -7,10 +7,10 @@ import json
 import pytest
 
 from aicluster.catalog.observability import contracts, metrics
-from aicluster.dashboards import dashboard_files, dashboards, queries
-from aicluster.design import design_cluster
-from aicluster.observability_design import monitoring_design
-from aicluster.spec import parse_spec
+from aicluster.render.dashboards import dashboard_files, dashboards, queries
+from aicluster.design.cluster import design_cluster
+from aicluster.design.observability import monitoring_design
+from aicluster.spec.cluster import parse_spec
 from tests.support import STACK_NAMES, stack_spec
 from tests.support.prometheus import check_rules, queries_as_rules
 

@@ -1,4 +1,4 @@
-"""Metrics on Kubernetes (components/aicluster/k8s_metrics.py): the exporters of the one list
+"""Metrics on Kubernetes (components/aicluster/kubernetes/metrics.py): the exporters of the one list
 (catalog/observability.yaml) on EKS and GKE, every object valid (strict, CRDs included), the
 scrape targets on the exporters' ports, the EKS collector's config accepted by promtool, the GKE
 PodMonitorings selecting the exporters' pods."""
@@ -13,12 +13,12 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from aicluster import k8s_metrics as km
+from aicluster.kubernetes import metrics as km
 from aicluster.aws.observability import remote_write_url
 from aicluster.catalog.observability import counters_csv, exporters, scrape
-from aicluster.k8s_health import STARTUP_TAINT_KEY, UNHEALTHY_TAINT_KEY
-from aicluster.kubernetes_design import GPU_TAINT, POOL_LABEL, versions
-from aicluster.observability_design import monitoring_design
+from aicluster.kubernetes.health import STARTUP_TAINT_KEY, UNHEALTHY_TAINT_KEY
+from aicluster.design.kubernetes import GPU_TAINT, POOL_LABEL, versions
+from aicluster.design.observability import monitoring_design
 from tests.support import stack_spec
 from tests.support.manifests import rendered_manifests, validate
 from tests.support.prometheus import program
@@ -28,7 +28,7 @@ EKS, GKE = "aws-p5-eks", "gcp-a3ultra-gke"
 
 @pytest.fixture(scope="module")
 def plans():
-    from aicluster.planner import plan_stack
+    from aicluster.commands.planner import plan_stack
 
     cache: dict = {}
 
@@ -315,7 +315,7 @@ def test_gke_scrapes_kueue_with_a_token_only_the_collector_may_read(plans):
 def test_aws_loads_the_alert_rules_into_the_amp_workspace(plans, stack):
     """EKS's collector and the Slurm VMs' agents both write to the workspace, which evaluates the
     rules (Slurm's since its nodes ship: slurm_monitoring)."""
-    from aicluster.alert_rules import rules_yaml
+    from aicluster.render.alert_rules import rules_yaml
 
     plan = plans(stack)
     (workspace,) = [r for r in plan.plan.resources if r.type == "aws:amp/workspace:Workspace"]
@@ -343,7 +343,7 @@ def test_per_node_exporters_get_cluster_pool_node_and_kube_state_metrics_keeps_i
 
 
 def test_a_pool_named_system_keeps_its_own_exporter_and_pool_label():
-    from aicluster.kubernetes_design import KubernetesPool
+    from aicluster.design.kubernetes import KubernetesPool
 
     pool = KubernetesPool(name="system", instance_type="m7i.4xlarge", min_nodes=0, max_nodes=1, capacity_type="ON_DEMAND",
                           labels={}, taints=(), gpus=0, efa=0, vcpu=16, memory_gib=64, hugepages_per_node=0,

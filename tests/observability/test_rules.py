@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from aicluster.alert_rules import GPU_UNHEALTHY_TAINT, RULES_FILE, alerts, rule_groups, rules_yaml
-from aicluster.dashboards import DASHBOARD_DIR
-from aicluster.design import design_cluster
-from aicluster.k8s_health import UNHEALTHY_TAINT_KEY
-from aicluster.observability_design import AlertFactors, monitoring_design
-from aicluster.spec import parse_spec
+from aicluster.render.alert_rules import GPU_UNHEALTHY_TAINT, RULES_FILE, alerts, rule_groups, rules_yaml
+from aicluster.render.dashboards import DASHBOARD_DIR
+from aicluster.design.cluster import design_cluster
+from aicluster.kubernetes.health import UNHEALTHY_TAINT_KEY
+from aicluster.design.observability import AlertFactors, monitoring_design
+from aicluster.spec.cluster import parse_spec
 from tests.support import STACK_NAMES, stack_spec
 from tests.support.prometheus import check_rules
 from tests.support.stack_plans import stack_result
@@ -62,7 +62,7 @@ def test_thresholds_come_from_the_plan():
     provisioned = 24000 / 1024 * 500 / 1000
     assert watch.filesystems[0].threshold.value == pytest.approx(0.9 * provisioned)
     assert rules["AiclusterGpuMissing"]["expr"].count("< 8") == 1
-    from aicluster.balance import from_design
+    from aicluster.design.balance import from_design
     write_s = from_design(design_cluster(parse_spec(stack_spec("aws-p5-slurm")))).checkpoint_write_s
     assert watch.checkpoint.value == pytest.approx(2 * write_s)
     assert "AiclusterSlurmNodesStuck" in rules and "AiclusterNodeNotReady" not in rules
@@ -107,7 +107,7 @@ def test_every_stack_plans_with_rules_and_dashboards(name):
     result = stack_result(name)
     assert RULES_FILE in result.files
     assert any(f.startswith(DASHBOARD_DIR + "/") for f in result.files)
-    from aicluster.plan_report import text, to_json
+    from aicluster.commands.plan_report import text, to_json
     assert "Monitoring (alert thresholds from the plan's numbers)" in text(result)
     facts = to_json(result)["monitoring"]
     assert facts["rules_file"] == RULES_FILE
@@ -133,7 +133,7 @@ def test_rules_are_alerts_only(stack):
     ("gcp-a3ultra-gke", "managed collection", "routed to the cluster's log bucket", "Cloud Monitoring"),
 ])
 def test_the_plan_says_where_metrics_logs_and_alerts_go(stack, collector, logs, alerts):
-    from aicluster.plan_report import to_json
+    from aicluster.commands.plan_report import to_json
     facts = to_json(stack_result(stack))["monitoring"]
     assert collector in facts["collector"] and logs in facts["logs"] and alerts in facts["alerts"]
 
@@ -142,8 +142,8 @@ def test_the_plan_says_where_metrics_logs_and_alerts_go(stack, collector, logs, 
 def test_rendered_configs_are_what_pure_python_yaml_writes(name):
     """catalog.dump_yaml (libyaml's emitter) writes the same bytes as yaml.safe_dump for every
     document it is used for: each stack's rules, and every role's agent configurations."""
-    from aicluster.k8s_capacity import kueue_manager_config
-    from aicluster.slurm_monitoring import ROLES, cloudwatch_agent_config, ops_agent_config, prometheus_agent_config
+    from aicluster.kubernetes.capacity import kueue_manager_config
+    from aicluster.render.slurm_monitoring import ROLES, cloudwatch_agent_config, ops_agent_config, prometheus_agent_config
 
     import aicluster.catalog as catalog
     real = catalog._TRUSTED_DUMPER

@@ -1,4 +1,4 @@
-"""What a Slurm VM runs to be watched (aicluster.slurm_monitoring): the configurations, checked by
+"""What a Slurm VM runs to be watched (aicluster.render.slurm_monitoring): the configurations, checked by
 what will read them, and aicluster-monitoring run for real in a scratch tree with recording stubs.
 
 - The AWS agent's prometheus.yml passes `promtool check config --agent` (Debian's promtool) for
@@ -29,9 +29,9 @@ import jsonschema
 import pytest
 import yaml
 
-from aicluster import slurm_monitoring as mon
+from aicluster.render import slurm_monitoring as mon
 from aicluster.catalog.observability import Download, exporters, slurm_node_agents
-from aicluster.telemetry_backend import SLURM_LOG_STREAMS, log_group_name, log_id
+from aicluster.design.telemetry_backend import SLURM_LOG_STREAMS, log_group_name, log_id
 from tests.support import SCHEMAS
 from tests.support.prometheus import program
 
@@ -429,7 +429,7 @@ def test_a_real_agent_ships_the_nodes_series_with_its_labels(tmp_path):
 def test_job_names_are_the_kubernetes_collectors():
     """The same `job` label on Slurm VMs and on Kubernetes: dashboards and rules that name a job
     match both."""
-    from aicluster import k8s_metrics
+    from aicluster.kubernetes import metrics as k8s_metrics
 
     assert (mon.NODE_JOB, mon.DCGM_JOB) == (k8s_metrics.NODE_EXPORTER, k8s_metrics.DCGM)
 

@@ -11,11 +11,11 @@ import importlib
 import pytest
 import yaml
 
-from aicluster import plan_report
+from aicluster.commands import plan_report
 from aicluster.errors import SpecError
 from aicluster.perf import LayoutHint, ModelShape, Moe, TrainingShape, estimate, what_if
-from aicluster.planner import plan_stack
-from aicluster.stacks import read_stack
+from aicluster.commands.planner import plan_stack
+from aicluster.commands.stacks import read_stack
 from tests.support import STACK_NAMES
 
 # `aicluster.perf.estimate` is also the name of the function the package exports: import the modules.

@@ -96,7 +96,7 @@ hints = st.builds(
 
 def test_the_largest_workload_the_strategies_draw_still_fits():
     # Past any published model in each field at once; the spec allows more, and then the design
-    # leaves the two tags off (aicluster.design.ClusterContext.pool_facts).
+    # leaves the two tags off (aicluster.design.cluster.ClusterContext.pool_facts).
     model = ModelShape(layers=512, hidden=65_536, heads=256, kv_heads=256, ffn_hidden=99_999, vocab=99_999,
                        seq_len=524_288, head_size=256, moe=Moe(experts=512, top_k=9, expert_ffn_hidden=32_768, shared_experts=4))
     training = TrainingShape(global_batch_seqs=65_536, tokens=9_999e12, bytes_per_token=2.5)

@@ -11,7 +11,7 @@ import importlib
 import pytest
 
 from aicluster.offline.policy_bridge import RULES_PACKAGE, load_rules, resolve_config, run_policies, stack_resources
-from aicluster.workload_inputs import estimate_design, hardware, storage
+from aicluster.design.workload import estimate_design, hardware, storage
 from tests.support.stack_plans import result_with_spec, stack_spec_data
 
 STACK = "gcp-tpu-v5p-gke"           # one v5p 4x4x4 slice: 64 chips on 16 hosts

@@ -13,7 +13,7 @@ import pytest
 from pulumi_policy import EnforcementLevel, Severity, StackValidationPolicy
 
 from aicluster.offline.policy_bridge import load_rules, read_config_file, resolve_config, run_policies
-from aicluster.planner import plan_stack
+from aicluster.commands.planner import plan_stack
 from tests.support import stack_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,7 +69,7 @@ def test_stack_rules_share_the_balance_model():
     for rule in RULES:
         if rule.ID in ("AIC-NET-001", "AIC-STO-002", "AIC-STO-003", "AIC-MEM-001", "AIC-CST-002"):
             assert isinstance(rule.POLICY, StackValidationPolicy)
-            assert "from aicluster.balance import" in Path(rule.__file__).read_text()
+            assert "from aicluster.design.balance import" in Path(rule.__file__).read_text()
 
 
 def test_main_only_builds_the_policy_pack(monkeypatch):

@@ -16,11 +16,11 @@ import pytest
 from google.protobuf import empty_pb2, json_format, struct_pb2
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 
-from aicluster.check import _program_plan
+from aicluster.commands.check import _program_plan
 from aicluster.offline.capture import STACK_TYPE, UNKNOWN, plain_to_struct, reveal
 from aicluster.offline.policy_bridge import _references, _state, load_rules, read_config_file, resolve_config, \
     run_policies
-from aicluster.planner import plan_stack
+from aicluster.commands.planner import plan_stack
 
 ROOT = Path(__file__).resolve().parents[2]
 SEEDED = Path(__file__).parent / "seeded"

@@ -1,12 +1,12 @@
-"""The provisioning critical path (components/aicluster/critical_path.py): the longest chain of creations
+"""The provisioning critical path (components/aicluster/design/critical_path.py): the longest chain of creations
 `pulumi up` waits on, and the rule that filesystem and control plane start in parallel."""
 from __future__ import annotations
 
 import pytest
 
-from aicluster.critical_path import critical_path, creation_time, timings
+from aicluster.design.critical_path import critical_path, creation_time, timings
 from aicluster.offline.capture import CapturedResource, Plan
-from aicluster.stateful import type_key
+from aicluster.design.stateful import type_key
 from tests.support.stack_plans import STACK_NAMES, stack_plan
 
 STACK = "urn:pulumi:s::p::pulumi:pulumi:Stack::p-s"

@@ -179,7 +179,7 @@ def test_cli_fuzz_checks_can_fail():
 
     with spec_file(VALID_SPECS[0]) as path:
         assert assert_clean_cli(path) == 0
-        with mock.patch("aicluster.planner.plan_stack", side_effect=KeyError("boom")):
+        with mock.patch("aicluster.commands.planner.plan_stack", side_effect=KeyError("boom")):
             with pytest.raises(AssertionError):
                 assert_clean_cli(path)
 

@@ -142,7 +142,7 @@ def test_an_invalid_date_in_a_waiver(tmp_path):
 
 def test_a_valid_date_still_waives(tmp_path, capsys):
     """YAML dates arrive as text now (as Pulumi reads stack files); a waiver's date still parses."""
-    from aicluster.check import read_waivers
+    from aicluster.commands.check import read_waivers
 
     path = Path(write(tmp_path, "w.yaml", WAIVER.format(expires="2099-02-28")))
     assert read_waivers(path, ["AIC-NET-001"])[0].expires.isoformat() == "2099-02-28"
@@ -199,7 +199,7 @@ def test_a_file_without_read_permission(tmp_path, option):
 @pytest.mark.parametrize("option", ["FILE", "--config", "--waivers"])
 def test_permission_denied_as_root_too(tmp_path, monkeypatch, option):
     """Root reads any file, so EACCES is simulated where the file is opened."""
-    import aicluster.input_files as input_files
+    import aicluster.spec.input_files as input_files
 
     path = write(tmp_path, "secret.yaml", spec_text())
     real_open = os.open
@@ -275,7 +275,7 @@ def test_a_huge_key_is_shown_short(tmp_path):
 def test_every_list_limit_at_its_boundary(path, limit):
     """limit items pass the size check (they may fail others); limit + 1 is refused by path."""
     from aicluster.errors import SpecError
-    from aicluster.spec import parse_spec
+    from aicluster.spec.cluster import parse_spec
 
     def spec_with(n: int) -> dict:
         data = json.loads(json.dumps(AWS_MIN))
@@ -391,7 +391,7 @@ def test_policy_config_values_that_used_to_crash(tmp_path, text, fragment):
 
 
 def test_the_loader_keeps_what_yaml_allows():
-    from aicluster.input_files import load_yaml
+    from aicluster.spec.input_files import load_yaml
 
     doc = load_yaml("base: &b {x: 1, y: 2}\nuse:\n  <<: *b\n  y: 3\nlist: [*b, *b]\nwhen: 2026-02-28\n"
                     "n: 0x10\nf: 1.5\n", "t.yaml")
@@ -400,14 +400,14 @@ def test_the_loader_keeps_what_yaml_allows():
 
 
 def test_the_loader_is_libyaml_where_pyyaml_has_it():
-    from aicluster.input_files import _Loader
+    from aicluster.spec.input_files import _Loader
 
     if yaml.__with_libyaml__:
         assert issubclass(_Loader, yaml.CSafeLoader)
 
 
 def test_the_shipped_stacks_and_catalog_have_no_duplicate_keys():
-    from aicluster.input_files import load_yaml
+    from aicluster.spec.input_files import load_yaml
 
     for path in [*(ROOT / "stacks").glob("*.yaml"), *(ROOT / "components" / "aicluster" / "catalog").glob("*.yaml"),
                  *(ROOT / "tests" / "policies" / "seeded").glob("*.yaml")]:
@@ -466,7 +466,7 @@ def test_yaml_tags_in_workload_and_waivers_files(tmp_path):
 
 def test_the_loader_takes_a_lone_equals_sign_as_text():
     """YAML 1.1's value key `=`, which no safe constructor builds, is the string "=" (as Pulumi reads it)."""
-    from aicluster.input_files import load_yaml
+    from aicluster.spec.input_files import load_yaml
 
     assert load_yaml("other:sep: =\nlist: [=, a]\n", "t.yaml") == {"other:sep": "=", "list": ["=", "a"]}
 
@@ -484,7 +484,7 @@ class StopsFirst:
     refuse = "\x00never"
 
     def __init__(self, text: str):
-        from aicluster.input_files import _PyLoader
+        from aicluster.spec.input_files import _PyLoader
 
         self._inner = _PyLoader(text)
         depth = deepest = 0
@@ -505,7 +505,7 @@ class StopsFirst:
 
 def test_a_parser_that_stops_before_the_depth_limit_keeps_the_path(monkeypatch):
     """Whichever PyYAML and libyaml are installed: the depth problem keeps its YAML path and line."""
-    import aicluster.input_files as input_files
+    import aicluster.spec.input_files as input_files
     from aicluster.errors import SpecError
 
     monkeypatch.setattr(input_files, "_Loader", StopsFirst)
@@ -517,7 +517,7 @@ def test_a_parser_that_stops_before_the_depth_limit_keeps_the_path(monkeypatch):
 
 
 def test_a_parser_that_stops_keeps_its_own_message_where_nothing_of_ours_is_wrong(monkeypatch):
-    import aicluster.input_files as input_files
+    import aicluster.spec.input_files as input_files
     from aicluster.errors import SpecError
 
     monkeypatch.setattr(input_files, "_Loader", StopsFirst)
@@ -547,7 +547,7 @@ networks = st.builds(lambda addr, prefix: ipaddress.ip_network(f"{ipaddress.IPv4
                                  "0.0.0.0/0", "fd00::/8", "fd00:1::/32"]).map(ipaddress.ip_network) | networks,
                 max_size=12))
 def test_cidr_overlaps_match_brute_force(cidrs):
-    from aicluster.spec import _overlapping_cidrs
+    from aicluster.spec.cluster import _overlapping_cidrs
 
     pairs = _overlapping_cidrs(list(enumerate(cidrs)))
     reported = {i for pair in pairs for i in pair}
@@ -560,7 +560,7 @@ def test_cidr_overlaps_match_brute_force(cidrs):
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.lists(st.sampled_from(["a", "b", "fsx", "a-b"]), min_size=1, max_size=3), max_size=8))
 def test_mount_overlaps_match_brute_force(parts):
-    from aicluster.spec import ClusterSpec, _mount_overlap_problems
+    from aicluster.spec.cluster import ClusterSpec, _mount_overlap_problems
 
     mounts = ["/" + "/".join(p) for p in parts]
     spec = ClusterSpec.model_validate({**AWS_MIN, "storage": [
@@ -590,7 +590,7 @@ def files_on_disk(out: Path) -> set[str]:
 
 
 def test_out_removes_the_files_of_an_earlier_plan(tmp_path):
-    from aicluster.out_dir import write_tree
+    from aicluster.commands.out_dir import write_tree
 
     out = tmp_path / "out"
     write_tree(out, FIRST)
@@ -602,7 +602,7 @@ def test_out_removes_the_files_of_an_earlier_plan(tmp_path):
 
 
 def test_out_never_writes_through_a_symlink(tmp_path):
-    from aicluster.out_dir import write_tree
+    from aicluster.commands.out_dir import write_tree
 
     out, victim, victim_dir = tmp_path / "out", tmp_path / "victim.txt", tmp_path / "victim-dir"
     victim.write_text("precious")
@@ -626,7 +626,7 @@ def test_out_never_writes_through_a_symlink(tmp_path):
 
 
 def test_out_removes_a_stale_symlink_not_its_target(tmp_path):
-    from aicluster.out_dir import write_tree
+    from aicluster.commands.out_dir import write_tree
 
     out, victim = tmp_path / "out", tmp_path / "victim.txt"
     victim.write_text("precious")
@@ -672,7 +672,7 @@ def test_out_refuses_a_planted_symlink_in_an_otherwise_empty_folder(tmp_path):
 
 def test_out_keeps_a_users_file_added_to_an_earlier_plan(tmp_path):
     from aicluster.errors import SpecError
-    from aicluster.out_dir import write_tree
+    from aicluster.commands.out_dir import write_tree
 
     out = tmp_path / "out"
     write_tree(out, FIRST)
@@ -685,7 +685,7 @@ def test_out_keeps_a_users_file_added_to_an_earlier_plan(tmp_path):
 
 def test_out_takes_a_folder_written_before_the_manifest(tmp_path):
     """An --out folder from before .aicluster-out.json: plan.json's `files` say what was written."""
-    from aicluster.out_dir import write_tree
+    from aicluster.commands.out_dir import write_tree
 
     out = tmp_path / "out"
     write_tree(out, FIRST)
@@ -695,7 +695,7 @@ def test_out_takes_a_folder_written_before_the_manifest(tmp_path):
 
 
 def test_out_dir_itself_may_be_a_symlink_the_user_named(tmp_path):
-    from aicluster.out_dir import write_tree
+    from aicluster.commands.out_dir import write_tree
 
     real, link = tmp_path / "real", tmp_path / "link"
     real.mkdir()
@@ -706,7 +706,7 @@ def test_out_dir_itself_may_be_a_symlink_the_user_named(tmp_path):
 
 def test_out_manifest_cannot_point_outside(tmp_path):
     """A tampered manifest naming ../victim removes nothing outside DIR."""
-    from aicluster.out_dir import write_tree
+    from aicluster.commands.out_dir import write_tree
 
     out, victim = tmp_path / "out", tmp_path / "victim.txt"
     victim.write_text("precious")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from aicluster.errors import SpecError
-from aicluster.stateful import IN_PLACE_METADATA_KEYS
+from aicluster.design.stateful import IN_PLACE_METADATA_KEYS
 from tests.support.replacement import IN_PLACE_KEYS_BY_TYPE, OPTIONS, _changed_keys, dependency_closure
 from tests.support.routine_edits import EDITS, NotApplicable
 from tests.support.stack_plans import STACK_NAMES, plan_with_spec, stack_spec_data

@@ -1,7 +1,7 @@
 """Where an edit really must change a stateful resource, `protect` stops `pulumi up` from
 replacing or deleting it (docs/data-safety.md, "Replacing a protected resource on purpose").
 
-Every stateful resource (components/aicluster/stateful.py) of every stack carries `protect` and
+Every stateful resource (components/aicluster/design/stateful.py) of every stack carries `protect` and
 `retain_on_delete` on the resource itself (mocks and the policy engine do not see inherited
 options). The one opt-out is a filesystem whose spec entry says `protect: false` (scratch).
 """
@@ -11,7 +11,7 @@ import copy
 
 import pytest
 
-from aicluster.stateful import STATEFUL_TYPES, stateful_kind, stateful_resources
+from aicluster.design.stateful import STATEFUL_TYPES, stateful_kind, stateful_resources
 from tests.support.stack_plans import STACK_NAMES, plan_with_spec, stack_plan, stack_spec_data
 from tests.support.replacement import differences
 

@@ -2,7 +2,7 @@
 
 For every stack in stacks/ and every edit in routine_edits.EDITS, plan the spec before and after
 the edit (the real program under mocks, as `aicluster plan` does) and require every stateful
-resource (components/aicluster/stateful.py: filesystems, the Slurm head node, secrets and the random bytes
+resource (components/aicluster/design/stateful.py: filesystems, the Slurm head node, secrets and the random bytes
 behind them, databases, EKS/GKE control planes) to be unchanged: the same URN (type, name and
 parent chain), the same inputs and the same resource options. Then `pulumi up` has nothing to
 update, let alone replace. A tag edit may change tags/labels only (they update in place).
@@ -16,7 +16,7 @@ from __future__ import annotations
 import pytest
 
 from aicluster.errors import SpecError
-from aicluster.stateful import stateful_resources
+from aicluster.design.stateful import stateful_resources
 from tests.support.routine_edits import EDITS, NotApplicable
 from tests.support.replacement import differences
 from tests.support.stack_plans import STACK_NAMES, plan_with_spec, stack_plan, stack_spec_data

@@ -31,7 +31,7 @@ import yaml
 
 from aicluster.catalog.node_local import containers
 from aicluster.catalog.slurm_release import slurm_release
-from aicluster.node_local_files import (ARTIFACT_PREFIX, CONTAINERS_PROGRAM, PYXIS_ARTIFACT_PREFIX, PYXIS_FETCH_UNIT,
+from aicluster.render.node_local_files import (ARTIFACT_PREFIX, CONTAINERS_PROGRAM, PYXIS_ARTIFACT_PREFIX, PYXIS_FETCH_UNIT,
                                         containers_program, pyxis_artifact_dir, pyxis_build_program)
 from tests.support.container_tools import (CONTAINER_TOOL_STUBS, FAKE_AWS, FAKE_PLUGIN_LINE, HEAD_BUILD_STUBS, calls,
                                            fake_archive, install_readers, install_sync, pins, write_stubs)
@@ -303,7 +303,7 @@ def test_the_build_runs_in_a_retrying_unit_from_the_heads_sync(head):
 def test_the_head_publishes_the_build_program_and_runs_it_from_sync():
     """The program reaches the head with its other published files; aicluster-sync runs it (in
     the background) when it is installed or changes, as the head's monitoring set-up."""
-    from aicluster.planner import plan_stack
+    from aicluster.commands.planner import plan_stack
 
     for stack in ("aws-p5-slurm", "gcp-a3mega-slurm"):
         files = plan_stack(stack).files
@@ -332,8 +332,8 @@ def _node_boot_files() -> dict[str, str]:
     """name -> text of everything a compute or login node runs at boot, as the plans render it: the
     user data (and each file it writes) and every program the nodes fetch (compute/, login/), on
     both clouds; and the login user data of both clouds."""
-    from aicluster.login_files import login_user_data
-    from aicluster.planner import plan_stack
+    from aicluster.render.login_files import login_user_data
+    from aicluster.commands.planner import plan_stack
 
     out = {}
     for stack in ("aws-p5-slurm", "gcp-a3mega-slurm"):
@@ -411,7 +411,7 @@ def test_the_pyxis_build_program_passes_shellcheck(tmp_path):
 def test_only_the_head_writes_artifacts_and_nodes_read_only_pyxis():
     """AWS: the head may put (and read, list) objects under artifacts/ only; compute and login roles
     get s3:GetObject on artifacts/pyxis/* and no write. GCP: the same by IAM conditions."""
-    from aicluster.planner import plan_stack
+    from aicluster.commands.planner import plan_stack
 
     result = plan_stack("aws-p5-slurm")
     name, plan = result.design.name, result.plan

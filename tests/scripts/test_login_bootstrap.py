@@ -22,9 +22,9 @@ from moto.server import ThreadedMotoServer
 
 from aicluster.catalog.node_local import containers
 from aicluster.catalog.slurm_release import nccl_check_config
-from aicluster.login_files import CLUSTER_JSON_KEY, MOUNT_SCRIPT_KEY, NCCL_CHECK_KEY
-from aicluster.node_local_files import CONTAINERS_PROGRAM, containers_program, pyxis_artifact_dir
-from aicluster.render import static
+from aicluster.render.login_files import CLUSTER_JSON_KEY, MOUNT_SCRIPT_KEY, NCCL_CHECK_KEY
+from aicluster.render.node_local_files import CONTAINERS_PROGRAM, containers_program, pyxis_artifact_dir
+from aicluster.render.templates import static
 from tests.support import free_port
 from tests.support.container_tools import CONTAINER_TOOL_STUBS, install_readers, pins, write_stubs
 

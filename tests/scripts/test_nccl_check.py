@@ -303,6 +303,6 @@ def test_every_expectation_is_sourced_and_derived_ones_follow_the_line_rate():
 
 
 def test_the_head_ships_the_check():
-    from aicluster.slurm_files import HEAD_PROGRAMS, published_keys
+    from aicluster.render.slurm_files import HEAD_PROGRAMS, published_keys
     assert HEAD_PROGRAMS["aicluster-nccl-check"] == "scripts/aicluster-nccl-check"
     assert "bin/aicluster-nccl-check" in published_keys([])

@@ -480,8 +480,8 @@ def test_runs_on_the_heads_python3_with_the_standard_library_only(tmp_path):
 def head_files():
     """The AWS head's published files and user data, as aicluster renders them."""
     from aicluster.aws.slurm import head_user_data, published_files
-    from aicluster.design import design_cluster
-    from aicluster.spec import parse_spec
+    from aicluster.design.cluster import design_cluster
+    from aicluster.spec.cluster import parse_spec
     from tests.support import BASE_SPEC
 
     spec = {**BASE_SPEC, "pools": [{**BASE_SPEC["pools"][0], "min_nodes": 2}]}

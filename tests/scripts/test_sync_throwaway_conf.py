@@ -22,9 +22,9 @@ def _sync():
 
 
 def _managed_conf() -> str:
-    from aicluster.design import design_cluster
-    from aicluster.slurm_config import SlurmRuntime, render_slurm_configs
-    from aicluster.spec import parse_spec
+    from aicluster.design.cluster import design_cluster
+    from aicluster.render.slurm_config import SlurmRuntime, render_slurm_configs
+    from aicluster.spec.cluster import parse_spec
 
     design = design_cluster(parse_spec(stack_spec("aws-p5-slurm")))
     assert design.slurm.accounting_settings.mode == "managed"

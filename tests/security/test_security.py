@@ -72,7 +72,7 @@ def test_world_ssh_only_when_asked_and_only_port_22(plan_spec, base_spec):
     plan = plan_spec(base_spec)
     assert checks.world_ingress(plan.resources, base_spec) == []
     assert checks.world_ingress(plan.resources, {}) != []      # not asked: a violation
-    from aicluster.check import verdicts_for_plan
+    from aicluster.commands.check import verdicts_for_plan
     sec004 = next(v for v in verdicts_for_plan(plan) if v.rule_id == "AIC-SEC-004")
     assert sec004.status == "fail"
 

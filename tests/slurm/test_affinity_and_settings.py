@@ -18,8 +18,8 @@ from contextlib import nullcontext
 
 import pytest
 
-from aicluster.design import design_cluster
-from aicluster.spec import parse_spec
+from aicluster.design.cluster import design_cluster
+from aicluster.spec.cluster import parse_spec
 from tests.support.slurm_release import RELEASE, Release, first_on_path
 from tests.support.slurmctld import Controller, fields
 

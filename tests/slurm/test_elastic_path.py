@@ -14,8 +14,8 @@ from pathlib import Path
 import boto3
 import pytest
 
-from aicluster.design import design_cluster
-from aicluster.spec import parse_spec
+from aicluster.design.cluster import design_cluster
+from aicluster.spec.cluster import parse_spec
 from tests.support import ROOT, stack_spec
 from tests.support.slurmctld import RECORDERS, Controller, fields, tool, wait_for
 
@@ -72,7 +72,7 @@ def moto_launch_template(endpoint: str, cluster: str) -> tuple[object, str, str]
 def elastic(moto_endpoint, tmp_path):
     from aicluster.aws.slurm import published_files
 
-    from aicluster.slurm_config import node_domain
+    from aicluster.render.slurm_config import node_domain
 
     design = design_cluster(parse_spec(stack_spec("aws-p5-slurm")))
     ec2, template, subnet = moto_launch_template(moto_endpoint, design.name)

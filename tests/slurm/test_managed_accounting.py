@@ -11,13 +11,13 @@ import json
 
 import pytest
 
-from aicluster.accounting_design import accounting_plan_lines
+from aicluster.design.accounting import accounting_plan_lines
 from aicluster.catalog.accounting_db import accounting_catalog
-from aicluster.design import design_cluster
+from aicluster.design.cluster import design_cluster
 from aicluster.errors import SpecError
 from aicluster.offline.capture import Secret, reveal
-from aicluster.slurm_files import accounting_settings
-from aicluster.spec import parse_spec
+from aicluster.render.slurm_files import accounting_settings
+from aicluster.spec.cluster import parse_spec
 from tests.support.stack_plans import stack_result, stack_spec_data
 
 RDS = "aws:rds/instance:Instance"
@@ -218,7 +218,7 @@ def test_slurm_conf_points_at_slurmdbd_on_the_head_with_fairshare(stack):
 def test_without_accounting_slurm_conf_has_no_priority_plugin_that_needs_slurmdbd():
     result = design_cluster(parse_spec(_spec(AWS_STACK, accounting=False)))
     assert accounting_settings(result, None, None) == {"enabled": False, "password_secret": None}
-    from aicluster.slurm_config import SlurmRuntime, render_slurm_configs
+    from aicluster.render.slurm_config import SlurmRuntime, render_slurm_configs
     conf = render_slurm_configs(result, SlurmRuntime(controller_host="h", controller_addr="10.0.0.2"))["slurm.conf"]
     assert "priority/multifactor" not in conf and "accounting_storage" not in conf.replace(
         "accounting_storage/none", "")

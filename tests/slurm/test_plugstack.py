@@ -18,9 +18,9 @@ import subprocess
 from pathlib import Path
 
 from aicluster.catalog.node_local import containers
-from aicluster.design import design_cluster
-from aicluster.slurm_config import SLURM_CONFIG_FILES, SlurmRuntime, render_slurm_configs
-from aicluster.spec import parse_spec
+from aicluster.design.cluster import design_cluster
+from aicluster.render.slurm_config import SLURM_CONFIG_FILES, SlurmRuntime, render_slurm_configs
+from aicluster.spec.cluster import parse_spec
 from tests.support import slurmd_spec, stack_spec
 from tests.support.slurmctld import RESUME_TIMEOUT_S, Controller, fields, tool, wait_for
 

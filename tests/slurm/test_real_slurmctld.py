@@ -16,8 +16,8 @@ import re
 
 import pytest
 
-from aicluster.design import design_cluster
-from aicluster.spec import parse_spec
+from aicluster.design.cluster import design_cluster
+from aicluster.spec.cluster import parse_spec
 from tests.support import STACK_NAMES, slurmd_spec, stack_spec
 from tests.support.slurmctld import (PROLOG_TIMEOUT_S, RESUME_TIMEOUT_S, START_TIMEOUT_S, Controller,
                                        assert_rendered_settings, fields, wait_for)

@@ -22,9 +22,9 @@ import subprocess
 import pytest
 
 from aicluster.catalog.accounting_db import accounting_catalog
-from aicluster.design import design_cluster
-from aicluster.slurm_files import accounting_settings
-from aicluster.spec import parse_spec
+from aicluster.design.cluster import design_cluster
+from aicluster.render.slurm_files import accounting_settings
+from aicluster.spec.cluster import parse_spec
 from tests.support import free_port, slurmd_spec
 from tests.support.accounting_db import DB_NAME, DB_USER, HeadAccounting, MariaDB, make_ca, make_tls
 from tests.support.slurmctld import (COMMAND_TIMEOUT_S, PROLOG_TIMEOUT_S, RESUME_TIMEOUT_S, START_TIMEOUT_S,

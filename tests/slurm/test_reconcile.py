@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from aicluster.design import design_cluster
-from aicluster.spec import parse_spec
+from aicluster.design.cluster import design_cluster
+from aicluster.spec.cluster import parse_spec
 from tests.support.reconcile_fakes import FileCloud, core, install_power_programs
 from tests.support.slurmctld import COMMAND_TIMEOUT_S, RESUME_TIMEOUT_S, Controller, fields, tool, wait_for
 

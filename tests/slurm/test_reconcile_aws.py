@@ -29,9 +29,9 @@ from pathlib import Path
 import pytest
 
 from aicluster.aws.slurm import published_files
-from aicluster.design import design_cluster
-from aicluster.slurm_config import node_domain
-from aicluster.spec import parse_spec
+from aicluster.design.cluster import design_cluster
+from aicluster.render.slurm_config import node_domain
+from aicluster.spec.cluster import parse_spec
 from tests.support.aws_power import SCRIPT, aws_env, moto_cluster
 from tests.support.fault_proxy import FaultProxy
 from tests.support.power_controller import PowerController

@@ -25,8 +25,8 @@ import urllib.request
 
 import pytest
 
-from aicluster.design import design_cluster
-from aicluster.spec import parse_spec
+from aicluster.design.cluster import design_cluster
+from aicluster.spec.cluster import parse_spec
 from tests.support import STACK_NAMES, stack_spec
 from tests.support.slurm_release import RELEASE, Release, first_on_path
 from tests.support.slurmctld import RESUME_TIMEOUT_S, Controller, assert_rendered_settings, fields, wait_for

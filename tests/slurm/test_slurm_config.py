@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from aicluster.design import design_cluster
-from aicluster.slurm_config import (DCGM_MAX_TIMEOUT_S, KILL_WAIT_DEFAULT_S, KILL_WAIT_MAX_S, SLURM_CONFIG_FILES,
+from aicluster.design.cluster import design_cluster
+from aicluster.render.slurm_config import (DCGM_MAX_TIMEOUT_S, KILL_WAIT_DEFAULT_S, KILL_WAIT_MAX_S, SLURM_CONFIG_FILES,
                                     SUSPEND_TIMEOUT_S, SlurmRuntime, render_slurm_configs)
-from aicluster.spec import parse_spec
+from aicluster.spec.cluster import parse_spec
 from tests.support import AWS_MIN, stack_spec
 
 RT = SlurmRuntime(controller_host="head", controller_addr="10.0.0.10")

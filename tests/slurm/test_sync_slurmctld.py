@@ -14,8 +14,8 @@ import re
 
 import pytest
 
-from aicluster.design import design_cluster
-from aicluster.spec import parse_spec
+from aicluster.design.cluster import design_cluster
+from aicluster.spec.cluster import parse_spec
 from tests.support import stack_spec
 from tests.support.slurmctld import Controller
 from tests.support.sync_head import BUCKET, ControllerHead, s3_client

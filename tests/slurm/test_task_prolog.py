@@ -18,8 +18,8 @@ import socket
 import time
 from pathlib import Path
 
-from aicluster.design import design_cluster
-from aicluster.spec import parse_spec
+from aicluster.design.cluster import design_cluster
+from aicluster.spec.cluster import parse_spec
 from tests.support import slurmd_spec
 from tests.support.slurmctld import PROLOG_TIMEOUT_S, RESUME_TIMEOUT_S, Controller, fields, tool, wait_for
 

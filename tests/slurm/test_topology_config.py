@@ -7,9 +7,9 @@ import pytest
 
 import aicluster.catalog as catalog_module
 from aicluster.catalog import CatalogError, load_catalog
-from aicluster.design import design_cluster
-from aicluster.slurm_config import SlurmRuntime, gpu_bindings, render_slurm_configs
-from aicluster.spec import parse_spec
+from aicluster.design.cluster import design_cluster
+from aicluster.render.slurm_config import SlurmRuntime, gpu_bindings, render_slurm_configs
+from aicluster.spec.cluster import parse_spec
 
 RT = SlurmRuntime(controller_host="head", controller_addr="10.0.0.10")
 CATALOG = load_catalog()

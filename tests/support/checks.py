@@ -13,7 +13,7 @@ import re
 from typing import Any, Iterable
 
 from aicluster.offline.capture import Secret, reveal
-from aicluster.stateful import stateful_kind
+from aicluster.design.stateful import stateful_kind
 
 WORLD = {"0.0.0.0/0", "::/0"}
 SSH = 22
@@ -287,7 +287,7 @@ def unencrypted(resources) -> list[str]:
     """EBS (launch templates, instances, volumes), EFS, RDS, S3 (bucket default encryption, and
     objects) and SNS topics are encrypted; every other stateful data store is one the service
     encrypts itself."""
-    from aicluster.stateful import type_key
+    from aicluster.design.stateful import type_key
 
     found = []
     resources = list(resources)

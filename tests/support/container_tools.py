@@ -32,7 +32,7 @@ import tarfile
 from pathlib import Path
 
 from aicluster.catalog.node_local import Containers, containers
-from aicluster.render import static
+from aicluster.render.templates import static
 
 FAKE_PLUGIN_LINE = "fake spank_pyxis.so built from pyxis's Makefile"
 

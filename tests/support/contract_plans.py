@@ -24,9 +24,9 @@ import functools
 from dataclasses import dataclass, field
 
 from aicluster.catalog import load_catalog
-from aicluster.design import design_cluster
+from aicluster.design.cluster import design_cluster
 from aicluster.errors import SpecError
-from aicluster.spec import ClusterSpec, PoolSpec, parse_spec, user_tag_budget
+from aicluster.spec.cluster import ClusterSpec, PoolSpec, parse_spec, user_tag_budget
 from tests.support.stack_plans import STACK_NAMES, result_with_spec, stack_result, stack_spec_data
 
 CAPACITIES = {"aws": ("on-demand", "spot", "reservation", "capacity-block"),
@@ -159,7 +159,7 @@ def _capacity(cloud: str, kind: str) -> dict | str:
 
 
 def _multi_host_topology(gen) -> tuple[str, int]:
-    from aicluster.tpu import tpu_slice
+    from aicluster.catalog.tpu_slices import tpu_slice
 
     for topology in gen.topologies:
         tpu = tpu_slice(gen, topology)

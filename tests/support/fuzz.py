@@ -178,7 +178,7 @@ def spec_file(data):
 
 def plan_or_spec_error(path: str):
     """plan_stack (what `aicluster plan FILE` runs): a PlanResult or a SpecError, nothing else."""
-    from aicluster.planner import plan_stack
+    from aicluster.commands.planner import plan_stack
 
     try:
         result = plan_stack(path)

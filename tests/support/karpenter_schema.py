@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from aicluster.kubernetes_design import versions
+from aicluster.design.kubernetes import versions
 from tests.support.kueue_schema import served_schemas
 
 CRD_ROOT = Path(__file__).parent.parent / "data" / "schemas" / "karpenter"

@@ -7,7 +7,7 @@ import jsonschema
 import kubernetes_validate
 import yaml
 
-from aicluster.kubernetes_design import versions
+from aicluster.design.kubernetes import versions
 from tests.support.gke_schema import SCHEMAS as GKE_SCHEMAS
 from tests.support.gmp_schema import SCHEMAS as GMP_SCHEMAS
 from tests.support.jobset_schema import jobset_schema

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import copy
 
-from aicluster.stateful import IN_PLACE_METADATA_KEYS, stateful_kind, stateful_resources
+from aicluster.design.stateful import IN_PLACE_METADATA_KEYS, stateful_kind, stateful_resources
 
 OPTIONS = ("protect", "retain_on_delete", "ignore_changes", "replace_on_changes", "delete_before_replace",
            "provider", "import_id", "custom")

@@ -40,9 +40,9 @@ def _pool0(spec: dict) -> dict:
 
 
 def _valid(spec: dict) -> bool:
-    from aicluster.design import design_cluster
+    from aicluster.design.cluster import design_cluster
     from aicluster.errors import SpecError
-    from aicluster.spec import parse_spec
+    from aicluster.spec.cluster import parse_spec
 
     try:
         design_cluster(parse_spec(spec))
@@ -117,9 +117,9 @@ def _remove_pool(spec: dict) -> Pair:
 def _other_instance_type(spec: dict) -> Pair:
     """pools[0] on another type of the same cloud and accelerator kind that the spec accepts."""
     from aicluster.catalog import load_catalog
-    from aicluster.design import design_cluster
+    from aicluster.design.cluster import design_cluster
     from aicluster.errors import SpecError
-    from aicluster.spec import parse_spec
+    from aicluster.spec.cluster import parse_spec
 
     catalog = load_catalog()
     if "instance_type" not in _pool0(spec):

@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aicluster.design import ClusterDesign
-from aicluster.slurm_config import SlurmRuntime, kill_wait_s, render_slurm_configs
+from aicluster.design.model import ClusterDesign
+from aicluster.render.slurm_config import SlurmRuntime, kill_wait_s, render_slurm_configs
 from tests.support import free_port
 
 INSTALL_HINT = ("install Slurm and munge (Debian/Ubuntu: apt-get install slurmctld slurm-client munge; "

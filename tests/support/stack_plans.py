@@ -13,7 +13,7 @@ from tests.support import STACK_NAMES  # noqa: F401  re-exported: every stack in
 @functools.lru_cache(maxsize=None)
 def stack_result(name: str):
     """`aicluster plan --stack NAME` in-process: a PlanResult (spec, design, plan, files)."""
-    from aicluster.planner import plan_stack
+    from aicluster.commands.planner import plan_stack
 
     return plan_stack(name)
 
@@ -24,7 +24,7 @@ def stack_plan(name: str):
 
 def stack_spec_data(name: str) -> dict:
     """A deep copy of the stack's spec, as YAML gives it (tests mutate it)."""
-    from aicluster.stacks import read_stack
+    from aicluster.commands.stacks import read_stack
 
     return copy.deepcopy(read_stack(name).spec_data)
 
@@ -35,8 +35,8 @@ def _result_cached(name: str, spec_json: str):
     from pathlib import Path
 
     import yaml
-    from aicluster.planner import plan_stack
-    from aicluster.stacks import read_stack
+    from aicluster.commands.planner import plan_stack
+    from aicluster.commands.stacks import read_stack
 
     config = dict(read_stack(name).config)
     config["aicluster:cluster"] = json.loads(spec_json)

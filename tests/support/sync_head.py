@@ -15,7 +15,7 @@ from pathlib import Path
 
 import boto3
 
-from aicluster.slurm_config import SLURM_CONFIG_FILES
+from aicluster.render.slurm_config import SLURM_CONFIG_FILES
 from tests.support import ROOT, fake_slurmctld, stack_spec
 from tests.support.slurmctld import Controller, tool
 
@@ -102,8 +102,8 @@ METRICS_WRITE_URL = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/w
 
 def aws_head(moto_endpoint: str, tmp_path: Path) -> Head:
     from aicluster.aws.slurm import CONFIG_PREFIX, published_files
-    from aicluster.design import design_cluster
-    from aicluster.spec import parse_spec
+    from aicluster.design.cluster import design_cluster
+    from aicluster.spec.cluster import parse_spec
 
     urllib.request.urlopen(urllib.request.Request(f"{moto_endpoint}/moto-api/reset", method="POST")).close()
     s3 = s3_client(moto_endpoint)

@@ -3,12 +3,15 @@
 
 Exports load their module on first use (aicluster.lazy), so a program that builds a Slurm cluster never
 imports the Kubernetes modules and their SDK.
+
+May import: the shared components (aicluster.kubernetes, aicluster.slurm), render, design, spec,
+catalog, the base modules, Pulumi and pulumi_aws. Never gcp, the program, offline or the commands.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..lazy import lazy_exports
+from aicluster.lazy import lazy_exports
 
 # exported name -> the module that defines it
 _EXPORTS = {
@@ -51,20 +54,20 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
-    from .network import Network, NetworkArgs
-    from .iam import NodeIdentity, NodeIdentityArgs
-    from .gpu_pool import GpuPool, GpuPoolArgs
-    from .storage import LustreFilesystem, LustreFilesystemArgs
-    from .home import HomeFilesystem, HomeFilesystemArgs
-    from .slurm import SlurmController, SlurmControllerArgs, SlurmNodeFiles, SlurmNodeFilesArgs, SlurmConfiguration, SlurmConfigurationArgs
-    from .login import LoginNodes, LoginNodesArgs
-    from .accounting_db import SlurmdbdDatabase, SlurmdbdDatabaseArgs
-    from .eks import EksCluster, EksClusterArgs
-    from .eks_nodes import EksNodeGroup, EksNodeGroupArgs
-    from .eks_addons import KubernetesAddons, KubernetesAddonsArgs
-    from .karpenter import Karpenter, KarpenterArgs
-    from .pod_identity import PodIdentities, PodIdentitiesArgs
-    from .observability import CollectorIdentity, CollectorIdentityArgs, ObservabilityBackend, ObservabilityBackendArgs
+    from aicluster.aws.network import Network, NetworkArgs
+    from aicluster.aws.iam import NodeIdentity, NodeIdentityArgs
+    from aicluster.aws.gpu_pool import GpuPool, GpuPoolArgs
+    from aicluster.aws.storage import LustreFilesystem, LustreFilesystemArgs
+    from aicluster.aws.home import HomeFilesystem, HomeFilesystemArgs
+    from aicluster.aws.slurm import SlurmController, SlurmControllerArgs, SlurmNodeFiles, SlurmNodeFilesArgs, SlurmConfiguration, SlurmConfigurationArgs
+    from aicluster.aws.login import LoginNodes, LoginNodesArgs
+    from aicluster.aws.accounting_db import SlurmdbdDatabase, SlurmdbdDatabaseArgs
+    from aicluster.aws.eks import EksCluster, EksClusterArgs
+    from aicluster.aws.eks_nodes import EksNodeGroup, EksNodeGroupArgs
+    from aicluster.aws.eks_addons import KubernetesAddons, KubernetesAddonsArgs
+    from aicluster.aws.karpenter import Karpenter, KarpenterArgs
+    from aicluster.aws.pod_identity import PodIdentities, PodIdentitiesArgs
+    from aicluster.aws.observability import CollectorIdentity, CollectorIdentityArgs, ObservabilityBackend, ObservabilityBackendArgs
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

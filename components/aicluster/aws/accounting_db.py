@@ -28,9 +28,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from ..accounting_design import AccountingDatabase
-from ..design import ClusterContext
-from ..telemetry_backend import LOG_RETENTION_DAYS
+from aicluster.design.accounting import AccountingDatabase
+from aicluster.design.model import ClusterContext
+from aicluster.design.telemetry_backend import LOG_RETENTION_DAYS
 
 # What RDS publishes to CloudWatch Logs (checkov CKV_AWS_129): the error log (on by default: startup,
 # shutdown, crashes, failed connections) and the slow query log (slurmdbd's rollups and sacct's long

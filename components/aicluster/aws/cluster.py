@@ -11,23 +11,23 @@ from __future__ import annotations
 
 import pulumi
 
-from ..alert_rules import rules_yaml
-from ..design import ClusterDesign
-from ..observability_design import monitoring_design
-from ..node_local_files import local_nvme_devices
-from ..render import render, static
-from ..slurm_config import SLURMCTLD_PORT, node_domain
-from ..slurm_monitoring import role_streams
-from ..telemetry_backend import log_streams
-from .gpu_pool import GpuPool, GpuPoolArgs
-from .home import HomeFilesystem, HomeFilesystemArgs
-from .iam import NodeIdentity, NodeIdentityArgs
-from .network import Network, NetworkArgs
-from .observability import (CollectorIdentity, CollectorIdentityArgs, ObservabilityBackend, ObservabilityBackendArgs,
+from aicluster.render.alert_rules import rules_yaml
+from aicluster.design.model import ClusterDesign
+from aicluster.design.observability import monitoring_design
+from aicluster.render.node_local_files import local_nvme_devices
+from aicluster.render.templates import render, static
+from aicluster.render.slurm_config import SLURMCTLD_PORT, node_domain
+from aicluster.render.slurm_monitoring import role_streams
+from aicluster.design.telemetry_backend import log_streams
+from aicluster.aws.gpu_pool import GpuPool, GpuPoolArgs
+from aicluster.aws.home import HomeFilesystem, HomeFilesystemArgs
+from aicluster.aws.iam import NodeIdentity, NodeIdentityArgs
+from aicluster.aws.network import Network, NetworkArgs
+from aicluster.aws.observability import (CollectorIdentity, CollectorIdentityArgs, ObservabilityBackend, ObservabilityBackendArgs,
                             grant_shipping, observability_outputs)
-from .slurm import (BIN, MOUNT_SCRIPT, NODE_TAG, SlurmConfiguration, SlurmConfigurationArgs, SlurmController,
+from aicluster.aws.slurm import (BIN, MOUNT_SCRIPT, NODE_TAG, SlurmConfiguration, SlurmConfigurationArgs, SlurmController,
                     SlurmControllerArgs, SlurmNodeFiles, SlurmNodeFilesArgs, fetch_list)
-from .storage import LustreFilesystem, LustreFilesystemArgs
+from aicluster.aws.storage import LustreFilesystem, LustreFilesystemArgs
 
 
 
@@ -101,8 +101,8 @@ def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
     eks = None
     if design.kubernetes:
         # Imported here: a Slurm cluster never loads the EKS modules or pulumi_kubernetes.
-        from .eks import EksCluster, EksClusterArgs, attach_kubernetes, eks_pool_security_groups
-        from .eks_nodes import eks_node_user_data
+        from aicluster.aws.eks import EksCluster, EksClusterArgs, attach_kubernetes, eks_pool_security_groups
+        from aicluster.aws.eks_nodes import eks_node_user_data
         eks = EksCluster(f"{design.name}-eks", EksClusterArgs(
             context=design.context, kubernetes=design.kubernetes, vpc_id=network.vpc_id,
             subnet_id=network.subnet_id, node_role_name=nodes.role_name, node_role_arn=nodes.role_arn))
@@ -141,7 +141,7 @@ def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
         endpoint = None
         if accounting and accounting.database:
             # slurmdbd's database in RDS (aws/accounting_db.py): the head reaches it by name.
-            from .accounting_db import SlurmdbdDatabase, SlurmdbdDatabaseArgs
+            from aicluster.aws.accounting_db import SlurmdbdDatabase, SlurmdbdDatabaseArgs
             database = SlurmdbdDatabase(f"{design.name}-slurmdbd", SlurmdbdDatabaseArgs(
                 context=design.context, database=accounting.database, vpc_id=network.vpc_id,
                 head_security_group_id=controller.head_security_group_id, password=controller.accounting_password))
@@ -155,7 +155,7 @@ def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
         outputs["slurm_config_bucket"] = controller.bucket_name
         if design.slurm.login and design.slurm.login.count:
             # Login nodes (aws/login.py): from the controller's ids only, never the pools.
-            from .login import LoginNodes, LoginNodesArgs
+            from aicluster.aws.login import LoginNodes, LoginNodesArgs
             login = LoginNodes(f"{design.name}-login", LoginNodesArgs(
                 context=design.context, login=design.slurm.login, vpc_id=network.vpc_id,
                 subnet_id=network.subnet_id, nodes_security_group_id=network.nodes_security_group_id,

@@ -27,11 +27,11 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from ..design import ClusterContext, ClusterDesign
-from ..k8s_capacity import karpenter_pools
-from ..kubernetes_design import ROLE_LABEL, KubernetesDesign, versions
-from ..telemetry_backend import LOG_RETENTION_DAYS    # one retention for every aicluster log group
-from .iam import partition
+from aicluster.design.model import ClusterContext, ClusterDesign
+from aicluster.kubernetes.capacity import karpenter_pools
+from aicluster.design.kubernetes import ROLE_LABEL, KubernetesDesign, versions
+from aicluster.design.telemetry_backend import LOG_RETENTION_DAYS    # one retention for every aicluster log group
+from aicluster.aws.iam import partition
 
 LOG_TYPES = ["api", "audit", "authenticator"]
 SYSTEM_ROOT_GIB = 100
@@ -264,9 +264,9 @@ def attach_kubernetes(design: ClusterDesign, eks: EksCluster, pools: dict, files
     """The node groups for the pools' launch templates, then everything inside the cluster, and
     Karpenter for the pools that grow past their node group (given the nodes' instance profile and
     security group, which its EC2NodeClasses name as the launch templates do)."""
-    from .eks_addons import KubernetesAddons, KubernetesAddonsArgs
-    from .eks_nodes import EksNodeGroup, EksNodeGroupArgs
-    from .pod_identity import PodIdentities, PodIdentitiesArgs
+    from aicluster.aws.eks_addons import KubernetesAddons, KubernetesAddonsArgs
+    from aicluster.aws.eks_nodes import EksNodeGroup, EksNodeGroupArgs
+    from aicluster.aws.pod_identity import PodIdentities, PodIdentitiesArgs
 
     groups = {
         name: EksNodeGroup(f"{design.name}-{name}-eks", EksNodeGroupArgs(
@@ -286,7 +286,7 @@ def attach_kubernetes(design: ClusterDesign, eks: EksCluster, pools: dict, files
             depends_on=eks.ready, remote_write_url=remote_write_url))
     outputs: dict[str, pulumi.Output] = {}
     if instance_profile_arn is not None and karpenter_pools(design.kubernetes):
-        from .karpenter import Karpenter, KarpenterArgs
+        from aicluster.aws.karpenter import Karpenter, KarpenterArgs
         karpenter = Karpenter(f"{design.name}-karpenter", KarpenterArgs(
             design=design, provider=eks.provider, cluster_name=eks.cluster_name, cluster_endpoint=eks.endpoint,
             node_role_arn=node_role_arn, instance_profile_arn=instance_profile_arn, subnet_id=subnet_id,

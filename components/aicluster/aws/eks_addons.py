@@ -15,8 +15,8 @@ the cluster's own provider. Chart versions come from components/aicluster/catalo
   gang and resumes from its checkpoint, k8s_jobs.py), published in a ConfigMap and written by
   `aicluster plan --out DIR`.
 - GPU node health: the agent DaemonSet per GPU pool that runs the Slurm nodes' health check and
-  labels, taints and conditions the node (aicluster.k8s_health; EFA devices counted).
-- Metrics (aicluster.k8s_metrics): dcgm-exporter, node-exporter and kube-state-metrics, and
+  labels, taints and conditions the node (aicluster.kubernetes.health; EFA devices counted).
+- Metrics (aicluster.kubernetes.metrics): dcgm-exporter, node-exporter and kube-state-metrics, and
   Prometheus in agent mode remote-writing them and Kueue's to the AMP workspace with SigV4.
 """
 from __future__ import annotations
@@ -27,18 +27,19 @@ from typing import Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ..catalog import load_catalog
-from ..design import ClusterDesign, StorageDesign
-from ..k8s_jobs import gpu_job_scripts
-from ..k8s_resources import (RENDEZVOUS_PORT, SCRIPT_DIR, claim_name, examples_configmap, gang_charts,  # noqa: F401
+from aicluster.catalog import load_catalog
+from aicluster.design.model import ClusterDesign
+from aicluster.design.parts import StorageDesign
+from aicluster.kubernetes.jobs import gpu_job_scripts
+from aicluster.kubernetes.in_cluster import (RENDEZVOUS_PORT, SCRIPT_DIR, claim_name, examples_configmap, gang_charts,  # noqa: F401
                              helm_release,
                              job_name, kueue_queues, render_kueue, render_train_job, static_volume,
                              training_namespace, volume_name)
-from ..k8s_data import pod_identities_and_datasets
-from ..kubernetes_design import EFA_PRESENT_LABEL, GPU_PRESENT_LABEL, GPU_TAINT, ROLE_LABEL, SYSTEM_NODES, KubernetesPool, versions
-from ..k8s_health import NodeHealthSettings, expectations, gpu_pools, node_health
-from ..k8s_metrics import MetricsSettings, metrics
-from ..mounts import Mount
+from aicluster.kubernetes.data import pod_identities_and_datasets
+from aicluster.design.kubernetes import EFA_PRESENT_LABEL, GPU_PRESENT_LABEL, GPU_TAINT, ROLE_LABEL, SYSTEM_NODES, KubernetesPool, versions
+from aicluster.kubernetes.health import NodeHealthSettings, expectations, gpu_pools, node_health
+from aicluster.kubernetes.metrics import MetricsSettings, metrics
+from aicluster.mounts import Mount
 
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
 # Lustre options that matter inside a pod's mount (the host-side systemd options do not apply).
@@ -130,7 +131,7 @@ class KubernetesAddonsArgs:
         plugin or operator, EFA pools) and `storage` (the FSx CSI driver) and `region`; the queues,
         the namespace and the example jobs render from `kubernetes`, `storage` (the jobs' volume
         claims) and `pools` (GPUDirect RDMA for the jobs' NCCL environment), through the helpers
-        of aicluster.k8s_resources, which the GKE add-ons share and which take a ClusterDesign.
+        of aicluster.kubernetes.in_cluster, which the GKE add-ons share and which take a ClusterDesign.
     provider: the cluster's Kubernetes provider (`EksCluster.provider`).
     filesystems: (design, file system id, mount) of each filesystem (`LustreFilesystem`), for its
         static persistent volume and claim.

@@ -31,10 +31,10 @@ from typing import Sequence
 import pulumi
 import pulumi_aws as aws
 
-from ..design import ClusterContext, ClusterDesign
-from ..kubernetes_design import KubernetesPool, versions
-from ..k8s_health import REPAIR_MAX_UNHEALTHY_PERCENT, REPAIR_PARALLEL_NODES
-from ..render import render
+from aicluster.design.model import ClusterContext, ClusterDesign
+from aicluster.design.kubernetes import KubernetesPool, versions
+from aicluster.kubernetes.health import REPAIR_MAX_UNHEALTHY_PERCENT, REPAIR_PARALLEL_NODES
+from aicluster.render.templates import render
 
 MIME_BOUNDARY = "==AICLUSTER-NODE=="
 SHUTDOWN_GRACE = "90s"
@@ -54,7 +54,7 @@ def eks_node_user_data(design: ClusterDesign, pool_name: str) -> str:
 
 
 def node_repair_config() -> aws.eks.NodeGroupNodeRepairConfigArgs:
-    """Node auto repair on, under the caps both clouds share (aicluster.k8s_health)."""
+    """Node auto repair on, under the caps both clouds share (aicluster.kubernetes.health)."""
     return aws.eks.NodeGroupNodeRepairConfigArgs(
         enabled=True, max_parallel_nodes_repaired_count=REPAIR_PARALLEL_NODES,
         max_unhealthy_node_threshold_percentage=REPAIR_MAX_UNHEALTHY_PERCENT)

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..design import ClusterDesign
-from ..kubernetes_design import versions
-from .eks import AFTER_NODES, BEFORE_NODES
-from ..k8s_data import data_summary
-from ..k8s_capacity import capacity_lines, capacity_warnings
-from ..k8s_resources import in_cluster_lines, queue_summary
-from .eks_addons import chart_values, claim_name, job_name, volume_name
+from aicluster.design.model import ClusterDesign
+from aicluster.design.kubernetes import versions
+from aicluster.aws.eks import AFTER_NODES, BEFORE_NODES
+from aicluster.kubernetes.data import data_summary
+from aicluster.kubernetes.capacity import capacity_lines, capacity_warnings
+from aicluster.kubernetes.in_cluster import in_cluster_lines, queue_summary
+from aicluster.aws.eks_addons import chart_values, claim_name, job_name, volume_name
 
 
 def api_access(design: ClusterDesign) -> str:

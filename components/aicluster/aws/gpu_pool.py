@@ -14,8 +14,9 @@ from typing import Literal
 import pulumi
 import pulumi_aws as aws
 
-from ..catalog import load_limits
-from ..design import ClusterContext, PoolDesign
+from aicluster.catalog import load_limits
+from aicluster.design.model import ClusterContext
+from aicluster.design.parts import PoolDesign
 
 def within_user_data_limit(name: str, text: str) -> str:
     """`text`, once it is known to fit in EC2's user data; a clear error at plan time otherwise.
@@ -34,7 +35,7 @@ class GpuPoolArgs:
 
     context: the cluster's name, zone, tags and workload hints (`ClusterDesign.context`, or a
         `ClusterContext` of your own). pool: the pool's design: instance type, every EFA device,
-        placement, image (`aicluster.design.design_pool("p5.48xlarge", ...)` builds one with no spec).
+        placement, image (`aicluster.design.cluster.design_pool("p5.48xlarge", ...)` builds one with no spec).
     subnet_id, security_group_ids: where the nodes' interfaces go (the group must admit itself: EFA).
     instance_profile_arn: the nodes' instance profile (fleet launcher only).
     user_data: cloud-init text or MIME multipart (base64-encoded here, at most 16 KB raw).

@@ -37,9 +37,10 @@ from typing import Sequence
 import pulumi
 import pulumi_aws as aws
 
-from ..catalog.efs import load_efs
-from ..design import ClusterContext, StorageDesign
-from ..mounts import Mount
+from aicluster.catalog.efs import load_efs
+from aicluster.design.model import ClusterContext
+from aicluster.design.parts import StorageDesign
+from aicluster.mounts import Mount
 
 
 @dataclass(frozen=True)

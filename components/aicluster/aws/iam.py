@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from ..design import ClusterContext
+from aicluster.design.model import ClusterContext
 
 
 def partition(region: str) -> str:

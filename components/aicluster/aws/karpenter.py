@@ -1,4 +1,4 @@
-"""aicluster:aws:Karpenter - scale-from-zero for the EKS GPU pools (aicluster.k8s_capacity decides
+"""aicluster:aws:Karpenter - scale-from-zero for the EKS GPU pools (aicluster.kubernetes.capacity decides
 which pools and what their NodePools, EC2NodeClasses and NodeOverlays say).
 
 - The controller's IAM role, assumed through EKS Pod Identity by the `karpenter` service account
@@ -27,13 +27,13 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from ..design import ClusterDesign
-from ..k8s_capacity import (KARPENTER_SERVICE_ACCOUNT, NodeClassInputs, karpenter_pools, karpenter_values,
+from aicluster.design.model import ClusterDesign
+from aicluster.kubernetes.capacity import (KARPENTER_SERVICE_ACCOUNT, NodeClassInputs, karpenter_pools, karpenter_values,
                             node_class, node_overlay, node_pool)
-from ..k8s_resources import KubernetesObject, helm_release
-from ..kubernetes_design import SYSTEM_NODES, versions
-from .eks_nodes import eks_node_user_data
-from .iam import partition
+from aicluster.kubernetes.in_cluster import KubernetesObject, helm_release
+from aicluster.design.kubernetes import SYSTEM_NODES, versions
+from aicluster.aws.eks_nodes import eks_node_user_data
+from aicluster.aws.iam import partition
 
 POD_IDENTITY_SERVICE = "pods.eks.amazonaws.com"
 QUEUE_RETENTION_S = 300
@@ -132,7 +132,7 @@ class KarpenterArgs:
     """Karpenter and the NodePools of the pools it scales.
 
     design: the cluster design (the pools Karpenter scales, their NodePools and EC2NodeClasses:
-        aicluster.k8s_capacity).
+        aicluster.kubernetes.capacity).
     provider: the cluster's Kubernetes provider (`EksCluster.provider`); None in phase 1 of
         api_access private: the IAM role, Pod Identity association and interruption queue are
         made (the cloud resources of `private` and `vpc` are the same), the chart and the

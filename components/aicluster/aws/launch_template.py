@@ -15,7 +15,7 @@ from typing import Mapping
 import pulumi
 import pulumi_aws as aws
 
-from ..catalog import load_catalog
+from aicluster.catalog import load_catalog
 
 
 def ubuntu_launch_template(name: str, *, description: str, root_volume_gib: int, keep_root_volume: bool,

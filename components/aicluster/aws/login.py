@@ -24,13 +24,13 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from ..design import ClusterContext
-from ..login_design import LoginDesign
-from ..login_files import HEAD_KEYS_READ, LOGIN_PREFIX, login_programs, login_user_data
-from ..node_local_files import PYXIS_ARTIFACT_PREFIX
-from .gpu_pool import within_user_data_limit
-from .launch_template import ubuntu_launch_template
-from .iam import ec2_assume_role_policy, ssm_core_policy_arn
+from aicluster.design.model import ClusterContext
+from aicluster.design.login import LoginDesign
+from aicluster.render.login_files import HEAD_KEYS_READ, LOGIN_PREFIX, login_programs, login_user_data
+from aicluster.render.node_local_files import PYXIS_ARTIFACT_PREFIX
+from aicluster.aws.gpu_pool import within_user_data_limit
+from aicluster.aws.launch_template import ubuntu_launch_template
+from aicluster.aws.iam import ec2_assume_role_policy, ssm_core_policy_arn
 
 ROLE = "login"
 

@@ -29,8 +29,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from ..design import ClusterContext, NetworkDesign
-from ..telemetry_backend import LOG_RETENTION_DAYS, log_group_name
+from aicluster.design.model import ClusterContext
+from aicluster.design.parts import NetworkDesign
+from aicluster.design.telemetry_backend import LOG_RETENTION_DAYS, log_group_name
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))   # FSx for Lustre user guide, "File system access control with Amazon VPC"
 FLOW_LOG_STREAM = "vpc-flow-logs"            # the log group /aicluster/<cluster>/vpc-flow-logs

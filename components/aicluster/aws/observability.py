@@ -19,7 +19,7 @@ services only, so there is no self-run Prometheus or log store to lose with a no
   (`grant_shipping`); on EKS it goes to an IAM role that only EKS Pod Identity assumes, associated
   with the collector's one service account (`CollectorIdentity`), never to the nodes' role.
 
-- Rules: given the rendered alert rules (`rules_yaml`, aicluster.alert_rules), a rule groups
+- Rules: given the rendered alert rules (`rules_yaml`, aicluster.render.alert_rules), a rule groups
   namespace in the workspace, named after the cluster, so AMP evaluates them on the series the
   agents remote-write (EKS: the in-cluster collector; Slurm: each VM's agent, slurm_monitoring).
   Not stateful: it is the rules' text only.
@@ -44,9 +44,9 @@ import pulumi
 import pulumi_aws as aws
 import yaml
 
-from ..catalog import dump_yaml
-from ..design import ClusterContext
-from ..telemetry_backend import COLLECTOR_NAMESPACE, COLLECTOR_SERVICE_ACCOUNT, LOG_RETENTION_DAYS, log_group_name
+from aicluster.catalog import dump_yaml
+from aicluster.design.model import ClusterContext
+from aicluster.design.telemetry_backend import COLLECTOR_NAMESPACE, COLLECTOR_SERVICE_ACCOUNT, LOG_RETENTION_DAYS, log_group_name
 
 REMOTE_WRITE_PATH = "api/v1/remote_write"
 # AMP keeps repeat_interval at most 5 days; a firing alert is sent again every 4 hours.
@@ -220,7 +220,7 @@ class CollectorIdentity(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: CollectorIdentityArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aicluster:aws:CollectorIdentity", name, None, opts)
-        from .pod_identity import pod_identity_trust     # EKS only: a Slurm cluster never loads it
+        from aicluster.aws.pod_identity import pod_identity_trust     # EKS only: a Slurm cluster never loads it
 
         context = args.context
         account = f"{COLLECTOR_NAMESPACE}/{COLLECTOR_SERVICE_ACCOUNT}"

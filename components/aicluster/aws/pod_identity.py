@@ -6,7 +6,7 @@ sts:AssumeRole + sts:TagSession), an inline policy that names exactly the accoun
 bucket/prefix/*; no wildcard bucket and no s3:*: pod_identity_design.s3_policy), and the
 PodIdentityAssociation that gives the role to that one ServiceAccount in that one namespace. The
 Pod Identity agent add-on (aws/eks.py) serves the credentials; the ServiceAccount object itself is
-made inside the cluster (aicluster.k8s_data). Datasets read through these identities too: their
+made inside the cluster (aicluster.kubernetes.data). Datasets read through these identities too: their
 Mountpoint volumes use pod-level credentials, so the CSI driver holds no S3 permission at all.
 """
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import Sequence
 import pulumi
 import pulumi_aws as aws
 
-from ..design import ClusterContext
-from ..pod_identity_design import PodIdentity, iam_role_name, s3_policy
-from .iam import partition
+from aicluster.design.model import ClusterContext
+from aicluster.design.pod_identity import PodIdentity, iam_role_name, s3_policy
+from aicluster.aws.iam import partition
 
 POD_IDENTITY_SERVICE = "pods.eks.amazonaws.com"
 

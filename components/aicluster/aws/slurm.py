@@ -1,6 +1,6 @@
 """Slurm on AWS, in three components, of the shape both clouds share (components/aicluster/
 slurm_controller.py: the secrets, the published objects) and with the same texts
-(components/aicluster/slurm_files.py: the head's cloud-config, the published files and their
+(components/aicluster/render/slurm_files.py: the head's cloud-config, the published files and their
 manifest); this file holds the AWS parts:
 
 - aicluster:aws:SlurmController: the munge key in Secrets Manager, the configuration bucket, the
@@ -26,19 +26,20 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from ..design import Cluster, ClusterContext, ClusterDesign, SlurmDesign
-from ..mounts import Mount
-from ..node_local_files import ARTIFACT_PREFIX, PYXIS_ARTIFACT_PREFIX, node_local_programs
-from ..render import render, static
-from ..slurm_config import node_domain
-from ..slurm_controller import SlurmConfigurationShape, SlurmControllerShape, pool_facts
-from ..slurm_files import (BIN, CONFIG_PREFIX, MOUNT_SCRIPT, BootFile, head_hostname, published_keys,  # noqa: F401
+from aicluster.design.model import Cluster, ClusterContext, ClusterDesign
+from aicluster.design.parts import SlurmDesign
+from aicluster.mounts import Mount
+from aicluster.render.node_local_files import ARTIFACT_PREFIX, PYXIS_ARTIFACT_PREFIX, node_local_programs
+from aicluster.render.templates import render, static
+from aicluster.render.slurm_config import node_domain
+from aicluster.slurm.controller import SlurmConfigurationShape, SlurmControllerShape, pool_facts
+from aicluster.render.slurm_files import (BIN, CONFIG_PREFIX, MOUNT_SCRIPT, BootFile, head_hostname, published_keys,  # noqa: F401
                            slurm_pools)
-from ..slurm_files import head_user_data as _head_user_data
-from ..slurm_files import published_files as _published_files
-from .gpu_pool import within_user_data_limit
-from .iam import ec2_assume_role_policy, partition, ssm_core_policy_arn
-from .launch_template import ubuntu_launch_template
+from aicluster.render.slurm_files import head_user_data as _head_user_data
+from aicluster.render.slurm_files import published_files as _published_files
+from aicluster.aws.gpu_pool import within_user_data_limit
+from aicluster.aws.iam import ec2_assume_role_policy, partition, ssm_core_policy_arn
+from aicluster.aws.launch_template import ubuntu_launch_template
 
 NODE_TAG = "aicluster-node"
 CLUSTER_TAG = "aicluster-cluster"
@@ -504,7 +505,7 @@ class SlurmConfiguration(SlurmConfigurationShape):
 
 
 # The published files: S3 key (under CONFIG_PREFIX) -> where aicluster-sync installs it
-# (components/aicluster/slurm_files.py), with the AWS power program.
+# (components/aicluster/render/slurm_files.py), with the AWS power program.
 _PROGRAMS = {"aicluster-power.py": "scripts/aicluster-power.py"}
 PUBLISHED_KEYS = published_keys(_PROGRAMS)
 

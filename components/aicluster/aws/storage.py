@@ -12,8 +12,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from ..design import ClusterContext, StorageDesign
-from ..mounts import LUSTRE_MOUNT_OPTIONS, Mount
+from aicluster.design.model import ClusterContext
+from aicluster.design.parts import StorageDesign
+from aicluster.mounts import LUSTRE_MOUNT_OPTIONS, Mount
 
 
 

@@ -3,6 +3,8 @@
 Every entry carries `source:`; the loader refuses a file where one is missing, so an unsourced
 number cannot slip in. Nothing here imports Pulumi: the design, the balance model and the policy
 pack all read the same facts.
+
+May import: aicluster.errors, limits and resources only, and PyYAML: the policy pack loads it.
 """
 from __future__ import annotations
 

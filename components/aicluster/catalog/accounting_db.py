@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from . import CatalogError, load_yaml
+from aicluster.catalog import CatalogError, load_yaml
 
 
 @dataclass(frozen=True)

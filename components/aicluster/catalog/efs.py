@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from . import _need, _read, _sourced
+from aicluster.catalog import _need, _read, _sourced
 
 
 @dataclass(frozen=True)

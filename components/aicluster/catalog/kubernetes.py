@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from . import CatalogError, load_yaml
+from aicluster.catalog import CatalogError, load_yaml
 
 _VERSIONS_FILE = Path(__file__).parent / "kubernetes.yaml"
 

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import CatalogError, load_catalog, load_yaml
+from aicluster.catalog import CatalogError, load_catalog, load_yaml
 
 _FILE = Path(__file__).parent / "node_local.yaml"
 SCRATCH = "/scratch"

@@ -7,7 +7,7 @@ import functools
 from dataclasses import dataclass
 from typing import Mapping
 
-from . import CatalogError, _need, _read, _sourced
+from aicluster.catalog import CatalogError, _need, _read, _sourced
 
 # The CSI driver of each cloud's datasets (the catalog's keys).
 DRIVERS = {"aws": "mountpoint-s3", "gcp": "gcsfuse"}

@@ -8,7 +8,7 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import CatalogError, load_yaml
+from aicluster.catalog import CatalogError, load_yaml
 
 _FILE = Path(__file__).parent / "observability.yaml"
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from . import CatalogError, load_catalog, load_yaml
+from aicluster.catalog import CatalogError, load_catalog, load_yaml
 
 _HERE = Path(__file__).parent
 ROLES = ("head", "login", "compute")

@@ -3,12 +3,15 @@
 
 Exports load their module on first use (aicluster.lazy), so a program that builds a Slurm cluster never
 imports the Kubernetes modules and their SDK.
+
+May import: the shared components (aicluster.kubernetes, aicluster.slurm), render, design, spec,
+catalog, the base modules, Pulumi and pulumi_gcp. Never aws, the program, offline or the commands.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..lazy import lazy_exports
+from aicluster.lazy import lazy_exports
 
 # exported name -> the module that defines it
 _EXPORTS = {
@@ -47,19 +50,19 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
-    from .network import Network, NetworkArgs
-    from .identity import NodeIdentity, NodeIdentityArgs
-    from .gpu_pool import GpuPool, GpuPoolArgs
-    from .tpu_slice import TpuSlice, TpuSliceArgs
-    from .storage import ManagedLustre, ManagedLustreArgs, Filestore, FilestoreArgs
-    from .slurm import SlurmController, SlurmControllerArgs, SlurmConfiguration, SlurmConfigurationArgs
-    from .login import LoginNodes, LoginNodesArgs
-    from .accounting_db import SlurmdbdDatabase, SlurmdbdDatabaseArgs
-    from .gke import GkeCluster, GkeClusterArgs
-    from .gke_nodes import GkeNodePools, GkeNodePoolArgs
-    from .gke_addons import GkeAddons, GkeAddonsArgs
-    from .workload_identity import WorkloadIdentities, WorkloadIdentitiesArgs
-    from .observability import ObservabilityBackend, ObservabilityBackendArgs
+    from aicluster.gcp.network import Network, NetworkArgs
+    from aicluster.gcp.identity import NodeIdentity, NodeIdentityArgs
+    from aicluster.gcp.gpu_pool import GpuPool, GpuPoolArgs
+    from aicluster.gcp.tpu_slice import TpuSlice, TpuSliceArgs
+    from aicluster.gcp.storage import ManagedLustre, ManagedLustreArgs, Filestore, FilestoreArgs
+    from aicluster.gcp.slurm import SlurmController, SlurmControllerArgs, SlurmConfiguration, SlurmConfigurationArgs
+    from aicluster.gcp.login import LoginNodes, LoginNodesArgs
+    from aicluster.gcp.accounting_db import SlurmdbdDatabase, SlurmdbdDatabaseArgs
+    from aicluster.gcp.gke import GkeCluster, GkeClusterArgs
+    from aicluster.gcp.gke_nodes import GkeNodePools, GkeNodePoolArgs
+    from aicluster.gcp.gke_addons import GkeAddons, GkeAddonsArgs
+    from aicluster.gcp.workload_identity import WorkloadIdentities, WorkloadIdentitiesArgs
+    from aicluster.gcp.observability import ObservabilityBackend, ObservabilityBackendArgs
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

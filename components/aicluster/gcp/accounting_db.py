@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from ..accounting_design import AccountingDatabase
-from ..design import ClusterContext
-from .common import labels
+from aicluster.design.accounting import AccountingDatabase
+from aicluster.design.model import ClusterContext
+from aicluster.gcp.common import labels
 
 
 @dataclass(frozen=True)

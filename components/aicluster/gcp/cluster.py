@@ -9,22 +9,22 @@ from __future__ import annotations
 
 import pulumi
 
-from ..alert_rules import rule_groups
-from ..catalog import load_catalog
-from ..catalog.observability import scrape
-from ..design import ClusterDesign
-from ..mounts import Mount
-from ..node_local_files import local_nvme_devices, node_local_programs
-from ..observability_design import monitoring_design
-from ..render import render, static
-from ..slurm_config import SLURMCTLD_PORT, node_domain
-from ..telemetry_backend import log_streams
-from .gpu_pool import GpuPool, GpuPoolArgs
-from .identity import NodeIdentity, NodeIdentityArgs
-from .network import Network, NetworkArgs
-from .observability import ObservabilityBackend, ObservabilityBackendArgs, observability_outputs
-from .slurm import SlurmConfiguration, SlurmConfigurationArgs, SlurmController, SlurmControllerArgs, instance_prefix
-from .storage import Filestore, FilestoreArgs, ManagedLustre, ManagedLustreArgs
+from aicluster.render.alert_rules import rule_groups
+from aicluster.catalog import load_catalog
+from aicluster.catalog.observability import scrape
+from aicluster.design.model import ClusterDesign
+from aicluster.mounts import Mount
+from aicluster.render.node_local_files import local_nvme_devices, node_local_programs
+from aicluster.design.observability import monitoring_design
+from aicluster.render.templates import render, static
+from aicluster.render.slurm_config import SLURMCTLD_PORT, node_domain
+from aicluster.design.telemetry_backend import log_streams
+from aicluster.gcp.gpu_pool import GpuPool, GpuPoolArgs
+from aicluster.gcp.identity import NodeIdentity, NodeIdentityArgs
+from aicluster.gcp.network import Network, NetworkArgs
+from aicluster.gcp.observability import ObservabilityBackend, ObservabilityBackendArgs, observability_outputs
+from aicluster.gcp.slurm import SlurmConfiguration, SlurmConfigurationArgs, SlurmController, SlurmControllerArgs, instance_prefix
+from aicluster.gcp.storage import Filestore, FilestoreArgs, ManagedLustre, ManagedLustreArgs
 
 
 
@@ -116,7 +116,7 @@ def build_gcp_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
     if design.kubernetes:
         # GKE: node pools (GPU NIC networks, compact placement) instead of instance templates, and
         # the GKE control plane instead of a Slurm head node (components/aicluster/gcp/gke.py).
-        from .gke import attach_gke
+        from aicluster.gcp.gke import attach_gke
 
         return {"network": network.network_id, "subnetwork": network.subnetwork_self_link,
                 "fabric_networks": {key: f.network.self_link for key, f in network.fabric.items()},
@@ -143,7 +143,7 @@ def build_gcp_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
     }
     if controller:
         # Cloud TPU pools: slices Pulumi creates (TPU VMs), always on, named into the node-name zone.
-        from .tpu_slice import TpuSlice, TpuSliceArgs, startup_script
+        from aicluster.gcp.tpu_slice import TpuSlice, TpuSliceArgs, startup_script
 
         for pool in (p for p in design.pools if p.tpu is not None):
             pools[pool.name] = TpuSlice(f"{design.name}-{pool.name}", TpuSliceArgs(
@@ -169,7 +169,7 @@ def build_gcp_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
         endpoint = None
         if _managed_accounting(design) is not None:
             # slurmdbd's database in Cloud SQL (gcp/accounting_db.py): its private IP and server CA.
-            from .accounting_db import SlurmdbdDatabase, SlurmdbdDatabaseArgs
+            from aicluster.gcp.accounting_db import SlurmdbdDatabase, SlurmdbdDatabaseArgs
             database = SlurmdbdDatabase(f"{design.name}-slurmdbd", SlurmdbdDatabaseArgs(
                 context=design.context, database=_managed_accounting(design), network_id=network.network_id,
                 service_access=network.service_access, password=controller.accounting_password))
@@ -183,7 +183,7 @@ def build_gcp_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
         outputs["slurm_config_bucket"] = controller.bucket_name
         if design.slurm.login and design.slurm.login.count:
             # Login nodes (gcp/login.py): from the controller's ids only, never the pools.
-            from .login import LoginNodes, LoginNodesArgs
+            from aicluster.gcp.login import LoginNodes, LoginNodesArgs
             login = LoginNodes(f"{design.name}-login", LoginNodesArgs(
                 context=design.context, login=design.slurm.login, network=network.network_id,
                 subnetwork=network.subnetwork_self_link, controller_addr=controller.controller_addr,

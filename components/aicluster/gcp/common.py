@@ -8,8 +8,9 @@ import re
 import pulumi
 import pulumi_gcp as gcp
 
-from ..design import Cluster, PoolDesign
-from ..errors import Problem, SpecError
+from aicluster.design.model import Cluster
+from aicluster.design.parts import PoolDesign
+from aicluster.errors import Problem, SpecError
 
 # Labels: keys start with a lowercase letter; keys and values hold lowercase letters, digits, `_`
 # and `-`, at most 63 characters (cloud.google.com/compute/docs/labeling-resources).

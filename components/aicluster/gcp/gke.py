@@ -30,15 +30,16 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from ..design import ClusterContext, ClusterDesign
-from ..gke_design import GkeDesign, SYSTEM_POOL
-from ..kubernetes_design import ROLE_LABEL
-from .common import labels, node_metadata, node_tag, project
-from .gke_addons import GkeAddons, GkeAddonsArgs, GkeFilesystem
-from .gke_nodes import GkeNodePoolArgs, GkeNodePools, network_names
-from .gke_upgrades import maintenance_policy
-from .identity import CLOUD_PLATFORM
-from .workload_identity import WorkloadIdentities, WorkloadIdentitiesArgs
+from aicluster.design.model import ClusterContext, ClusterDesign
+from aicluster.design.gke_parts import GkeDesign
+from aicluster.design.gke import SYSTEM_POOL
+from aicluster.design.kubernetes import ROLE_LABEL
+from aicluster.gcp.common import labels, node_metadata, node_tag, project
+from aicluster.gcp.gke_addons import GkeAddons, GkeAddonsArgs, GkeFilesystem
+from aicluster.gcp.gke_nodes import GkeNodePoolArgs, GkeNodePools, network_names
+from aicluster.gcp.gke_upgrades import maintenance_policy
+from aicluster.gcp.identity import CLOUD_PLATFORM
+from aicluster.gcp.workload_identity import WorkloadIdentities, WorkloadIdentitiesArgs
 
 # GKE's own role for a custom node service account: logs, metrics, image pulls (GKE docs,
 # "Use a least privileged IAM service account for nodes").

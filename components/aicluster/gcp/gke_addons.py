@@ -12,9 +12,9 @@ cluster's own provider (versions from components/aicluster/catalog/kubernetes.ya
 - the example jobs, published in a ConfigMap and written by `aicluster plan --out DIR`: per GPU pool
   a multi-node job with the family's multi-network pod annotations, per TPU pool a JobSet over its
   slices;
-- GPU node health: the agent DaemonSet per GPU pool (aicluster.k8s_health), with the driver's host
+- GPU node health: the agent DaemonSet per GPU pool (aicluster.kubernetes.health), with the driver's host
   path and without the fabric count (node_health_settings);
-- metrics (aicluster.k8s_metrics): dcgm-exporter, node-exporter and kube-state-metrics, the
+- metrics (aicluster.kubernetes.metrics): dcgm-exporter, node-exporter and kube-state-metrics, the
   PodMonitorings managed collection scrapes (Kueue's too).
 """
 from __future__ import annotations
@@ -27,18 +27,19 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
-from ..design import ClusterDesign, StorageDesign
-from ..gke_design import GkeNetwork, GkeNodePool
-from ..k8s_data import pod_identities_and_datasets
-from ..k8s_jobs import gpu_job_scripts
-from ..k8s_resources import (JOB_PRIORITY, SCRIPT_DIR, examples_configmap, gang_charts, helm_release, job_claims,
+from aicluster.design.model import ClusterDesign
+from aicluster.design.parts import StorageDesign
+from aicluster.design.gke_parts import GkeNetwork, GkeNodePool
+from aicluster.kubernetes.data import pod_identities_and_datasets
+from aicluster.kubernetes.jobs import gpu_job_scripts
+from aicluster.kubernetes.in_cluster import (JOB_PRIORITY, SCRIPT_DIR, examples_configmap, gang_charts, helm_release, job_claims,
                              job_name, kueue_queues,
                              render_train_job, static_volume, training_namespace)
-from ..kubernetes_design import EXAMPLES_CONFIGMAP, POOL_LABEL, ROLE_LABEL, versions
-from ..k8s_health import NodeHealthSettings, expectations, gpu_pools, node_health
-from ..k8s_metrics import MetricsSettings, metrics
-from ..mounts import Mount
-from ..render import render, static
+from aicluster.design.kubernetes import EXAMPLES_CONFIGMAP, POOL_LABEL, ROLE_LABEL, versions
+from aicluster.kubernetes.health import NodeHealthSettings, expectations, gpu_pools, node_health
+from aicluster.kubernetes.metrics import MetricsSettings, metrics
+from aicluster.mounts import Mount
+from aicluster.render.templates import render, static
 
 NETWORK_API = "networking.gke.io/v1"
 LUSTRE_CSI_DRIVER = "lustre.csi.storage.gke.io"
@@ -283,7 +284,7 @@ class GkeAddonsArgs:
         cluster (the example jobs and Kueue's flavors and quotas from every pool and
         `kubernetes`, the volumes' claims from `storage`, the installers and pod networks from
         `kubernetes.gke`), through the Kubernetes helpers shared with EKS
-        (aicluster.k8s_resources), which take a ClusterDesign.
+        (aicluster.kubernetes.in_cluster), which take a ClusterDesign.
     provider: the cluster's Kubernetes provider (GkeCluster.provider).
     networks: GkeNetwork.name -> (VPC name, subnet name) outputs, one per `kubernetes.gke.networks`
         entry (from Network.fabric).

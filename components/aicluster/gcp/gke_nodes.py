@@ -31,14 +31,15 @@ from typing import Sequence
 import pulumi
 import pulumi_gcp as gcp
 
-from ..design import ClusterContext, PoolDesign
-from ..gke_design import GkeDesign, GkeNetwork, GkeNodePool
-from ..k8s_capacity import autoscaled_health_marks
-from ..kubernetes_design import KubernetesPool
-from .common import labels, node_metadata, node_tag, pool_labels
-from .gke_upgrades import gpu_upgrade_settings
-from .gpu_pool import RESERVATION_KEY
-from .identity import CLOUD_PLATFORM
+from aicluster.design.model import ClusterContext
+from aicluster.design.parts import PoolDesign
+from aicluster.design.gke_parts import GkeDesign, GkeNetwork, GkeNodePool
+from aicluster.kubernetes.capacity import autoscaled_health_marks
+from aicluster.design.kubernetes import KubernetesPool
+from aicluster.gcp.common import labels, node_metadata, node_tag, pool_labels
+from aicluster.gcp.gke_upgrades import gpu_upgrade_settings
+from aicluster.gcp.gpu_pool import RESERVATION_KEY
+from aicluster.gcp.identity import CLOUD_PLATFORM
 
 _EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..design import ClusterDesign
-from ..gke_design import GkeNodePool
-from ..k8s_capacity import capacity_lines, capacity_warnings
-from ..k8s_data import data_summary
-from ..k8s_resources import claim_name, in_cluster_lines, job_name, queue_summary, volume_name
-from ..kubernetes_design import versions
-from .gke_addons import INSTALLERS, chart_values
+from aicluster.design.model import ClusterDesign
+from aicluster.design.gke_parts import GkeNodePool
+from aicluster.kubernetes.capacity import capacity_lines, capacity_warnings
+from aicluster.kubernetes.data import data_summary
+from aicluster.kubernetes.in_cluster import claim_name, in_cluster_lines, job_name, queue_summary, volume_name
+from aicluster.design.kubernetes import versions
+from aicluster.gcp.gke_addons import INSTALLERS, chart_values
 
 
 def _networks_text(pool: GkeNodePool) -> str:

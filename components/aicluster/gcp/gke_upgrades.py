@@ -21,8 +21,8 @@ import datetime
 
 import pulumi_gcp as gcp
 
-from ..catalog import CatalogError
-from ..kubernetes_design import versions
+from aicluster.catalog import CatalogError
+from aicluster.design.kubernetes import versions
 
 SURGE_NODES = 1             # a GPU pool's upgrade adds one node first
 UNAVAILABLE_NODES = 0       # and takes none away before its replacement is up

@@ -18,9 +18,10 @@ from typing import Sequence
 import pulumi
 import pulumi_gcp as gcp
 
-from ..design import ClusterContext, PoolDesign
-from .common import labels, node_tag, pool_labels, short_name
-from .identity import CLOUD_PLATFORM
+from aicluster.design.model import ClusterContext
+from aicluster.design.parts import PoolDesign
+from aicluster.gcp.common import labels, node_tag, pool_labels, short_name
+from aicluster.gcp.identity import CLOUD_PLATFORM
 
 # DWS flex-start VMs run at most this long before Compute Engine deletes them: the maximum it
 # allows, the default of slurm-gcp's dws_flex.max_run_duration.
@@ -34,7 +35,7 @@ class GpuPoolArgs:
 
     context: the cluster's name, region, zone, labels and workload hints (`ClusterDesign.context`,
         or a `ClusterContext` of your own). pool: the pool's design: machine type, every NIC of the
-        family, placement, image (`aicluster.design.design_pool("a3-megagpu-8g", cloud="gcp")`).
+        family, placement, image (`aicluster.design.cluster.design_pool("a3-megagpu-8g", cloud="gcp")`).
     nic_subnetworks: one subnetwork per NIC of the design, in order (Network.nic_subnetworks).
     service_account_email: the nodes' service account.
     user_data: cloud-init text (metadata user-data).

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from ..design import ClusterContext
-from .common import project, short_name
+from aicluster.design.model import ClusterContext
+from aicluster.gcp.common import project, short_name
 
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
 BASE_ROLES = ("roles/logging.logWriter", "roles/monitoring.metricWriter")

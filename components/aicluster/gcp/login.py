@@ -22,13 +22,13 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from ..catalog import load_catalog
-from ..design import Cluster, ClusterContext
-from ..login_design import LoginDesign
-from ..login_files import HEAD_KEYS_READ, login_user_data
-from ..node_local_files import PYXIS_ARTIFACT_PREFIX
-from .common import grant_objects_under, labels, node_tag
-from .identity import CLOUD_PLATFORM, NodeIdentity, NodeIdentityArgs
+from aicluster.catalog import load_catalog
+from aicluster.design.model import Cluster, ClusterContext
+from aicluster.design.login import LoginDesign
+from aicluster.render.login_files import HEAD_KEYS_READ, login_user_data
+from aicluster.render.node_local_files import PYXIS_ARTIFACT_PREFIX
+from aicluster.gcp.common import grant_objects_under, labels, node_tag
+from aicluster.gcp.identity import CLOUD_PLATFORM, NodeIdentity, NodeIdentityArgs
 
 ROLE = "login"
 SECRET_ACCESSOR = "roles/secretmanager.secretAccessor"

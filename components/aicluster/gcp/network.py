@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_gcp as gcp
 
-from ..design import ClusterContext, GcpNetwork, NetworkDesign, PoolDesign
-from .common import head_tag, node_tag, project
+from aicluster.design.model import ClusterContext
+from aicluster.design.parts import GcpNetwork, NetworkDesign, PoolDesign
+from aicluster.gcp.common import head_tag, node_tag, project
 
 # Where Identity-Aware Proxy's TCP forwarding connects from (cloud.google.com/iap/docs/using-tcp-forwarding):
 # SSH through IAP needs it, as SSH through SSM needs nothing on AWS.

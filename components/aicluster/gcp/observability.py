@@ -22,7 +22,7 @@ managed services only, so there is no self-run Prometheus or log store to lose w
   encrypts every bucket at rest; a customer-managed key is optional and not used (it is a
   project-wide Cloud Logging setting, and a key to keep alive).
 
-- Alerts: Cloud Monitoring evaluates the cluster's alert rules (aicluster.alert_rules, the same
+- Alerts: Cloud Monitoring evaluates the cluster's alert rules (aicluster.render.alert_rules, the same
   groups `plan --out` writes and AMP evaluates on AWS) as PromQL alerting policies, one per rule,
   over what Managed Service for Prometheus holds, on both schedulers: Slurm VMs have no in-cluster
   rule evaluator, and on GKE it spares a self-run Alertmanager. An open incident shows in Cloud
@@ -42,9 +42,9 @@ from typing import Any, Sequence
 import pulumi
 import pulumi_gcp as gcp
 
-from ..design import ClusterContext
-from ..telemetry_backend import LOG_RETENTION_DAYS, log_id
-from .common import project, short_name
+from aicluster.design.model import ClusterContext
+from aicluster.design.telemetry_backend import LOG_RETENTION_DAYS, log_id
+from aicluster.gcp.common import project, short_name
 
 SERVICES = ("monitoring.googleapis.com", "logging.googleapis.com")
 # What GKE logs under a cluster's name (Cloud Logging monitored resource types).

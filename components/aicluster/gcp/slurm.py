@@ -1,6 +1,6 @@
 """Slurm on GCP, in two components, as on AWS (components/aicluster/aws/slurm.py), of the shape both
-clouds share (components/aicluster/slurm_controller.py: the secrets, the published objects) and
-with the same texts (components/aicluster/slurm_files.py: the head's cloud-config, the published
+clouds share (components/aicluster/slurm/controller.py: the secrets, the published objects) and
+with the same texts (components/aicluster/render/slurm_files.py: the head's cloud-config, the published
 files and their manifest); this file holds the GCP parts:
 
 - aicluster:gcp:SlurmController: the munge key in Secret Manager, the configuration bucket, the
@@ -25,19 +25,20 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from ..catalog import load_catalog
-from ..design import Cluster, ClusterContext, ClusterDesign, SlurmDesign
-from ..mounts import Mount
-from ..node_local_files import ARTIFACT_PREFIX, PYXIS_ARTIFACT_PREFIX
-from ..render import static
-from ..slurm_config import node_domain
-from ..slurm_controller import SlurmConfigurationShape, SlurmControllerShape, pool_facts
-from ..slurm_files import BIN, CONFIG_PREFIX, LIBRARY_MODE, BootFile, Published, head_hostname, published_keys  # noqa: F401
-from ..slurm_files import head_user_data as _head_user_data
-from ..slurm_files import published_files as _published_files
-from ..slurm_files import slurm_pools
-from .common import CLUSTER_LABEL, POOL_LABEL, grant_objects_under, head_tag, labels, node_tag, project, short_name
-from .identity import CLOUD_PLATFORM, NodeIdentity, NodeIdentityArgs
+from aicluster.catalog import load_catalog
+from aicluster.design.model import Cluster, ClusterContext, ClusterDesign
+from aicluster.design.parts import SlurmDesign
+from aicluster.mounts import Mount
+from aicluster.render.node_local_files import ARTIFACT_PREFIX, PYXIS_ARTIFACT_PREFIX
+from aicluster.render.templates import static
+from aicluster.render.slurm_config import node_domain
+from aicluster.slurm.controller import SlurmConfigurationShape, SlurmControllerShape, pool_facts
+from aicluster.render.slurm_files import BIN, CONFIG_PREFIX, LIBRARY_MODE, BootFile, Published, head_hostname, published_keys  # noqa: F401
+from aicluster.render.slurm_files import head_user_data as _head_user_data
+from aicluster.render.slurm_files import published_files as _published_files
+from aicluster.render.slurm_files import slurm_pools
+from aicluster.gcp.common import CLUSTER_LABEL, POOL_LABEL, grant_objects_under, head_tag, labels, node_tag, project, short_name
+from aicluster.gcp.identity import CLOUD_PLATFORM, NodeIdentity, NodeIdentityArgs
 
 SECRET_ACCESSOR = "roles/secretmanager.secretAccessor"
 OBJECT_VIEWER, OBJECT_USER = "roles/storage.objectViewer", "roles/storage.objectUser"
@@ -275,7 +276,7 @@ class SlurmConfigurationArgs:
     the controller's bucket, and the head's right to create and delete this cluster's instances.
 
     design: the whole cluster design (`ClusterDesign`), genuinely: the published files render the
-        whole cluster (aicluster.slurm_files.published_files: slurm.conf, topology and gres from
+        whole cluster (aicluster.render.slurm_files.published_files: slurm.conf, topology and gres from
         `slurm` and every pool; cluster.json from every pool), and the head's role adds the Lustre
         import permissions when a Managed Lustre filesystem of `storage` has an `import_path`.
     controller: the cluster's SlurmController (its address, bucket, identity, DNS zone, secrets).
@@ -335,7 +336,7 @@ class SlurmConfiguration(SlurmConfigurationShape):
 
 
 # The published files: object name (under CONFIG_PREFIX) -> where aicluster-sync installs it
-# (components/aicluster/slurm_files.py), with the GCP power program, the Google REST module it
+# (components/aicluster/render/slurm_files.py), with the GCP power program, the Google REST module it
 # imports and the Managed Lustre import.
 _PROGRAMS = {"aicluster-gcp-power.py": "scripts/aicluster-gcp-power.py",
              "aicluster_gcp.py": "scripts/aicluster_gcp.py",

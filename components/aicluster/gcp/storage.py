@@ -18,9 +18,10 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from ..design import ClusterContext, StorageDesign
-from ..mounts import LUSTRE_MOUNT_OPTIONS, Mount
-from .common import labels, short_name
+from aicluster.design.model import ClusterContext
+from aicluster.design.parts import StorageDesign
+from aicluster.mounts import LUSTRE_MOUNT_OPTIONS, Mount
+from aicluster.gcp.common import labels, short_name
 
 # hard: an NFS server restart pauses I/O instead of failing it (Cluster Toolkit's homefs default).
 NFS_MOUNT_OPTIONS = "defaults,hard,_netdev,x-systemd.automount,x-systemd.requires=network-online.target"

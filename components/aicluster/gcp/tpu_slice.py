@@ -4,7 +4,7 @@ A TPU pool on Slurm is `max_nodes / hosts` slices of its topology, each one TPU 
 with acceleratorConfig {type, topology} and the generation's pinned software version) whose hosts
 are the slice's workers. Pulumi creates them, so every host is always on: Slurm sees them as
 ordinary nodes (not State=CLOUD), never powers them down (SuspendExcNodes) and puts them in one
-partition with one topology switch per slice (components/aicluster/design.py, slurm_config.py). Each host's
+partition with one topology switch per slice (components/aicluster/design/cluster.py, slurm_config.py). Each host's
 node name is <pool>-<n>: the slice's first node number (metadata aicluster-first-node) plus the
 host's worker number. Pulumi writes each host's name into the cluster's node-name zone
 (<node>.<cluster>.aicluster.internal -> the host's address, the same zone the resume program
@@ -20,12 +20,13 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from ..design import ClusterContext, ClusterDesign, PoolDesign
-from ..mounts import Mount
-from ..render import render, static
-from ..slurm_config import node_domain
-from .common import labels, node_tag, pool_labels, short_name
-from .identity import CLOUD_PLATFORM
+from aicluster.design.model import ClusterContext, ClusterDesign
+from aicluster.design.parts import PoolDesign
+from aicluster.mounts import Mount
+from aicluster.render.templates import render, static
+from aicluster.render.slurm_config import node_domain
+from aicluster.gcp.common import labels, node_tag, pool_labels, short_name
+from aicluster.gcp.identity import CLOUD_PLATFORM
 
 # A Slurm node record: short TTL, as the resume program writes them.
 RECORD_TTL_S = 60

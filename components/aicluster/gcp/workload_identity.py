@@ -7,7 +7,7 @@ Authenticate to Google Cloud APIs from GKE workloads), and a bucket-level role o
 its buckets: roles/storage.objectViewer for read, roles/storage.objectUser for readwrite. No project
 role: the account reaches nothing but those buckets. The Kubernetes ServiceAccount, annotated
 iam.gke.io/gcp-service-account with the account's email, is made inside the cluster
-(aicluster.k8s_data); the cluster's Workload Identity pool and the nodes' GKE metadata server are
+(aicluster.kubernetes.data); the cluster's Workload Identity pool and the nodes' GKE metadata server are
 gke.py's and gke_nodes.py's. GCS FUSE dataset volumes authenticate as the pod, through this.
 """
 from __future__ import annotations
@@ -18,10 +18,10 @@ from typing import Sequence
 import pulumi
 import pulumi_gcp as gcp
 
-from ..design import ClusterContext
-from ..pod_identity_design import (GCS_ROLES, WORKLOAD_IDENTITY_USER, PodIdentity, gsa_account_id,
+from aicluster.design.model import ClusterContext
+from aicluster.design.pod_identity import (GCS_ROLES, WORKLOAD_IDENTITY_USER, PodIdentity, gsa_account_id,
                                    workload_identity_member)
-from .common import project
+from aicluster.gcp.common import project
 
 
 @dataclass(frozen=True)

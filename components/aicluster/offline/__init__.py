@@ -3,11 +3,14 @@
     from aicluster.offline import run_program, resource_tree
     plan = run_program(program, stack="dev", config={"aws:region": "us-west-2"})
     print("\\n".join(resource_tree(plan)))
+
+May import: the program (aicluster.cluster) and everything below it, and the policy pack through
+its own files (policy_bridge). Never the commands or the CLI.
 """
-from .capture import UNKNOWN, CapturedResource, LogEntry, Plan, Secret
-from .engine import DuplicateResourceError, encode_config, run_program
-from .mocks import FakeCloud, OfflineInvokeError
-from .report import resource_table_markdown, resource_tree
+from aicluster.offline.capture import UNKNOWN, CapturedResource, LogEntry, Plan, Secret
+from aicluster.offline.engine import DuplicateResourceError, encode_config, run_program
+from aicluster.offline.mocks import FakeCloud, OfflineInvokeError
+from aicluster.offline.report import resource_table_markdown, resource_tree
 
 __all__ = [
     "UNKNOWN",

@@ -42,7 +42,7 @@ from pulumi.runtime.proto import engine_pb2, provider_pb2, resource_pb2
 from pulumi.runtime import stack as pulumi_stack
 from pulumi.runtime.stack import run_in_stack
 
-from .capture import (
+from aicluster.offline.capture import (
     STACK_TYPE,
     CapturedResource,
     LogEntry,
@@ -53,7 +53,7 @@ from .capture import (
     reveal,
     struct_to_plain,
 )
-from .mocks import FakeCloud
+from aicluster.offline.mocks import FakeCloud
 
 __all__ = ["run_program", "encode_config", "DuplicateResourceError"]
 

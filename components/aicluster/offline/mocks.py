@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping, Optional
 
 import pulumi
 
-from .capture import reveal
+from aicluster.offline.capture import reveal
 
 ACCOUNT = "123456789012"
 DEFAULT_AWS_REGION = "us-east-1"
@@ -881,8 +881,8 @@ def _tpu_hosts(r: _Res) -> int:
     config = r.get("acceleratorConfig") or {}
     gen = _TPU_CONFIG_TYPES.get(str(config.get("type", "")).upper())
     if gen:
-        from ..catalog import load_catalog
-        from ..tpu import tpu_slice
+        from aicluster.catalog import load_catalog
+        from aicluster.catalog.tpu_slices import tpu_slice
 
         generation = load_catalog().tpus.get(gen)
         if generation and config.get("topology") in generation.topologies:

@@ -47,9 +47,9 @@ from pulumi_policy.deserialize import deserialize_properties
 from pulumi_policy.policy import _NotApplicableError
 from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
 
-from ..errors import Problem, SpecError, close_match
-from ..resources import shipped_dir
-from .capture import STACK_TYPE, CapturedResource, Plan, plain_to_struct, reveal
+from aicluster.errors import Problem, SpecError, close_match
+from aicluster.resources import shipped_dir
+from aicluster.offline.capture import STACK_TYPE, CapturedResource, Plan, plain_to_struct, reveal
 
 RULES_PACKAGE = "aicluster_policy_rules"
 _LEVELS = {level.value: level for level in EnforcementLevel}
@@ -110,7 +110,7 @@ def _schema_of(policy: Policy) -> dict:
 def read_config_file(path: Path) -> dict[str, dict]:
     """A --policy-pack-config file, parsed as the CLI parses it: each value is an enforcement level
     or an object of properties with an optional enforcementLevel. Returns name -> {enforcementLevel?, ...}."""
-    from ..input_files import load_json, read_text   # bounded read; duplicate keys, depth, huge integers refused
+    from aicluster.spec.input_files import load_json, read_text   # bounded read; duplicate keys, depth, huge integers refused
 
     where = str(path)
     text = read_text(path, arg="--config", what="policy config JSON file", subject="policy config")

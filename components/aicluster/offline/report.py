@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .capture import STACK_TYPE, CapturedResource, Plan, Secret, redact
+from aicluster.offline.capture import STACK_TYPE, CapturedResource, Plan, Secret, redact
 
 INDENT = "  "
 

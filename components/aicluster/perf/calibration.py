@@ -15,10 +15,10 @@ import statistics
 from dataclasses import dataclass, fields, replace
 from typing import Callable, Iterable, Mapping, Sequence
 
-from ..catalog import load_catalog
-from .hardware import from_tpu
-from .shapes import Hardware, Layout, ModelShape, Moe, TrainingShape
-from .step import Calibration, step_time
+from aicluster.catalog import load_catalog
+from aicluster.perf.hardware import from_tpu
+from aicluster.perf.shapes import Hardware, Layout, ModelShape, Moe, TrainingShape
+from aicluster.perf.step import Calibration, step_time
 
 # Fitted by bench/calibrate.py on all 174 records (see docs/training-model.md for the errors).
 CALIBRATION = Calibration(gemm_ceiling=0.7617, tpu_ceiling=0.9012, gemm_width=196.9, attention_efficiency=0.6449,

@@ -6,14 +6,14 @@ import dataclasses
 import functools
 from dataclasses import dataclass
 
-from ..errors import Problem, SpecError
-from .calibration import CALIBRATION
-from .flops import flops_per_token, parameter_count
-from .memory import memory
-from .result import Candidate, Checkpoint, DataLoading, Estimate, Memory
-from .search import layouts, space
-from .shapes import Hardware, Layout, LayoutHint, ModelShape, Storage, TrainingShape
-from .step import Calibration, Step, step_time
+from aicluster.errors import Problem, SpecError
+from aicluster.perf.calibration import CALIBRATION
+from aicluster.perf.flops import flops_per_token, parameter_count
+from aicluster.perf.memory import memory
+from aicluster.perf.result import Candidate, Checkpoint, DataLoading, Estimate, Memory
+from aicluster.perf.search import layouts, space
+from aicluster.perf.shapes import Hardware, Layout, LayoutHint, ModelShape, Storage, TrainingShape
+from aicluster.perf.step import Calibration, Step, step_time
 
 # Resumable checkpoint: bf16 weights + fp32 master weights and Adam moments, 14 B/param (the upper
 # end of 12-14 B/param derived from the ZeRO breakdown; BLOOM-176B's 2.3 TB full checkpoint is

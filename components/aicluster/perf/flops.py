@@ -6,7 +6,7 @@ TFLOP/s from its tokens/s, and Narayanan et al.'s 72 B s L h^2 (1 + s/6h + V/12L
 """
 from __future__ import annotations
 
-from .shapes import MLP_MATRICES, ModelShape
+from aicluster.perf.shapes import MLP_MATRICES, ModelShape
 
 
 def attention_params(m: ModelShape) -> float:

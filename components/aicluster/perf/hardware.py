@@ -2,9 +2,9 @@
 a TPU slice (or several), or a what-if named by an accelerator alias."""
 from __future__ import annotations
 
-from ..catalog import InstanceType, TpuGeneration, load_catalog
-from ..errors import Problem, SpecError, close_match
-from .shapes import Hardware
+from aicluster.catalog import InstanceType, TpuGeneration, load_catalog
+from aicluster.errors import Problem, SpecError, close_match
+from aicluster.perf.shapes import Hardware
 
 
 def from_instance(instance: InstanceType, nodes: int, wired_gbps_per_node: float | None = None) -> Hardware:

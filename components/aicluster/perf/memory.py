@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import functools
 
-from .flops import attention_params, mlp_params
-from .result import Memory
-from .shapes import MLP_MATRICES, Hardware, Layout, ModelShape
+from aicluster.perf.flops import attention_params, mlp_params
+from aicluster.perf.result import Memory
+from aicluster.perf.shapes import MLP_MATRICES, Hardware, Layout, ModelShape
 
 GIB = 2 ** 30
 # CUDA context, NCCL buffers and communication buckets: a fixed reserve per GPU. A design choice

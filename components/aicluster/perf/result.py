@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from .shapes import Layout
+from aicluster.perf.shapes import Layout
 
 BOUNDS = ("compute", "memory", "intra-node", "inter-node", "pipeline", "storage")
 

@@ -7,8 +7,8 @@ import itertools
 from dataclasses import dataclass
 from typing import Iterator
 
-from ..errors import Problem, SpecError
-from .shapes import Hardware, Layout, LayoutHint, ModelShape
+from aicluster.errors import Problem, SpecError
+from aicluster.perf.shapes import Hardware, Layout, LayoutHint, ModelShape
 
 MICRO_BATCHES = (1, 2, 4, 8)
 ZERO_STAGES = (1, 3)

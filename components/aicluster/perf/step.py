@@ -11,10 +11,10 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from .flops import attention_flops_per_token, matmul_flops_per_token, recompute_flops_per_token
-from .memory import micro_batches, stage_layers, stage_params
-from .result import Breakdown
-from .shapes import Hardware, Layout, ModelShape, TrainingShape
+from aicluster.perf.flops import attention_flops_per_token, matmul_flops_per_token, recompute_flops_per_token
+from aicluster.perf.memory import micro_batches, stage_layers, stage_params
+from aicluster.perf.result import Breakdown
+from aicluster.perf.shapes import Hardware, Layout, ModelShape, TrainingShape
 
 # Share of link bandwidth a ring collective reaches: NVLink 0.65 (Calculon's A100/H100 system files,
 # docs/training-model.md section 3.2); NICs 0.8 (nccl-tests bus bandwidth over EFA/InfiniBand is

@@ -22,7 +22,7 @@ import re
 from decimal import Decimal
 from typing import Mapping, NamedTuple
 
-from .shapes import MLP_MATRICES, LayoutHint, Moe, ModelShape, TrainingShape
+from aicluster.perf.shapes import MLP_MATRICES, LayoutHint, Moe, ModelShape, TrainingShape
 
 MODEL_TAG = "aicluster-model"
 TRAINING_TAG = "aicluster-training"

@@ -1,7 +1,7 @@
 """The cluster as raw resources describe it: pools, filesystems and head nodes.
 
 Stack rules build this model from `StackValidationArgs.resources` and hand its shapes to
-`aicluster.balance` (the same model `aicluster plan` uses). Nothing here reads our spec: a pool is
+`aicluster.design.balance` (the same model `aicluster plan` uses). Nothing here reads our spec: a pool is
 whatever a hand-written stack would write too.
 
 One small finder per resource source, per cloud; `build` only composes them, in this order:

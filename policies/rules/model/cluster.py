@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from aicluster.balance import FilesystemShape, PoolShape, WorkloadShape
+from aicluster.design.balance import FilesystemShape, PoolShape, WorkloadShape
 from aicluster.catalog import InstanceType
 
 from .._props import number

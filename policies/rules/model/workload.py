@@ -15,7 +15,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from aicluster.balance import WorkloadShape, client_gbps, fabric_gbps
+from aicluster.design.balance import WorkloadShape, client_gbps, fabric_gbps
 from aicluster.catalog import TpuGeneration, load_catalog
 from aicluster.errors import SpecError
 from aicluster.perf import (Estimate, Hardware, LayoutHint, ModelShape, Storage, TrainingShape, estimate, from_instance,
@@ -179,7 +179,7 @@ def _tpu_generation(pool: Pool) -> TpuGeneration:
 
 def _client_gbps(pool: Pool) -> float:
     """What one node pushes to the filesystem. A TPU host writes over its data-center network, the
-    catalog's DCN per chip x its chips, as the plan's TPU host (aicluster.tpu.host_instance) counts
+    catalog's DCN per chip x its chips, as the plan's TPU host (aicluster.catalog.tpu_slices.host_instance) counts
     it; a generation without that figure leaves it unbounded (0: no bound)."""
     if not pool.tpu:
         return client_gbps(pool.instance)

@@ -1,0 +1,110 @@
+"""`aicluster catalog [TYPE]`: the catalog's facts as text or JSON, every one with its source."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from aicluster.catalog import InstanceType, load_catalog
+from aicluster.errors import SpecError
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "unknown (no primary source)"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def overview() -> list[str]:
+    catalog = load_catalog()
+    lines = []
+    header = f"{'type':<20} {'accelerators':<20} {'vCPU':>5} {'RAM GiB':>8} {'net Gbps':>9} {'fabric':<22} {'$/h':>9}"
+    for cloud, types in catalog.instance_types.items():
+        lines += [f"{cloud.upper()} instance types", header]
+        for t in types.values():
+            fabric = (f"{t.max_efa_interfaces} EFA" if cloud == "aws" and t.efa_capable
+                      else f"{t.gpu_nics} GPU NICs ({t.gpu_nic_stack})" if t.gpu_nics else "none")
+            price = f"{t.price.usd_per_hour:.3f}" if t.price else "-"
+            lines.append(f"{t.name:<20} {f'{t.accelerator_count}x {t.accelerator.model}':<20} "
+                         f"{_fmt(t.vcpu) if t.vcpu else '-':>5} {_fmt(t.memory_gib) if t.memory_gib else '-':>8} "
+                         f"{_fmt(t.network_gbps):>9} {fabric:<22} {price:>9}")
+        aliases = ", ".join(f"{a}={n}" for a, n in sorted(catalog.aliases[cloud].items()))
+        lines += [f"aliases: {aliases}", ""]
+    lines.append("TPU generations (per chip)")
+    for tpu in catalog.tpus.values():
+        lines.append(f"{tpu.name:<5} {tpu.hbm_gib_per_chip:g} GiB HBM, {tpu.bf16_tflops:g} TFLOPS, "
+                     f"{tpu.ici_dims}D ICI, up to {tpu.max_chips} chips, {len(tpu.topologies)} slice shapes")
+    lines += ["", "FSx for Lustre deployment types"]
+    for fsx in catalog.fsx.values():
+        tiers = ", ".join(map(str, fsx.throughput_mbps_per_tib)) or f"fixed {fsx.baseline_mbps_per_tib}"
+        lines.append(f"{fsx.name:<13} throughput MB/s/TiB: {tiers}; capacity: {fsx.capacity_rule()}")
+    lines += ["", "Managed Lustre tiers (GCP)"]
+    for tier in catalog.managed_lustre.values():
+        lines.append(f"{tier.throughput_mbps_per_tib:>5} MB/s/TiB: at least {tier.min_capacity_gib} GiB")
+    lines += ["", "`aicluster catalog TYPE` shows every fact of one entry with its source."]
+    return lines
+
+
+def _instance_facts(t: InstanceType) -> dict[str, Any]:
+    facts = {
+        "cloud": t.cloud,
+        "accelerator": f"{t.accelerator_count}x {t.accelerator.model} ({t.accelerator.memory_gib:g} GiB each)",
+        "dense BF16 TFLOPS per accelerator": t.accelerator.bf16_tflops,
+        "memory bandwidth GB/s per accelerator": t.accelerator.hbm_bandwidth_gbs,
+        "vCPU": t.vcpu,
+        "RAM GiB": t.memory_gib,
+        "network Gbps": t.network_gbps,
+    }
+    if t.cloud == "aws":
+        facts |= {"network cards": t.network_cards, "max EFA interfaces": t.max_efa_interfaces,
+                  "GPUDirect RDMA": t.gpudirect_rdma, "local NVMe GB": t.local_nvme_gb,
+                  "$/h": f"{t.price.usd_per_hour} ({t.price.region}, {t.price.date})" if t.price else None}
+    else:
+        facts |= {"host NICs": t.host_nics, "GPU NICs": t.gpu_nics, "GPU NIC stack": t.gpu_nic_stack,
+                  "GPU network Gbps": t.gpu_network_gbps}
+    facts |= {"source": t.source, "accelerator source": t.accelerator.source}
+    return facts
+
+
+def _lookup(name: str) -> tuple[str, Any]:
+    catalog = load_catalog()
+    found = catalog.find(name)
+    if found is None:
+        for cloud in catalog.aliases:
+            found = catalog.resolve(cloud, name)
+            if found:
+                break
+    if found:
+        return "instance", found
+    if name in catalog.tpus:
+        return "tpu", catalog.tpus[name]
+    if name.upper() in catalog.fsx:
+        return "fsx", catalog.fsx[name.upper()]
+    choices = [*catalog.names("aws"), *catalog.names("gcp"), *catalog.tpus, *catalog.fsx]
+    raise SpecError.one("TYPE", name, "an instance type, alias, TPU generation or FSx deployment type "
+                                      "listed by `aicluster catalog`", choices, subject="argument")
+
+
+def describe(name: str) -> list[str]:
+    kind, entry = _lookup(name)
+    facts = _instance_facts(entry) if kind == "instance" else dataclasses.asdict(entry)
+    width = max(len(k) for k in facts)
+    title = entry.name
+    return [title, *(f"  {k:<{width}}  {_fmt(v)}" for k, v in facts.items())]
+
+
+def describe_json(name: str | None) -> Any:
+    catalog = load_catalog()
+    if name is None:
+        return {
+            "instance_types": {c: {n: dataclasses.asdict(t) for n, t in ts.items()}
+                               for c, ts in catalog.instance_types.items()},
+            "aliases": catalog.aliases,
+            "tpus": {n: dataclasses.asdict(t) for n, t in catalog.tpus.items()},
+            "fsx_lustre": {n: dataclasses.asdict(t) for n, t in catalog.fsx.items()},
+            "managed_lustre": {str(k): dataclasses.asdict(t) for k, t in catalog.managed_lustre.items()},
+        }
+    return dataclasses.asdict(_lookup(name)[1])

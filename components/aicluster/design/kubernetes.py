@@ -1,0 +1,382 @@
+"""spec + catalog -> KubernetesDesign: everything about the EKS control plane that needs no cloud
+output. Pure (no Pulumi): node labels and taints, hugepages, Kueue flavors and quotas, the worker
+shape of the example training job, the control-plane subnets, and the pinned versions.
+
+The versions live in components/aicluster/catalog/kubernetes.yaml (one place, every entry sourced),
+loaded by catalog/kubernetes.py (below the spec, which checks against them) and re-exported here.
+"""
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Mapping
+
+from aicluster.catalog.tpu_slices import TPU_RESOURCE
+from aicluster.design.zone_subnets import two_zone_subnets
+from aicluster.catalog.kubernetes import (_VERSIONS_FILE, Chart, GkeVersions, NcclInstaller, Versions,  # noqa: F401
+                                 second_zone, versions, versions_from)
+
+from aicluster.design.pod_identity import Dataset, PodIdentity, design_datasets, design_identities
+
+if TYPE_CHECKING:   # design.py imports this module; only type names flow the other way
+    from aicluster.design.parts import PoolDesign
+    from aicluster.design.gke_parts import GkeDesign
+    from aicluster.spec.cluster import ClusterSpec
+
+# Labels and taints every GPU node carries. `nvidia.com/gpu.present` and
+# `vpc.amazonaws.com/efa.present` are the labels the NVIDIA charts and the EFA device plugin's
+# documented values select on; the aicluster.io ones name the pool for Kueue and jobs.
+POOL_LABEL = "aicluster.io/pool"
+INSTANCE_TYPE_LABEL = "aicluster.io/instance-type"
+ACCELERATOR_LABEL = "aicluster.io/accelerator"
+ROLE_LABEL = "aicluster.io/role"
+SYSTEM_NODES = {ROLE_LABEL: "system"}     # the node selector of the add-on controllers
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+EFA_PRESENT_LABEL = "vpc.amazonaws.com/efa.present"
+GPU_TAINT_KEY = "nvidia.com/gpu"
+GPU_TAINT_VALUE = "present"
+
+GPU_RESOURCE = "nvidia.com/gpu"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+HUGEPAGES_RESOURCE = "hugepages-2Mi"
+# GKE taints its GPU and TPU nodes itself (GKE GPU and TPU docs); workloads tolerate them.
+TPU_TAINT_KEY = "google.com/tpu"
+
+# "Amazon EC2 instances with the EFA driver installed pre-allocate 5128 2MiB Huge Pages"; an EFA
+# worker requests 5120Mi of them (EKS user guide, node-efa). The nodes set the same count
+# themselves, so it does not depend on which EFA packages an AMI release carries.
+HUGEPAGES_PER_NODE = 5128
+HUGEPAGES_PER_WORKER_MIB = 5120
+# What a worker leaves to the kubelet, the system daemons and the DaemonSets (CNI, kube-proxy,
+# device plugins, FSx node plugin, Pod Identity agent): EKS reserves well under 1 vCPU and a few
+# GiB on these sizes; the margins keep a whole-node worker schedulable on every catalog type.
+WORKER_CPU_MARGIN = 4
+WORKER_MEMORY_SHARE = 0.9
+# /dev/shm for DataLoader workers and NCCL's shared-memory transport: a memory-backed emptyDir,
+# counted against the worker's memory limit.
+SHM_SHARE = 1 / 8
+
+
+# How the `pulumi up` that creates the in-cluster objects (Helm releases, volumes, queues) reaches
+# the Kubernetes API (spec `kubernetes.api_access`):
+# - endpoint: over an endpoint the deployer can reach from where it runs. GKE: the DNS-based
+#   control-plane endpoint, authenticated by IAM (no IP allowlist); EKS has no IAM-gated endpoint,
+#   so its public endpoint is opened to `api_access_cidrs` only (required).
+# - vpc: the endpoint stays private; `pulumi up` runs inside the VPC or a network routed to it
+#   (VPN, Direct Connect / Interconnect, peering) and creates everything in one run.
+# - private: the endpoint stays private and this `pulumi up` creates no in-cluster object (phase 1);
+#   phase 2 switches to `vpc` and runs `pulumi up` from inside the VPC. The cloud resources of
+#   `private` and `vpc` are the same, so phase 2 only adds the in-cluster objects.
+API_ACCESS = ("endpoint", "vpc", "private")
+
+EXAMPLES_CONFIGMAP = "aicluster-examples"   # the ConfigMap that publishes the example jobs
+
+# Priorities: Kueue WorkloadPriorityClasses, set on a job with the label
+# `kueue.x-k8s.io/priority-class`. Kueue orders its queues and preempts by the workload's priority,
+# and a Kueue preemption evicts a whole workload (every pod of the gang, requeued together). A
+# Kubernetes PriorityClass would also give the pods that priority in kube-scheduler, which
+# preempts pod by pod and could kill one rank of a running gang; a WorkloadPriorityClass does not
+# touch the pods' priority (Kueue docs, concepts/workload_priority_class). A job without the label
+# gets priority 0 (no globalDefault PriorityClass exists), so `training` is 0: the default.
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+
+
+@dataclass(frozen=True)
+class WorkloadPriority:
+    name: str
+    value: int
+    description: str
+
+
+WORKLOAD_PRIORITIES = (
+    WorkloadPriority("preemptible", -1000, "Opportunistic work (sweeps, evaluation, debugging): any job of a "
+                     "higher class may preempt it, also one borrowing quota from another team's queue."),
+    WorkloadPriority("training", 0, "The default (also for jobs without a priority label): preempted only by "
+                     "critical jobs of the same queue, or when another team reclaims its quota."),
+    WorkloadPriority("critical", 1000, "Production and deadline runs: preempts preemptible and training jobs "
+                     "of its own queue to start."),
+)
+DEFAULT_PRIORITY = "training"
+# A queue that borrows idle quota from the cohort may preempt only jobs at or below this priority
+# in the queues it borrows from (ClusterQueue preemption.borrowWithinCohort.maxPriorityThreshold).
+BORROW_PREEMPTS_UP_TO = WORKLOAD_PRIORITIES[0].value
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str                       # Kubernetes spelling: NoSchedule
+
+    @property
+    def eks_effect(self) -> str:      # the EKS API's spelling: NO_SCHEDULE
+        return {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE",
+                "PreferNoSchedule": "PREFER_NO_SCHEDULE"}[self.effect]
+
+    def toleration(self) -> dict:
+        return {"key": self.key, "operator": "Exists", "effect": self.effect}
+
+
+GPU_TAINT = Taint(GPU_TAINT_KEY, GPU_TAINT_VALUE, "NoSchedule")
+TPU_TAINT = Taint(TPU_TAINT_KEY, "present", "NoSchedule")
+# The system node group's type when the spec names none (4 vCPU / 16 GiB on both clouds).
+DEFAULT_SYSTEM_TYPE = {"aws": "m7i.xlarge", "gcp": "n2-standard-4"}
+
+
+@dataclass(frozen=True)
+class KubernetesPool:
+    """One pool as Kubernetes sees it: an EKS managed node group, a Kueue flavor, a worker shape."""
+
+    name: str
+    instance_type: str
+    min_nodes: int
+    max_nodes: int
+    capacity_type: str                # ON_DEMAND | SPOT | CAPACITY_BLOCK (EKS node group)
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    gpus: int                         # per node
+    efa: int                          # EFA devices per node (0 without EFA)
+    vcpu: int
+    memory_gib: int
+    hugepages_per_node: int           # 2 MiB pages the node pre-allocates
+    local_nvme: bool                  # instance store to RAID0 for containerd and kubelet
+    worker_cpu: int
+    worker_memory_gib: int
+    shm_gib: int
+    tpus: int = 0                     # TPU chips per node (GKE TPU node pools)
+    bought_nodes: int | None = None   # instances a reservation or capacity block holds (capacity.nodes)
+
+    @property
+    def flavor(self) -> str:
+        return self.name
+
+    @property
+    def desired_nodes(self) -> int:
+        """The node group's size at creation. A capacity block's group starts empty: the block may
+        not be active yet (EKS user guide, capacity-blocks-mng: desired size 0, then scale up when
+        the block starts, by a scheduled action or update-nodegroup-config)."""
+        return 0 if self.capacity_type == "CAPACITY_BLOCK" else self.min_nodes
+
+    @property
+    def min_size(self) -> int:
+        """The node group's minimum: 0 for a capacity block (it is empty before the block starts,
+        and EKS scales it to 0 before the block ends); the spec refuses min_nodes there."""
+        return 0 if self.capacity_type == "CAPACITY_BLOCK" else self.min_nodes
+
+    @property
+    def quota_nodes(self) -> int:
+        """The nodes Kueue may count on: max_nodes, or fewer when the pool buys from a reservation or
+        capacity block that holds fewer (a quota above it would admit jobs no instance can start)."""
+        return min(self.max_nodes, self.bought_nodes) if self.bought_nodes else self.max_nodes
+
+    @property
+    def quota(self) -> dict[str, str]:
+        """The ClusterQueue's nominal quota for this flavor: the pool's totals at quota_nodes
+        (memory only where the catalog knows it; TPU chips for TPU pools)."""
+        return self.quota_at(self.quota_nodes)
+
+    def quota_at(self, n: int) -> dict[str, str]:
+        """The quota of `n` of this pool's nodes (a team's guaranteed share; `quota` is all of them)."""
+        quota = {"cpu": str(self.vcpu * n)}
+        if self.memory_gib:
+            quota["memory"] = f"{self.memory_gib * n}Gi"
+        quota |= {
+            GPU_RESOURCE: str(self.gpus * n),
+            EFA_RESOURCE: str(self.efa * n),
+            HUGEPAGES_RESOURCE: f"{self.hugepages_per_node * 2 * n}Mi",
+        }
+        if self.tpus:
+            quota[TPU_RESOURCE] = str(self.tpus * n)
+        return quota
+
+    @property
+    def worker_resources(self) -> dict[str, str]:
+        """What one worker pod (one per node) requests, limits equal (Guaranteed QoS; hugepages
+        need requests == limits). A TPU worker asks for its host's chips only, as GKE's TPU
+        guides do: the chips decide the placement, the host's CPU and memory are the worker's."""
+        if self.tpus:
+            return {TPU_RESOURCE: str(self.tpus)}
+        resources = {"cpu": str(self.worker_cpu)}
+        if self.worker_memory_gib > 0:
+            resources["memory"] = f"{self.worker_memory_gib}Gi"
+        resources[GPU_RESOURCE] = str(self.gpus)
+        if self.efa:
+            resources[EFA_RESOURCE] = str(self.efa)
+            resources[HUGEPAGES_RESOURCE] = f"{HUGEPAGES_PER_WORKER_MIB}Mi"
+        return resources
+
+
+@dataclass(frozen=True)
+class KueueQueue:
+    """The queues of one namespace (the training namespace's, or a team's): its LocalQueue and the
+    ClusterQueue behind it, in the cluster's cohort, with the nodes of each pool that the
+    ClusterQueue's nominal quota guarantees."""
+
+    namespace: str
+    cluster_queue: str
+    nodes: Mapping[str, int]           # pool name -> guaranteed nodes
+    local_queue: str = "default"
+
+    def quota(self, pool: KubernetesPool) -> dict[str, str]:
+        return pool.quota_at(self.nodes.get(pool.name, 0))
+
+
+@dataclass(frozen=True)
+class KubernetesDesign:
+    version: str
+    cluster_name: str
+    namespace: str
+    gpu_devices: str                  # nvidia-device-plugin | gpu-operator (never both)
+    api_access_cidrs: tuple[str, ...]
+    admins: tuple[str, ...]
+    system_instance_type: str
+    system_nodes: int
+    control_plane_subnets: tuple[tuple[str, str], ...]   # (cidr, zone), new VPC only
+    control_plane_subnet_ids: tuple[str, ...]            # existing network only
+    pools: tuple[KubernetesPool, ...]
+    platform: str = "eks"                                # eks | gke
+    gke: GkeDesign | None = None                         # GKE only (platform "gke")
+    api_access: str = "endpoint"                         # endpoint | vpc | private (API_ACCESS)
+    teams: tuple[tuple[str, Mapping[str, int]], ...] = ()  # (namespace, pool -> guaranteed nodes), spec order
+    identities: tuple[PodIdentity, ...] = ()              # kubernetes.service_accounts (pod_identity_design)
+    datasets: tuple[Dataset, ...] = ()                    # kubernetes.datasets: object-store volumes
+
+    @property
+    def in_cluster(self) -> bool:
+        """Whether this `pulumi up` creates the in-cluster objects (not in phase 1 of `private`)."""
+        return self.api_access != "private"
+
+    @property
+    def public_endpoint(self) -> bool:
+        """An IP endpoint reachable from outside the VPC, for `api_access_cidrs` only."""
+        return bool(self.api_access_cidrs)
+
+    @property
+    def cluster_queue(self) -> str:
+        return self.cluster_name
+
+    @property
+    def local_queue(self) -> str:
+        return "default"
+
+    @property
+    def cohort(self) -> str:
+        """Every ClusterQueue's cohort: queues lend their idle quota to each other and reclaim it."""
+        return self.cluster_name
+
+    @property
+    def queues(self) -> tuple[KueueQueue, ...]:
+        """The training namespace's queue (the ClusterQueue named after the cluster), then one per
+        team. Each team's ClusterQueue guarantees the team's nodes; the training queue keeps the rest
+        of every pool, so the cohort's quota is the pools' totals, whatever the teams."""
+        teams = tuple(KueueQueue(namespace, f"{self.cluster_name}-{namespace}", dict(nodes))
+                      for namespace, nodes in self.teams)
+        rest = {p.name: p.quota_nodes - sum(q.nodes.get(p.name, 0) for q in teams) for p in self.pools}
+        return (KueueQueue(self.namespace, self.cluster_queue, rest, self.local_queue), *teams)
+
+    @property
+    def resources(self) -> tuple[str, ...]:
+        """The ClusterQueue's covered resources, in order."""
+        return tuple(r for group in self.resource_groups for r in group.resources)
+
+    @property
+    def resource_groups(self) -> tuple["ResourceGroup", ...]:
+        """The ClusterQueue's resource groups. EKS: one (cpu, memory, GPUs, EFA, huge pages) for
+        every pool. GKE: GPU pools cover cpu, memory (where every GPU pool's memory is known) and
+        GPUs; TPU pools cover TPU chips in a group of their own (a TPU worker asks for chips only)."""
+        if self.platform == "eks":
+            return (ResourceGroup(("cpu", "memory", GPU_RESOURCE, EFA_RESOURCE, HUGEPAGES_RESOURCE), self.pools),)
+        gpu = tuple(p for p in self.pools if not p.tpus)
+        tpu = tuple(p for p in self.pools if p.tpus)
+        groups = []
+        if gpu:
+            memory = ("memory",) if all(p.memory_gib for p in gpu) else ()
+            groups.append(ResourceGroup(("cpu", *memory, GPU_RESOURCE), gpu))
+        if tpu:
+            groups.append(ResourceGroup((TPU_RESOURCE,), tpu))
+        return tuple(groups)
+
+    def pool(self, name: str) -> KubernetesPool:
+        for pool in self.pools:
+            if pool.name == name:
+                return pool
+        raise KeyError(name)
+
+
+@dataclass(frozen=True)
+class ResourceGroup:
+    """One resourceGroups entry of the ClusterQueue: resources covered and the flavors (pools)."""
+
+    resources: tuple[str, ...]
+    pools: tuple[KubernetesPool, ...]
+
+
+def design_kubernetes(spec: "ClusterSpec", pools: "tuple[PoolDesign, ...]", vpc_cidr: str | None) -> KubernetesDesign:
+    """EKS (gke_design.design_gke_kubernetes designs GKE; design.py picks one)."""
+    k8s = spec.kubernetes
+    subnets: tuple[tuple[str, str], ...] = ()
+    if vpc_cidr:
+        # The control plane's cross-account interfaces, one per zone (zone_subnets.py).
+        subnets = two_zone_subnets(vpc_cidr, spec.zone, k8s.control_plane_zone, first=0)
+    return KubernetesDesign(
+        version=versions().kubernetes,
+        cluster_name=spec.name,
+        namespace=k8s.namespace,
+        gpu_devices=k8s.gpu_devices,
+        api_access_cidrs=tuple(str(ipaddress.ip_network(c)) for c in k8s.api_access_cidrs),
+        admins=tuple(k8s.admins),
+        system_instance_type=k8s.system_nodes.instance_type or DEFAULT_SYSTEM_TYPE["aws"],
+        system_nodes=k8s.system_nodes.count,
+        control_plane_subnets=subnets,
+        control_plane_subnet_ids=tuple(k8s.control_plane_subnet_ids),
+        pools=tuple(_pool(p) for p in pools),
+        api_access=k8s.api_access,
+        teams=kubernetes_teams(spec),
+        identities=design_identities(spec),
+        datasets=design_datasets(spec),
+    )
+
+
+def kubernetes_teams(spec: "ClusterSpec") -> tuple[tuple[str, Mapping[str, int]], ...]:
+    """The spec's `kubernetes.teams`: each team's namespace and its guaranteed nodes per pool."""
+    return tuple((team.name, dict(team.nodes)) for team in spec.kubernetes.teams)
+
+
+_CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "reservation": "ON_DEMAND", "spot": "SPOT",
+                   "capacity-block": "CAPACITY_BLOCK"}
+
+
+def _pool(pool: "PoolDesign") -> KubernetesPool:
+    itype = pool.instance
+    gpus = itype.accelerator_count
+    efa = pool.efa_devices
+    labels = {
+        POOL_LABEL: pool.name,
+        INSTANCE_TYPE_LABEL: itype.name,
+        ACCELERATOR_LABEL: itype.accelerator.gres_type,
+        GPU_PRESENT_LABEL: "true",
+    }
+    if efa:
+        labels[EFA_PRESENT_LABEL] = "true"
+    vcpu = itype.vcpu or 1
+    memory = itype.memory_gib or 1
+    worker_memory = int(memory * WORKER_MEMORY_SHARE) - (HUGEPAGES_PER_NODE * 2 // 1024 + 1 if efa else 0)
+    return KubernetesPool(
+        name=pool.name,
+        instance_type=itype.name,
+        min_nodes=pool.min_nodes,
+        max_nodes=pool.max_nodes,
+        capacity_type=_CAPACITY_TYPES[pool.capacity.type],
+        bought_nodes=pool.capacity.nodes,
+        labels=labels,
+        taints=(GPU_TAINT,),
+        gpus=gpus,
+        efa=efa,
+        vcpu=vcpu,
+        memory_gib=memory,
+        hugepages_per_node=HUGEPAGES_PER_NODE if efa else 0,
+        local_nvme=bool(itype.local_nvme_gb),
+        worker_cpu=max(1, vcpu - WORKER_CPU_MARGIN),
+        worker_memory_gib=worker_memory,
+        shm_gib=max(1, int(worker_memory * SHM_SHARE)),
+    )

@@ -1,0 +1,104 @@
+"""The training model's inputs from a spec and a design: the workload's shapes (perf.ModelShape,
+TrainingShape, LayoutHint), the hardware the job runs on and the filesystem it reads data from and
+writes checkpoints to. The one place spec sections become perf shapes, so `aicluster plan`,
+`aicluster estimate` and the policy pack model the same job."""
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from aicluster.design.balance import client_gbps, fabric_gbps
+from aicluster.errors import Problem, SpecError
+from aicluster.design.workload_shapes import shapes, workload_warnings
+from aicluster.perf import Estimate, Hardware, Storage, estimate, from_instance, from_tpu
+
+if TYPE_CHECKING:   # design.py imports this module: a runtime import back would be a cycle
+    from aicluster.design.model import ClusterDesign
+    from aicluster.design.parts import PoolDesign, StorageDesign
+    from aicluster.spec.cluster import WorkloadSpec
+
+
+# --- the hardware and the filesystem -------------------------------------------------------
+
+
+def accelerator_pools(design: ClusterDesign) -> list[PoolDesign]:
+    return [p for p in design.pools if p.instance.accelerator.kind != "cpu" and p.instance.accelerator_count > 0]
+
+
+def modelled_pool(design: ClusterDesign) -> PoolDesign:
+    """The pool the job runs on: the one with most accelerators at max_nodes (a training job
+    spans one pool: one accelerator type, one fabric)."""
+    pools = accelerator_pools(design)
+    if not pools:
+        raise SpecError([Problem("pools", [p.name for p in design.pools],
+                                 "a pool of accelerators (GPU, Trainium or TPU) for the training model to run on")],
+                        subject="workload")
+    return max(pools, key=lambda p: (p.accelerators, p.instance.accelerator.bf16_tflops or 0.0))
+
+
+def hardware(design: ClusterDesign) -> tuple[Hardware, tuple[str, ...]]:
+    """The largest accelerator pool at max_nodes, with the fabric actually wired, and what the
+    model leaves out."""
+    pool = modelled_pool(design)
+    warnings = []
+    others = [p for p in accelerator_pools(design) if p is not pool]
+    if others:
+        warnings.append(f"modelled on pool {pool.name} ({pool.accelerators} accelerators), the largest; "
+                        f"{', '.join(p.name for p in others)} not included (a job spans one pool)")
+    if pool.tpu is not None:
+        hw = from_tpu(pool.tpu.generation, pool.tpu.chips, max(1, pool.slices))
+        return hw, tuple(warnings)
+    wired = pool.efa_devices if design.cloud == "aws" else pool.gpu_nics
+    gbps, full = fabric_gbps(pool.instance, wired)
+    if pool.max_nodes > 1 and gbps < full:
+        what = "EFA devices" if design.cloud == "aws" else "GPU NICs"
+        warnings.append(f"pool {pool.name} wires {gbps:g} of {full:g} Gbps of {what} per node: inter-node "
+                        "collectives are modelled at what is wired")
+    return from_instance(pool.instance, pool.max_nodes, gbps), tuple(warnings)
+
+
+def _parallel_filesystems(design: ClusterDesign) -> list[StorageDesign]:
+    # Filestore and EFS (NFS) hold homes, not training data or checkpoints (as in balance.from_design).
+    return [s for s in design.storage if s.kind not in ("filestore", "efs") and s.throughput_mbps > 0]
+
+
+def storage(design: ClusterDesign, workload: WorkloadSpec | None = None) -> Storage | None:
+    """The fastest parallel filesystem, bounded by what the modelled pool's nodes can push to it;
+    checkpoint interval and stall budget from `workload` (default: the design's)."""
+    filesystems = _parallel_filesystems(design)
+    if not filesystems:
+        return None
+    fs = max(filesystems, key=lambda s: s.throughput_mbps)
+    ws = workload if workload is not None else design.workload
+    # Only the job's own nodes write its checkpoints: one pool (see modelled_pool). Clients: a node's
+    # storage bandwidth in Gbps / 8 = GB/s (balance.client_gbps has the sources).
+    pool = modelled_pool(design)
+    client = pool.max_nodes * client_gbps(pool.instance) / 8
+    extra = {} if ws is None else {"checkpoint_interval_min": ws.checkpoint_interval_min,
+                                   "max_checkpoint_stall_pct": ws.max_checkpoint_stall_pct}
+    return Storage(name=fs.name, throughput_gbs=fs.throughput_mbps / 1000, client_gbs=client if client > 0 else None,
+                   **extra)
+
+
+def estimate_for(ws: WorkloadSpec, hw: Hardware, fs: Storage | None, *, top: int = 3,
+                 warnings: tuple[str, ...] = (), prefix: str = "workload.") -> Estimate:
+    """The training model's answer for `ws` on `hw`; SpecError when nothing fits. `prefix` is
+    where the workload's sections sit in the YAML ("workload." in a spec, "" in a workload file)."""
+    found = shapes(ws)
+    if found is None:
+        raise SpecError([Problem(f"{prefix}model", None, "a model section (layers, hidden, heads, ffn_hidden, "
+                                 "vocab, seq_len): model_params_b alone gives no step time")], subject="workload")
+    model, training, hint = found
+    result = estimate(model, training, hw, hint=hint, storage=fs, top=top, at=f"{prefix}parallelism")
+    extra = warnings + workload_warnings(ws)
+    return dataclasses.replace(result, warnings=extra + tuple(result.warnings)) if extra else result
+
+
+def estimate_design(design: ClusterDesign, top: int = 3) -> Estimate | None:
+    """The estimate `aicluster plan` shows: the design's workload on its largest accelerator pool;
+    None without a described model."""
+    ws = design.workload
+    if ws is None or ws.model is None:
+        return None
+    hw, warnings = hardware(design)
+    return estimate_for(ws, hw, storage(design), top=top, warnings=warnings)
