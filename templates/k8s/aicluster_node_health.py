@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """aicluster-node-health: the GPU node health agent of aicluster's Kubernetes clusters (EKS and GKE).
 
-Runs as a DaemonSet on every GPU node (components/aicluster/k8s_health.py renders it) and, every
+Runs as a DaemonSet on every GPU node (components/aicluster/kubernetes/health.py renders it) and, every
 AICLUSTER_HEALTH_INTERVAL seconds, runs the very health check the Slurm nodes run
 (templates/scripts/aicluster-gpu-healthcheck: GPU count, ECC, row remapping, NVLink, fatal Xids,
 EFA / RDMA device count) in the host's mount and network namespaces (nsenter into PID 1: the
@@ -53,7 +53,7 @@ LABEL = "aicluster.io/gpu-health"
 TAINT_KEY = "aicluster.io/gpu-unhealthy"
 PASSED, FAILED, UNDECIDED = "passed", "failed", "undecided"
 # The taint a node is born with when an autoscaler launches it for a waiting job (Karpenter's
-# NodePool startupTaints on EKS, the node pool's taints on GKE: aicluster.k8s_capacity). The node
+# NodePool startupTaints on EKS, the node pool's taints on GKE: aicluster.kubernetes.capacity). The node
 # carries the label the jobs select, so the autoscaler can promise it, but it has no verdict yet;
 # the first check removes the taint (a pass) or replaces it with ours (a failure). Cluster
 # autoscaler leaves taints of this prefix out of its node templates (StartupTaintPrefix).
