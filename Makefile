@@ -6,6 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STACK  ?= aws-p5-slurm
 PYTEST_ARGS ?=
+TEST_WORKERS ?= auto
 LOCK   := requirements.lock
 # uv resolves the lock (make lock); pinned so that two refreshes of the same inputs agree.
 UV_VERSION := 0.13.9
@@ -53,8 +54,11 @@ system-deps:
 plan: $(VENV)/.installed
 	$(BIN)/aicluster plan --stack $(STACK)
 
+# The suite runs on every core (pytest-xdist); tests waiting on a daemon leave their core to the
+# others, and worksteal keeps the long fuzzers from leaving one worker alone at the end.
+# TEST_WORKERS=0 runs it in one process.
 test: system-deps $(VENV)/.installed
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 # Plan-time scaling benchmark: writes bench/results/plan_scaling.md and .json (a few minutes).
 bench: $(VENV)/.installed

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import copy
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
 
 import pytest
 
 from tests.support import BASE_SPEC, free_port, run_spec
+from tests.support.stack_plans import SHARED_ENV
 
 
 @pytest.fixture
@@ -30,6 +36,31 @@ def moto_endpoint():
     host, port = server.get_host_and_port()
     yield f"http://{host}:{port}"
     server.stop()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """Short temporary paths, the same length with or without pytest-xdist: /tmp/aic-XXXXXXXX/t, and
+    popen-gwN below it for each worker. A node program writes a path into a Slurm reason and the
+    CLI bounds a path in its messages; pytest's own /tmp/pytest-of-<user>/pytest-<n>/popen-gwN/...
+    grows with every worker and run number. Folders of runs older than a day are removed (a run
+    going on beside this one is never touched)."""
+    if config.option.basetemp or hasattr(config, "workerinput"):
+        return   # given on the command line, or a worker: xdist hands it the controller's, per worker
+    root = Path(tempfile.gettempdir())
+    for old in root.glob("aic-????????"):
+        try:
+            if time.time() - old.stat().st_mtime > 86_400:
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError:
+            pass
+    run = Path(tempfile.mkdtemp(prefix="aic-", dir=root))
+    run.chmod(0o700)
+    config.option.basetemp = str(run / "t")   # pytest empties and makes it on first use
+    # What the workers share for this run only (tests/support/stack_plans.py), beside it.
+    shared = run / "shared"
+    shared.mkdir()
+    os.environ[SHARED_ENV] = str(shared)
 
 
 def pytest_collection_finish(session):

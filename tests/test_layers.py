@@ -13,7 +13,9 @@ Checked, with no exception list:
     aicluster.design.stateful and aicluster.perf (plus pulumi_policy, yaml, the standard library and
     its own modules), and those need nothing above the catalog layer;
 (d) nothing imports aicluster.cli;
-(e) at most 12 modules sit directly in components/aicluster; everything else is in a folder.
+(e) at most 12 modules sit directly in components/aicluster; everything else is in a folder;
+(f) the node programs (aicluster.node) import nothing of aicluster but each other, the standard
+    library and the cloud SDKs: a node has none of the rest.
 The checker is itself tested: a planted upward import and a planted two-way import fail it.
 """
 from __future__ import annotations
@@ -34,6 +36,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # No aicluster import at all, or only each other: input bounds, errors, file locations, Mount.
     ("base", ("aicluster.limits", "aicluster.errors", "aicluster.resources", "aicluster.mounts",
               "aicluster.lazy")),
+    # What runs on the nodes (aicluster.node): the standard library, the cloud SDKs and itself only
+    # (test_node_programs_import_only_the_node_package); the render layer ships it.
+    ("node", ("aicluster.node",)),
     # Every sourced fact and its loader; no spec, no Pulumi.
     ("catalog", ("aicluster.catalog",)),
     # Raw YAML -> ClusterSpec or SpecError; checks read the catalog, never a design.
@@ -248,6 +253,27 @@ def test_the_checker_fails_on_a_planted_upward_and_a_planted_two_way_import(tmp_
 
 def _policy_files() -> list[Path]:
     return sorted((ROOT / "policies").rglob("*.py"))
+
+
+NODE_PACKAGE = "aicluster.node"
+NODE_THIRD_PARTY = ("boto3", "botocore")
+
+
+def test_node_programs_import_only_the_node_package():
+    stdlib = set(sys.stdlib_module_names)
+    bad = []
+    for name, (path, is_package) in _modules().items():
+        if name != NODE_PACKAGE and not name.startswith(NODE_PACKAGE + "."):
+            continue
+        package = name if is_package else name.rpartition(".")[0]
+        for imported, line, _ in _imports(ast.parse(path.read_text(encoding="utf-8")), package):
+            top = imported.split(".")[0]
+            if top in stdlib or top == "__future__" or top in NODE_THIRD_PARTY:
+                continue
+            if imported == NODE_PACKAGE or imported.startswith(NODE_PACKAGE + "."):
+                continue
+            bad.append(f"{path.relative_to(ROOT)}:{line} imports {imported}")
+    assert not bad, "aicluster.node imports only itself, the standard library and boto3:\n" + "\n".join(bad)
 
 
 def test_policy_pack_depends_only_on_catalog_balance_stateful():

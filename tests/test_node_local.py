@@ -122,9 +122,9 @@ def test_aws_nodes_fetch_both_programs():
 
 
 def test_gcp_nodes_carry_both_programs():
-    from aicluster.commands.planner import plan_stack
+    from tests.support.stack_plans import stack_result
 
-    result = plan_stack("gcp-a3mega-slurm")
+    result = stack_result("gcp-a3mega-slurm")
     (name,) = [n for n in result.files if n.startswith("user-data/") and n.endswith("-gpu-template.yaml")]
     paths = {f["path"] for f in yaml.safe_load(result.files[name])["write_files"]}
     assert {"/opt/aicluster/bin/aicluster-scratch", "/opt/aicluster/bin/aicluster-containers"} <= paths
@@ -132,7 +132,7 @@ def test_gcp_nodes_carry_both_programs():
 
 def test_the_plan_shows_scratch_and_containers_per_pool():
     from aicluster.commands.plan_report import pool_lines
-    from aicluster.commands.planner import plan_stack
+    from tests.support.stack_plans import stack_result
 
-    lines = pool_lines(plan_stack("aws-p5-slurm").design)
+    lines = pool_lines(stack_result("aws-p5-slurm").design)
     assert "    /scratch RAID0 of 8 x 3800 GB local NVMe = 30400 GB; containers enroot " in "\n".join(lines)

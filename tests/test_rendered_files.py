@@ -20,9 +20,9 @@ def require(tool: str) -> str:
 
 @pytest.fixture(scope="module")
 def rendered():
-    from aicluster.commands.planner import plan_stack
+    from tests.support.stack_plans import stack_result
 
-    return {stack: plan_stack(stack).files for stack in STACK_NAMES}
+    return {stack: stack_result(stack).files for stack in STACK_NAMES}
 
 
 def test_user_data_passes_cloud_init_schema(rendered, tmp_path):

@@ -101,9 +101,9 @@ def test_private_is_phase_one_the_same_cloud_resources_and_nothing_inside(plan_s
 
 def test_example_stack_reaches_its_api_and_the_plan_says_how():
     from aicluster.commands.plan_report import text
-    from aicluster.commands.planner import plan_stack
+    from tests.support.stack_plans import stack_result
 
-    result = plan_stack("aws-p5-eks")
+    result = stack_result("aws-p5-eks")
     (cluster,) = result.plan.of_type(CLUSTER)
     assert cluster.inputs["vpcConfig"]["endpointPublicAccess"] is True
     assert cluster.inputs["vpcConfig"]["publicAccessCidrs"]

@@ -83,11 +83,11 @@ def test_node_config_without_instance_store_leaves_storage_alone():
 
 @pytest.mark.parametrize("stack", EKS_STACKS)
 def test_launch_templates_carry_it_and_cloud_init_accepts_it(stack, tmp_path):
-    from aicluster.commands.planner import plan_stack
+    from tests.support.stack_plans import stack_result
 
     cloud_init = shutil.which("cloud-init")
     assert cloud_init, "cloud-init is required for this test: apt-get install cloud-init (.ci/run installs it)"
-    result = plan_stack(stack)
+    result = stack_result(stack)
     mime = {name: text for name, text in result.files.items() if name.endswith(".mime")}
     assert mime and set(mime) == {f"user-data/{result.design.name}-{p.name}-template.mime" for p in result.design.pools}
     for pool in result.design.pools:

@@ -459,9 +459,9 @@ def test_compute_nodes_join_configless_with_the_family_nccl_stack(plan_spec):
 @pytest.mark.parametrize("stack, nics", [("gcp-a3mega-slurm", 9), ("gcp-a3ultra-slurm", 10)])
 def test_example_stacks_plan_their_nics(stack, nics):
     from aicluster.commands.plan_report import text
-    from aicluster.commands.planner import plan_stack
+    from tests.support.stack_plans import stack_result
 
-    result = plan_stack(stack)
+    result = stack_result(stack)
     out = "\n".join(text(result))
     assert f"{nics} NICs per node" in out
     assert "Managed Lustre" in out and "gcp:compute/instance:Instance" in out

@@ -119,9 +119,9 @@ def test_a_misspelt_api_access_gets_a_close_match():
 
 def test_plan_says_how_the_api_is_reached():
     from aicluster.commands.plan_report import text
-    from aicluster.commands.planner import plan_stack
+    from tests.support.stack_plans import stack_result
 
-    out = "\n".join(text(plan_stack("gcp-a3ultra-gke")))
+    out = "\n".join(text(stack_result("gcp-a3ultra-gke")))
     (line,) = [x for x in out.splitlines() if "Kubernetes API:" in x]
     assert "DNS-based endpoint" in line and "IAM" in line and "--dns-endpoint" in line
     assert "the IP endpoint is private" in line

@@ -294,9 +294,9 @@ def test_always_on_slices_have_a_fixed_size(plan_spec):
 
 def test_tpu_stack_shows_its_sixteen_hosts():
     from aicluster.commands.plan_report import text
-    from aicluster.commands.planner import plan_stack
+    from tests.support.stack_plans import stack_result
 
-    out = "\n".join(text(plan_stack("gcp-tpu-v5p-gke")))
+    out = "\n".join(text(stack_result("gcp-tpu-v5p-gke")))
     assert "TPU v5p 4x4x4: 64 chips on 16 hosts of ct5p-hightpu-4t" in out
     assert "nodes 0..16 as v5p-[1-16]" in out and "16 hosts" in out
     assert "flavor v5p: google.com/tpu 64" in out
@@ -304,9 +304,9 @@ def test_tpu_stack_shows_its_sixteen_hosts():
 
 def test_a3_ultra_stack_shows_eight_rdma_networks_on_its_gpu_node_pool():
     from aicluster.commands.plan_report import text
-    from aicluster.commands.planner import plan_stack
+    from tests.support.stack_plans import stack_result
 
-    result = plan_stack("gcp-a3ultra-gke")
+    result = stack_result("gcp-a3ultra-gke")
     out = "\n".join(text(result))
     assert "9 additional node networks: gvnic-1 (NetDevice) + 8 RDMA networks rdma-0..rdma-7 (deviceMode RDMA)" in out
     (pool,) = [p for p in result.plan.of_type(NODE_POOL) if p.inputs["name"] == "h200"]

@@ -93,9 +93,9 @@ def test_tpu_node_pools_keep_secure_boot_without_managed_lustre(plan_spec):
 
 def test_tpu_stack_plan_shows_disk_and_secure_boot():
     from aicluster.commands.plan_report import text
-    from aicluster.commands.planner import plan_stack
+    from tests.support.stack_plans import stack_result
 
-    out = "\n".join(text(plan_stack("gcp-tpu-v5p-gke")))
+    out = "\n".join(text(stack_result("gcp-tpu-v5p-gke")))
     (line,) = [x for x in out.splitlines() if "node pools v5p" in x]
     assert "pd-balanced boot disk" in line and "no Secure Boot" in line
 

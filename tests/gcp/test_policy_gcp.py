@@ -8,7 +8,7 @@ import pulumi_gcp as gcp
 import pytest
 
 from aicluster.commands.check import verdicts_for_plan
-from aicluster.commands.planner import plan_stack
+from tests.support.stack_plans import stack_result
 
 from tests.support import handwritten as hw
 
@@ -17,7 +17,7 @@ GCP_STACKS = ["gcp-a3mega-slurm", "gcp-a3ultra-slurm"]
 
 @pytest.mark.parametrize("stack", GCP_STACKS)
 def test_example_stacks_pass_the_pack(stack):
-    verdicts = {v.rule_id: v for v in verdicts_for_plan(plan_stack(stack).plan)}
+    verdicts = {v.rule_id: v for v in verdicts_for_plan(stack_result(stack).plan)}
     assert [r for r, v in verdicts.items() if v.status in ("fail", "warn")] == []
     # The stacks describe their model: AIC-STO-006 judges storage in AIC-STO-002's place.
     for rule in ("AIC-NET-001", "AIC-NET-002", "AIC-NET-004", "AIC-NET-005", "AIC-STO-001", "AIC-STO-006",

@@ -39,9 +39,9 @@ NOTHING_TO_PROBE = {"pause"}
 
 
 def _files(stack: str) -> dict[str, str]:
-    from aicluster.commands.planner import plan_stack
+    from tests.support.stack_plans import stack_result
 
-    return plan_stack(stack).files
+    return stack_result(stack).files
 
 
 def _gke_files(pools: list[dict]) -> dict[str, str]:

@@ -30,9 +30,9 @@ def test_the_pinned_version_has_its_own_offline_schemas():
 
 @pytest.mark.parametrize("stack", EKS_STACKS)
 def test_every_rendered_manifest_of_the_stack_validates(stack):
-    from aicluster.commands.planner import plan_stack
+    from tests.support.stack_plans import stack_result
 
-    manifests = rendered_manifests(plan_stack(stack).files)
+    manifests = rendered_manifests(stack_result(stack).files)
     kinds = {d["kind"] for docs in manifests.values() for d in docs}
     pools = stack_spec(stack)["pools"]
     expected = {"Namespace", "PersistentVolume", "PersistentVolumeClaim", "ConfigMap", "ResourceFlavor",
@@ -76,9 +76,9 @@ def test_manifests_of_other_shapes_validate(plan_spec, variant):
 
 @pytest.fixture(scope="module")
 def job_docs():
-    from aicluster.commands.planner import plan_stack
+    from tests.support.stack_plans import stack_result
 
-    files = plan_stack(EKS_STACKS[0]).files
+    files = stack_result(EKS_STACKS[0]).files
     return [d for d in yaml.safe_load_all(files["k8s/examples/train-gpu.yaml"]) if d]
 
 

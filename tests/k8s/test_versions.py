@@ -184,11 +184,11 @@ def test_a_chart_pinned_without_a_source_is_refused(missing):
 def test_every_helm_release_is_a_sourced_catalog_chart(stack):
     """What a plan installs through Helm is a chart of the catalog at its pinned version, from its
     pinned repository: no release carries a chart or version the catalog does not source."""
-    from aicluster.commands.planner import plan_stack
+    from tests.support.stack_plans import stack_result
 
     v = versions()
     pinned = {(c.chart, c.version): c for c in v.charts.values()}
-    releases = [yaml.safe_load(text) for name, text in plan_stack(stack).files.items() if name.startswith("k8s/helm/")]
+    releases = [yaml.safe_load(text) for name, text in stack_result(stack).files.items() if name.startswith("k8s/helm/")]
     assert releases, stack
     for release in releases:
         key = (release["chart"].rsplit("/", 1)[-1], str(release["version"]))

@@ -28,13 +28,13 @@ EKS, GKE = "aws-p5-eks", "gcp-a3ultra-gke"
 
 @pytest.fixture(scope="module")
 def plans():
-    from aicluster.commands.planner import plan_stack
+    from tests.support.stack_plans import stack_result
 
     cache: dict = {}
 
     def get(stack: str):
         if stack not in cache:
-            cache[stack] = plan_stack(stack)
+            cache[stack] = stack_result(stack)
         return cache[stack]
     return get
 

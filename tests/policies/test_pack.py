@@ -13,7 +13,7 @@ import pytest
 from pulumi_policy import EnforcementLevel, Severity, StackValidationPolicy
 
 from aicluster.offline.policy_bridge import load_rules, read_config_file, resolve_config, run_policies
-from aicluster.commands.planner import plan_stack
+from tests.support.stack_plans import stack_result
 from tests.support import stack_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,7 +121,7 @@ def test_strict_json_makes_every_rule_mandatory_and_raises_the_floor():
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_every_shipped_stack_passes_every_mandatory_rule(stack):
-    verdicts = run_policies(plan_stack(stack).plan)
+    verdicts = run_policies(stack_result(stack).plan)
     failed = {v.rule_id: [x.message for x in v.violations] for v in verdicts if v.status == "fail"}
     assert not failed
     judged = {"AIC-NET-001", "AIC-NET-002", "AIC-NET-004", "AIC-STO-001", "AIC-STO-002", "AIC-STO-004",

@@ -4,18 +4,43 @@ gcp:project, ...) and, for edits, with its spec replaced, exactly as `aicluster 
 from __future__ import annotations
 
 import copy
+import fcntl
 import functools
 import json
+import os
+import pickle
+from pathlib import Path
 
 from tests.support import STACK_NAMES  # noqa: F401  re-exported: every stack in stacks/
 
 
+# Set by tests/conftest.py for the whole run: a folder every pytest-xdist worker shares, where the
+# first worker to need a stack's plan leaves it (pickled) for the others.
+SHARED_ENV = "AICLUSTER_TEST_SHARED"
+
+
 @functools.lru_cache(maxsize=None)
 def stack_result(name: str):
-    """`aicluster plan --stack NAME` in-process: a PlanResult (spec, design, plan, files)."""
+    """`aicluster plan --stack NAME` in-process: a PlanResult (spec, design, plan, files), made once
+    per test run: per process, and across workers through the run's shared folder (a lock makes
+    the others wait for the one that plans, instead of planning it again)."""
     from aicluster.commands.planner import plan_stack
 
-    return plan_stack(name)
+    shared = os.environ.get(SHARED_ENV)
+    if not shared:
+        return plan_stack(name)
+    folder = Path(shared) / "stack-plans"
+    folder.mkdir(parents=True, exist_ok=True)
+    saved = folder / f"{name}.pickle"
+    with open(folder / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if saved.exists():
+            return pickle.loads(saved.read_bytes())
+        result = plan_stack(name)
+        partial = saved.with_suffix(".partial")
+        partial.write_bytes(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
+        partial.replace(saved)
+        return result
 
 
 def stack_plan(name: str):
