@@ -40,10 +40,10 @@ def moto_endpoint():
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
-    """Short temporary paths, the same length with or without pytest-xdist: /tmp/aic-XXXXXXXX/t, and
-    popen-gwN below it for each worker. A node program writes a path into a Slurm reason and the
-    CLI bounds a path in its messages; pytest's own /tmp/pytest-of-<user>/pytest-<n>/popen-gwN/...
-    grows with every worker and run number. Folders of runs older than a day are removed (a run
+    """Short temporary paths, the same length with or without pytest-xdist: aic-XXXXXXXX/t in the
+    system's temporary folder, and popen-gwN below it for each worker. A node program writes a path
+    into a Slurm reason and the CLI bounds a path in its messages; pytest's own
+    pytest-of-<user>/pytest-<n>/popen-gwN/... grows with every worker and run number. Folders of runs older than a day are removed (a run
     going on beside this one is never touched)."""
     if config.option.basetemp or hasattr(config, "workerinput"):
         return   # given on the command line, or a worker: xdist hands it the controller's, per worker
