@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import fcntl
 import functools
+import hashlib
 import json
 import os
 import pickle
@@ -19,28 +20,36 @@ from tests.support import STACK_NAMES  # noqa: F401  re-exported: every stack in
 SHARED_ENV = "AICLUSTER_TEST_SHARED"
 
 
-@functools.lru_cache(maxsize=None)
-def stack_result(name: str):
-    """`aicluster plan --stack NAME` in-process: a PlanResult (spec, design, plan, files), made once
-    per test run: per process, and across workers through the run's shared folder (a lock makes
-    the others wait for the one that plans, instead of planning it again)."""
-    from aicluster.commands.planner import plan_stack
-
-    shared = os.environ.get(SHARED_ENV)
-    if not shared:
-        return plan_stack(name)
-    folder = Path(shared) / "stack-plans"
+def shared(key: str, compute):
+    """compute() once per test run across pytest-xdist workers: the first worker to ask computes it
+    and leaves it pickled in the run's shared folder; the others wait on a lock and load it. A
+    failure is not kept (each asker raises its own). Without the folder (pytest not run through
+    tests/conftest.py), compute() itself."""
+    folder = os.environ.get(SHARED_ENV)
+    if not folder:
+        return compute()
+    folder = Path(folder) / "plans"
     folder.mkdir(parents=True, exist_ok=True)
-    saved = folder / f"{name}.pickle"
-    with open(folder / f"{name}.lock", "w") as lock:
+    stem = hashlib.sha256(key.encode()).hexdigest()[:32]
+    saved = folder / f"{stem}.pickle"
+    with open(folder / f"{stem}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if saved.exists():
             return pickle.loads(saved.read_bytes())
-        result = plan_stack(name)
-        partial = saved.with_suffix(".partial")
-        partial.write_bytes(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
+        value = compute()
+        partial = folder / f"{stem}.partial"
+        partial.write_bytes(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
         partial.replace(saved)
-        return result
+        return value
+
+
+@functools.lru_cache(maxsize=None)
+def stack_result(name: str):
+    """`aicluster plan --stack NAME` in-process: a PlanResult (spec, design, plan, files), made once
+    per test run (per process, and across workers: `shared`)."""
+    from aicluster.commands.planner import plan_stack
+
+    return shared(f"stack {name}", lambda: plan_stack(name))
 
 
 def stack_plan(name: str):
