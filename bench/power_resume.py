@@ -5,7 +5,7 @@ behaviour only (no timing assertion belongs in a test).
 
     .venv/bin/python bench/power_resume.py [--nodes 2000] [--repeat 3] [--out bench/results]
 
-The real program (templates/scripts/aicluster-power.py, its own threads and backoff) against an
+The real program (aicluster/node/aws_power.py, its own threads and backoff) against an
 in-process EC2 with EC2's shapes and throttling (tests/support/fault_proxy.py ThrottledEc2): a
 token bucket of 100 per action refilled at 20 a second (the throttling guide's example), the first
 20 calls of every action refused outright, 100 ms a call and 5 s a CreateFleet; one job per 8
@@ -71,7 +71,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args(argv)
 
-    power = load_power("aicluster_power_bench")
+    power = load_power()
     power.core.BACKOFF_BASE_S /= TIME_SCALE
     power.core.BACKOFF_CAP_S /= TIME_SCALE
     power.core.log.disabled = True          # its per-node lines; what counts is printed below

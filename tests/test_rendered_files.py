@@ -146,7 +146,7 @@ def test_heads_of_both_clouds_share_their_cloud_config(rendered):
 def test_the_published_manifest_is_one_shape_on_both_clouds(rendered):
     """Same Slurm files, programs and run order on both clouds; the mount script at one path on
     every node (the GCP head had it in /opt/aicluster/bin); modules imported by the programs 0644
-    (aicluster_slurm.py was 0755 on the AWS head)."""
+    (the power core, aicluster_slurm.py then, was 0755 on the AWS head)."""
     from aicluster.aws.slurm import PUBLISHED_KEYS as AWS_KEYS
     from aicluster.gcp.slurm import PUBLISHED_KEYS as GCP_KEYS
     from aicluster.render.slurm_files import MOUNT_SCRIPT

@@ -1,6 +1,7 @@
 """The programs a node fetches at boot, for real: aicluster-fetch, exactly as the user data carries
 it, run as a subprocess against moto's S3 holding exactly the objects the plan publishes; and the
-fetched programs themselves, read by shellcheck (they used to be checked inside the user data).
+fetched programs themselves, read by shellcheck (they used to be checked inside the user data), and
+the fetched entry points of aicluster.node run from the modules fetched beside them.
 
 shellcheck is required: a missing tool fails, it does not skip.
 """
@@ -93,14 +94,23 @@ def test_fetch_installs_exactly_the_pinned_programs(node, tmp_path, role):
         installed = tmp_path / "root" / entry["path"].lstrip("/")
         assert installed.read_bytes() == node.objects[entry["key"]].encode()
         assert hashlib.sha256(installed.read_bytes()).hexdigest() == entry["sha256"]
-        assert installed.stat().st_mode & 0o7777 == 0o755
+        module = entry["path"].startswith("/opt/aicluster/lib/")
+        assert installed.stat().st_mode & 0o7777 == (0o644 if module else 0o755)
+    modules = {"head": {"sync.py", "secret.py", "gcp.py"}, "compute": {"secret.py", "gcp.py"}}[role]
+    assert {e["path"] for e in listing["files"] if e["path"].startswith("/opt/aicluster/lib/")} == \
+        {f"/opt/aicluster/lib/aicluster/node/{m}" for m in modules}
     expected = {"head": {"aicluster-sync", "aicluster-secret"},
                 "compute": {"aicluster-secret", "aicluster-node-bootstrap", "aicluster-gpu-healthcheck",
                             "aicluster-mount-storage", "aicluster-resume-job", "aicluster-task-prolog",
                             "aicluster-scratch", "aicluster-containers",
                             # what watches the node (slurm_monitoring), started after slurmd
                             "aicluster-monitoring", "aicluster-node-metrics"}}[role]
-    assert {Path(e["path"]).name for e in listing["files"]} == expected
+    assert {Path(e["path"]).name for e in listing["files"] if not e["path"].startswith("/opt/aicluster/lib/")} == expected
+    # The entry points run aicluster.node's modules from the lib folder they were fetched into.
+    for program in ("aicluster-secret", "aicluster-sync") if role == "head" else ("aicluster-secret",):
+        ran = subprocess.run([str(tmp_path / "root" / "opt" / "aicluster" / "bin" / program), "--help"],
+                             capture_output=True, text=True, timeout=60, env={"PATH": os.environ.get("PATH", "")})
+        assert ran.returncode == 0 and "usage:" in ran.stdout, ran.stderr
 
 
 def test_a_changed_object_installs_nothing(node, tmp_path):
@@ -134,11 +144,13 @@ def test_fetched_programs_pass_shellcheck_and_compile(stack, tmp_path):
     for role, text in user_data(stack).items():
         for entry in json.loads(write_files(text)[LISTS[role]])["files"]:
             content, name = objects[entry["key"]], Path(entry["path"]).name
-            if content.startswith("#!/bin/bash"):
+            if content.startswith(("#!/bin/bash", "#!/bin/sh")):
                 path = tmp_path / f"{role}-{name}"
                 path.write_text(content)
                 run = subprocess.run([shellcheck, "--severity=style", str(path)], capture_output=True, text=True)
                 assert run.returncode == 0, f"{stack} {entry['key']}:\n{run.stdout}"
+            elif entry["path"].startswith("/opt/aicluster/lib/aicluster/node/"):
+                compile(content, entry["key"], "exec")      # a module of aicluster.node
             else:
                 assert content.startswith("#!/usr/bin/env python3"), entry["key"]
                 compile(content, entry["key"], "exec")

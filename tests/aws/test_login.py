@@ -112,6 +112,9 @@ def test_user_data_fetches_exactly_the_programs_in_the_bucket(plan):
     for entry in listing["files"]:
         assert hashlib.sha256(objects[entry["key"]].encode()).hexdigest() == entry["sha256"]
     assert {e["path"] for e in listing["files"]} == {"/opt/aicluster/bin/aicluster-secret",
+                                                     # the modules of aicluster.node it runs
+                                                     "/opt/aicluster/lib/aicluster/node/secret.py",
+                                                     "/opt/aicluster/lib/aicluster/node/gcp.py",
                                                      "/opt/aicluster/bin/aicluster-login-bootstrap",
                                                      "/opt/aicluster/bin/aicluster-containers",
                                                      # what watches the node (slurm_monitoring)

@@ -421,8 +421,9 @@ def test_published_configuration_is_the_shared_slurm_templates(plan_spec):
     assert runs == [["/usr/local/sbin/aicluster-mount-storage"], ["/opt/aicluster/bin/aicluster-accounting"],
                     ["/opt/aicluster/bin/aicluster-gcp-lustre-import"],
                     ["/opt/aicluster/bin/aicluster-pyxis-build", "--background"], monitoring, monitoring]
-    modes = {f["path"].rsplit("/", 1)[1]: f["mode"] for f in manifest["files"]}
-    assert (modes["aicluster_slurm.py"], modes["aicluster_gcp.py"], modes["aicluster-gcp-power.py"]) == \
+    modes = {f["path"]: f["mode"] for f in manifest["files"]}
+    lib, bin_dir = "/opt/aicluster/lib/aicluster/node", "/opt/aicluster/bin"
+    assert (modes[f"{lib}/slurm.py"], modes[f"{lib}/gcp.py"], modes[f"{bin_dir}/aicluster-gcp-power.py"]) == \
         ("0644", "0644", "0755")
     cluster = json.loads(files["aicluster/cluster.json"])
     t = plan.of_type(TEMPLATE)[0]

@@ -1,4 +1,4 @@
-"""Whose instance is it? The GCP power programs (templates/scripts/aicluster-gcp-power.py) against the
+"""Whose instance is it? The GCP power programs (aicluster/node/gcp_power.py) against the
 project's fake Compute Engine (tests/support/fake_gcp.py) through the real REST client. Issue 24.
 
 - A node's name comes from its instance's name (the cluster's instance_prefix + the node), never
@@ -15,10 +15,8 @@ project's fake Compute Engine (tests/support/fake_gcp.py) through the real REST 
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import re
-import sys
 import uuid
 from datetime import datetime, timedelta, timezone
 
@@ -26,30 +24,21 @@ import pytest
 
 from aicluster.design.cluster import design_cluster
 from aicluster.gcp.slurm import instance_prefix, published_files
+from aicluster.node import gcp, reconcile
+from aicluster.node import gcp_power as power
+from aicluster.node import slurm as core
 from aicluster.spec.cluster import PoolSpec, parse_spec
-from tests.support import GCP_MIN, GCP_PROJECT, ROOT
+from tests.support import GCP_MIN, GCP_PROJECT
 from tests.support.contract_plans import NAME_MAX, POOL_MAX
 from tests.support.fake_gcp import FakeGcp
-from tests.support.reconcile_fakes import FakeSlurm, load_script
+from tests.support.reconcile_fakes import FakeSlurm
 
-SCRIPT = ROOT / "templates" / "scripts" / "aicluster-gcp-power.py"
 TEMPLATE = f"https://www.googleapis.com/compute/v1/projects/{GCP_PROJECT}/global/instanceTemplates/gpu-tmpl"
 ZONE = GCP_MIN["zone"]
 # https://cloud.google.com/compute/docs/naming-resources#resource-name-format
 GCE_NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 
 
-def load_power():
-    spec = importlib.util.spec_from_file_location("aicluster_gcp_power_names", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-power = load_power()
-core = sys.modules["aicluster_slurm"]
-gcp = sys.modules["aicluster_gcp"]
-reconcile = load_script("aicluster_reconcile")
 
 
 def spec_for(name: str, pool: str = "gpu", max_nodes: int = 4) -> dict:

@@ -17,7 +17,7 @@ import pytest
 
 from aicluster.mounts import Mount
 from aicluster.render.templates import render
-from tests.support import GCP_PROJECT, ROOT, stack_spec
+from tests.support import GCP_PROJECT, ROOT, node_programs, stack_spec
 from tests.support.fake_gcp import FakeGcp
 
 SCRIPTS = ROOT / "templates" / "scripts"
@@ -159,12 +159,9 @@ def test_healthcheck_refuses_an_unknown_fabric_kind(tmp_path):
 
 
 def program_dir(tmp_path) -> Path:
-    """/opt/aicluster/bin as the node has it: the programs beside aicluster_gcp.py."""
-    bin_dir = tmp_path / "opt-bin"
-    bin_dir.mkdir(exist_ok=True)
-    for src, dst in (("aicluster-secret.py", "aicluster-secret"), ("aicluster-sync.py", "aicluster-sync"),
-                     ("aicluster-gcp-lustre-import.py", "aicluster-gcp-lustre-import"), ("aicluster_gcp.py", None)):
-        shutil.copy(SCRIPTS / src, bin_dir / (dst or src))
+    """/opt/aicluster/bin as the node has it: the entry points, aicluster.node in ../lib."""
+    bin_dir = tmp_path / "opt" / "bin"
+    node_programs.install(bin_dir, ["aicluster-secret", "aicluster-sync", "aicluster-gcp-lustre-import"])
     return bin_dir
 
 
@@ -172,7 +169,7 @@ def test_secret_comes_from_secret_manager_into_a_private_file(tmp_path, fake):
     name = f"projects/{GCP_PROJECT}/secrets/aicluster-test-munge-key"
     fake.secrets[name] = b"c2VjcmV0LWtleS1ieXRlcw=="      # stored base64, as aicluster stores the munge key
     dest = tmp_path / "munge.key"
-    run = subprocess.run([sys.executable, str(program_dir(tmp_path) / "aicluster-secret"), name, str(dest), "--base64"],
+    run = subprocess.run([str(program_dir(tmp_path) / "aicluster-secret"), name, str(dest), "--base64"],
                          env={**os.environ, **fake.env()}, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert dest.read_bytes() == b"secret-key-bytes"
@@ -205,7 +202,7 @@ def test_sync_installs_the_published_files_from_cloud_storage(tmp_path, fake):
 
     env = {**os.environ, **fake.env(), "AICLUSTER_ROOT": str(root), "AICLUSTER_SCONTROL": str(stubs / "scontrol"),
            "AICLUSTER_SYSTEMCTL": str(stubs / "systemctl"), "AICLUSTER_SLURMCTLD": str(fake_slurmctld.install(stubs))}
-    run = subprocess.run([sys.executable, str(program_dir(tmp_path) / "aicluster-sync"), "--bootstrap"],
+    run = subprocess.run([str(program_dir(tmp_path) / "aicluster-sync"), "--bootstrap"],
                          env=env, capture_output=True, text=True, timeout=120)
     # The bootstrap run also runs what the files ask for; those programs need root paths, so only
     # the installation is judged here.
@@ -225,7 +222,7 @@ def test_lustre_import_starts_each_import_once(tmp_path, fake):
     env = {**os.environ, **fake.env(), "AICLUSTER_ROOT": str(root)}
     program = program_dir(tmp_path) / "aicluster-gcp-lustre-import"
     for _ in range(2):
-        run = subprocess.run([sys.executable, str(program)], env=env, capture_output=True, text=True)
+        run = subprocess.run([str(program)], env=env, capture_output=True, text=True)
         assert run.returncode == 0, run.stderr
     (call,) = fake.requests(":importData")
     assert call.path == f"/lustre/v1/{instance}:importData"

@@ -1,4 +1,4 @@
-"""The GCP Slurm power programs (templates/scripts/aicluster-gcp-power.py).
+"""The GCP Slurm power programs (aicluster/node/gcp_power.py).
 
 In process against a stubbed Compute client that records every request (bulkInsert bodies with
 their placement, reservation and per-node names, labels, deletions), with a recording `scontrol`;
@@ -10,39 +10,31 @@ from __future__ import annotations
 
 import ast
 import copy
-import importlib.util
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
 from aicluster.design.cluster import design_cluster
 from aicluster.gcp.slurm import instance_prefix, published_files
+from aicluster.node import aws_power, gcp
+from aicluster.node import gcp_power as power
+from aicluster.node import slurm as core
 from aicluster.spec.cluster import parse_spec
-from tests.support import GCP_PROJECT, ROOT, stack_spec
+from tests.support import GCP_PROJECT, node_programs, stack_spec
 from tests.support.fake_gcp import FakeGcp
 
-SCRIPTS = ROOT / "templates" / "scripts"
-SCRIPT = SCRIPTS / "aicluster-gcp-power.py"
+SCRIPT = Path(power.__file__)
 TEMPLATE = f"https://www.googleapis.com/compute/v1/projects/{GCP_PROJECT}/global/instanceTemplates/gpu-tmpl"
 PLACEMENT = f"https://www.googleapis.com/compute/v1/projects/{GCP_PROJECT}/regions/us-east4/resourcePolicies/gpu-placement"
 
 
-def load_power():
-    spec = importlib.util.spec_from_file_location("aicluster_gcp_power", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-power = load_power()
-core = sys.modules["aicluster_slurm"]
-ApiError = sys.modules["aicluster_gcp"].ApiError
+ApiError = gcp.ApiError
 
 
 def prefix_of(stack: str) -> str:
@@ -66,7 +58,7 @@ def config_for(stack: str = "gcp-a3mega-slurm", **pool_edits) -> dict:
 
 
 class StubCompute:
-    """What aicluster_gcp.Compute offers, in memory; every call recorded as (method, args)."""
+    """What aicluster.node.gcp.Compute offers, in memory; every call recorded as (method, args)."""
 
     def __init__(self, template_labels=None, stockout=None, refuse=None, no_address=()):
         self.calls: list[tuple] = []
@@ -120,7 +112,7 @@ class StubCompute:
 
 
 class StubDns:
-    """What aicluster_gcp.Dns offers, in memory: name -> address (and its TTL), with the `scontrol`
+    """What aicluster.node.gcp.Dns offers, in memory: name -> address (and its TTL), with the `scontrol`
     calls made before each write (the record must exist before slurmctld gets the address). A
     change is all or nothing, as Cloud DNS's; a name in `refuse` refuses any call that touches it."""
 
@@ -188,20 +180,19 @@ def test_uses_only_the_standard_library_and_the_shared_modules():
     roots = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     roots |= {node.module.split(".")[0] for node in ast.walk(tree)
               if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
-    assert {r for r in roots if r not in sys.stdlib_module_names} - {"__future__"} == {"aicluster_gcp", "aicluster_slurm"}
+    assert {r for r in roots if r not in sys.stdlib_module_names} - {"__future__"} == {"aicluster"}
+    assert {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+            and node.module.startswith("aicluster")} == {"aicluster.node", "aicluster.node.gcp", "aicluster.node.slurm"}
 
 
 def test_shares_one_resume_suspend_core_with_the_aws_program():
     """One implementation of resume, suspend, hostlists, scontrol and DOWN reasons for both clouds:
     each cloud's program holds only its cloud calls (a Cloud and its NodeRecords)."""
-    aws = importlib.util.spec_from_file_location("aicluster_power_aws", SCRIPTS / "aicluster-power.py")
-    module = importlib.util.module_from_spec(aws)
-    aws.loader.exec_module(module)
-    assert module.core is power.core is core
-    assert module.expand_hostlist is core.expand_hostlist
-    assert issubclass(module.Ec2, core.Cloud) and issubclass(power.Gce, core.Cloud)
-    assert issubclass(module.NodeRecords, core.NodeRecords) and issubclass(power.NodeRecords, core.NodeRecords)
-    for program in (module, power):
+    assert aws_power.core is power.core is core
+    assert aws_power.expand_hostlist is core.expand_hostlist
+    assert issubclass(aws_power.Ec2, core.Cloud) and issubclass(power.Gce, core.Cloud)
+    assert issubclass(aws_power.NodeRecords, core.NodeRecords) and issubclass(power.NodeRecords, core.NodeRecords)
+    for program in (aws_power, power):
         defined = {name for name, value in vars(program).items()
                    if callable(value) and getattr(value, "__module__", None) == program.__name__}
         assert not defined & {"expand_hostlist", "mark_down", "scontrol", "start", "run_action", "read_config",
@@ -390,17 +381,15 @@ def fake():
 
 
 def run_link(tmp_path, fake, link, hostlist, config):
-    bin_dir = tmp_path / "opt"
-    bin_dir.mkdir(exist_ok=True)
-    for name in ("aicluster-gcp-power.py", "aicluster_gcp.py", "aicluster_slurm.py"):
-        shutil.copy(SCRIPTS / name, bin_dir / name)
+    bin_dir = tmp_path / "opt" / "bin"
+    node_programs.install(bin_dir, ["aicluster-gcp-power.py"])      # as the head has it
     target = bin_dir / link
     if not target.exists():
         target.symlink_to("aicluster-gcp-power.py")
     (tmp_path / "cluster.json").write_text(json.dumps(config))
     env = {**os.environ, **fake.env(), "AICLUSTER_CONFIG": str(tmp_path / "cluster.json"),
            "AICLUSTER_LOG": str(tmp_path / "power.log")}
-    return subprocess.run([sys.executable, str(target), hostlist], env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run([str(target), hostlist], env=env, capture_output=True, text=True, timeout=120)
 
 
 def test_resume_and_suspend_links_over_rest(tmp_path, fake, scontrol):

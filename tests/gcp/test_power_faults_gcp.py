@@ -1,6 +1,6 @@
-"""The GCP power program (templates/scripts/aicluster-gcp-power.py) under the faults Compute Engine
+"""The GCP power program (aicluster/node/gcp_power.py) under the faults Compute Engine
 really shows, against the project's fake GCE on loopback HTTP (tests/support/fake_gcp.py) through
-the real REST client (aicluster_gcp.py): lost answers, duplicate resumes, throttling, a stockout
+the real REST client (aicluster.node.gcp): lost answers, duplicate resumes, throttling, a stockout
 for one job of two, instances whose node label never arrived. Issue 13, findings 6, 7 and 9.
 
 After every scenario no instance runs that no node owns, and no running instance was deleted.
@@ -8,12 +8,9 @@ After every scenario no instance runs that no node owns, and no running instance
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import os
-import shutil
 import subprocess
-import sys
 import time
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -22,29 +19,19 @@ import pytest
 
 from aicluster.design.cluster import design_cluster
 from aicluster.gcp.slurm import instance_prefix, published_files
+from aicluster.node import gcp
+from aicluster.node import gcp_power as power
+from aicluster.node import slurm as core
 from aicluster.spec.cluster import parse_spec
-from tests.support import GCP_MIN, GCP_PROJECT, ROOT, stack_spec
+from tests.support import GCP_MIN, GCP_PROJECT, node_programs, stack_spec
 from tests.support.fake_gcp import FakeGcp
 
-SCRIPTS = ROOT / "templates" / "scripts"
-SCRIPT = SCRIPTS / "aicluster-gcp-power.py"
 TEMPLATE = f"https://www.googleapis.com/compute/v1/projects/{GCP_PROJECT}/global/instanceTemplates/gpu-tmpl"
 CLUSTER = "a3mega-train"
 TEMPLATE_LABELS = {"aicluster-cluster": CLUSTER, "aicluster-pool": "gpu"}
 PREFIX = instance_prefix(design_cluster(parse_spec(stack_spec("gcp-a3mega-slurm"))))     # a3mega-train-<digest>-
 
 
-def load_power():
-    """The program as slurmctld runs it; a missing file fails here, never skips."""
-    spec = importlib.util.spec_from_file_location("aicluster_gcp_power_faults", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-power = load_power()
-core = sys.modules["aicluster_slurm"]
-gcp = sys.modules["aicluster_gcp"]
 
 
 @pytest.fixture(scope="module")
@@ -132,15 +119,13 @@ def test_a_lost_bulk_insert_answer_is_retried_with_its_request_id_and_creates_no
 
 def test_a_lost_bulk_insert_answer_through_the_resume_link(fake, config, tmp_path, scontrol):
     """The same fault as slurmctld meets it: the aicluster-resume link in its own process."""
-    bin_dir = tmp_path / "opt"
-    bin_dir.mkdir()
-    for program in ("aicluster-gcp-power.py", "aicluster_gcp.py", "aicluster_slurm.py"):
-        shutil.copy(SCRIPTS / program, bin_dir / program)
+    bin_dir = tmp_path / "opt" / "bin"
+    node_programs.install(bin_dir, ["aicluster-gcp-power.py"])      # as the head has it
     (bin_dir / "aicluster-resume").symlink_to("aicluster-gcp-power.py")
     (tmp_path / "cluster.json").write_text(json.dumps(config))
     fake.lose = {"/instances/bulkInsert": 1}
     env = {**os.environ, "AICLUSTER_CONFIG": str(tmp_path / "cluster.json"), "AICLUSTER_LOG": str(tmp_path / "log")}
-    done = subprocess.run([sys.executable, str(bin_dir / "aicluster-resume"), "gpu-[1-3]"], env=env,
+    done = subprocess.run([str(bin_dir / "aicluster-resume"), "gpu-[1-3]"], env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert fake.bulk_count == 1 and deletions(fake) == []

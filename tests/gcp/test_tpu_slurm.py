@@ -17,6 +17,7 @@ import pytest
 from aicluster.catalog import load_catalog
 from aicluster.design.cluster import design_cluster
 from aicluster.errors import SpecError
+from aicluster.render.node_programs import entry_point, module_source
 from aicluster.commands.planner import rendered_files
 from aicluster.render.templates import static
 from aicluster.spec.cluster import parse_spec
@@ -123,8 +124,12 @@ def test_published_slurm_files_keep_tpu_nodes_out_of_the_power_programs(plan):
 def test_startup_script_installs_the_node_programs_unchanged(plan):
     (script,) = [c for n, c in rendered_files(plan).items() if n == "startup-scripts/test-v5p-0.sh"]
     embedded = {path: body for path, _, body in re.findall(r"cat > (\S+) <<'(\w+)'\n(.*?)\n\2\n", script, re.S)}
-    for path, source in (("/opt/aicluster/bin/aicluster-secret", "scripts/aicluster-secret.py"),
-                         ("/opt/aicluster/bin/aicluster-gpu-healthcheck", "scripts/aicluster-gpu-healthcheck"),
+    # aicluster-secret: the entry point, and the modules of aicluster.node it runs.
+    lib = "/opt/aicluster/lib/aicluster/node"
+    assert embedded["/opt/aicluster/bin/aicluster-secret"].rstrip("\n") == entry_point("aicluster-secret").rstrip("\n")
+    for module in ("secret", "gcp"):
+        assert embedded[f"{lib}/{module}.py"].rstrip("\n") == module_source(module).rstrip("\n"), module
+    for path, source in (("/opt/aicluster/bin/aicluster-gpu-healthcheck", "scripts/aicluster-gpu-healthcheck"),
                          ("/opt/aicluster/bin/aicluster-tpu-node-name", "scripts/aicluster-tpu-node-name"),
                          ("/opt/aicluster/bin/aicluster-gcp-node-bootstrap", "scripts/aicluster-gcp-node-bootstrap")):
         assert embedded[path].rstrip("\n") == static(source).rstrip("\n"), path

@@ -2,29 +2,17 @@
 Karpenter can promise it) and the startup taint
 `startup-taint.cluster-autoscaler.kubernetes.io/aicluster-gpu-unchecked=true:NoSchedule` (a scaling
 GKE node pool too: the cluster autoscaler leaves that prefix out of its templates).
-The health agent (templates/k8s/aicluster_node_health.py) must not read that label as a verdict:
+The health agent (aicluster/node/health_agent.py) must not read that label as a verdict:
 the node stays tainted until its first passing check, and a failing one keeps it out."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
 from aicluster.kubernetes import health as k8s_health
+from aicluster.node import health_agent as agent
 
-AGENT = Path(__file__).resolve().parents[2] / "templates" / "k8s" / "aicluster_node_health.py"
 NOW = 1_800_000_000.0
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("aicluster_node_health_gate", AGENT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-agent = _load()
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 UNCHECKED = {"key": k8s_health.STARTUP_TAINT_KEY, "value": "true", "effect": "NoSchedule"}
 

@@ -1,10 +1,9 @@
-"""The GPU node health agent's logic (templates/k8s/aicluster_node_health.py): the check's output ->
+"""The GPU node health agent's logic (aicluster/node/health_agent.py): the check's output ->
 a verdict, flap damping, the Node patches (label, taint, condition) and the repair gate. Plus the
 contract with the shared check: the real templates/scripts/aicluster-gpu-healthcheck, run the way
 the agent runs it (`bash -c <script>`, expectations on stdin), with stub GPU tools on PATH."""
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 import sys
@@ -14,21 +13,14 @@ from pathlib import Path
 import pytest
 
 from aicluster.kubernetes import health as k8s_health
+from aicluster.node import health_agent as agent
 
 ROOT = Path(__file__).resolve().parents[2]
-AGENT = ROOT / "templates" / "k8s" / "aicluster_node_health.py"
 CHECK = ROOT / "templates" / "scripts" / "aicluster-gpu-healthcheck"
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("aicluster_node_health", AGENT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module       # dataclasses look their module up while the class is made
-    spec.loader.exec_module(module)
-    return module
-
-
-agent = _load()
+# The pod runs the module as one file (python3 aicluster_node_health.py): AGENT is that file.
+AGENT = Path(agent.__file__)
 NOW = 1_800_000_000.0
 
 PASS_OUT = ("gpu-count: ok (8 of 8 x NVIDIA H100 80GB HBM3)\necc: ok (0 uncorrected volatile errors)\n"

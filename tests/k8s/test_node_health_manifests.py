@@ -5,6 +5,7 @@ keep off nodes that did not pass."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import jsonschema
 import kubernetes_validate
@@ -12,6 +13,7 @@ import pytest
 
 from aicluster.kubernetes import health as k8s_health
 from aicluster.design.kubernetes import POOL_LABEL, versions
+from aicluster.node import health_agent
 from aicluster.render.templates import static
 from tests.support import stack_spec
 from tests.support.manifests import rendered_manifests, validate
@@ -64,7 +66,7 @@ def test_the_configmap_carries_the_slurm_check_itself_and_each_pools_expectation
                                                                                   stack_docs):
     data = health_docs(stack_docs(stack))[("ConfigMap", k8s_health.NAME)]["data"]
     assert data[k8s_health.CHECK_FILE] == static("scripts/aicluster-gpu-healthcheck")
-    assert data[k8s_health.AGENT_FILE] == static("k8s/aicluster_node_health.py")
+    assert data[k8s_health.AGENT_FILE] == Path(health_agent.__file__).read_text()
     for pool in gpu_pool_names(stack):
         assert data[f"{pool}.env"] == (f"AICLUSTER_GPUS={gpus}\nAICLUSTER_FABRIC_KIND={kind}\n"
                                        f"AICLUSTER_FABRIC_DEVICES={devices}\n")

@@ -3,7 +3,7 @@
 aicluster-containers, rendered with test pins (tests/support/container_tools.py: the catalog's pins
 with the digests of what the fakes download) and run in a scratch tree (AICLUSTER_ROOT): curl,
 apt-get, dpkg, systemctl, systemd-run are recording stubs, git/make/gcc/cc fail if a node ever
-runs them; sha256sum, install, mktemp and python3 (boto3 against moto's S3, aicluster_gcp.py
+runs them; sha256sum, install, mktemp and python3 (boto3 against moto's S3, aicluster.node.gcp
 against the fake Cloud Storage of tests/support/fake_gcp.py) are real. aicluster-pyxis-build runs the same way
 on a "head", with the real aicluster-sync --publish-artifact.
 
@@ -31,6 +31,7 @@ import yaml
 
 from aicluster.catalog.node_local import containers
 from aicluster.catalog.slurm_release import slurm_release
+from aicluster.render.node_programs import module_source
 from aicluster.render.node_local_files import (ARTIFACT_PREFIX, CONTAINERS_PROGRAM, PYXIS_ARTIFACT_PREFIX, PYXIS_FETCH_UNIT,
                                         containers_program, pyxis_artifact_dir, pyxis_build_program)
 from tests.support.container_tools import (CONTAINER_TOOL_STUBS, FAKE_AWS, FAKE_PLUGIN_LINE, HEAD_BUILD_STUBS, calls,
@@ -389,7 +390,7 @@ def test_every_download_of_the_container_stack_is_checked_against_a_pinned_diges
 def test_the_artifact_lives_where_the_grants_allow():
     assert pyxis_artifact_dir().startswith(PYXIS_ARTIFACT_PREFIX) and PYXIS_ARTIFACT_PREFIX.startswith(ARTIFACT_PREFIX)
     # aicluster-sync publishes only there (it refuses any other key).
-    sync = (Path(__file__).resolve().parents[2] / "templates" / "scripts" / "aicluster-sync.py").read_text()
+    sync = module_source("sync")
     assert f'ARTIFACT_PREFIX = "{ARTIFACT_PREFIX}"' in sync
     assert f"slurm-{slurm_release().package_version}" in pyxis_artifact_dir()
     assert f"PYXIS_DIR={pyxis_artifact_dir()}\n" in containers_program()

@@ -92,7 +92,7 @@ def node(tmp: Path, endpoint: str) -> tuple[dict, Path]:
         path.write_text(text)
         path.chmod(0o755)
     # The login node's programs as its user data installs them: the compute nodes' container
-    # installer (rendered with the digests of what the fake curl downloads) and aicluster_gcp.py.
+    # installer (rendered with the digests of what the fake curl downloads) and aicluster.node.gcp.
     # No slurmd and no nvidia-container-cli here.
     (programs / CONTAINERS_PROGRAM).write_text(containers_program(pins()))
     (programs / CONTAINERS_PROGRAM).chmod(0o755)

@@ -1,4 +1,4 @@
-"""The power programs' shared core (templates/scripts/aicluster_slurm.py) on a FileCloud
+"""The power programs' shared core (aicluster/node/slurm.py) on a FileCloud
 (tests/support/reconcile_fakes.py), in process: what resume adopts, and its all-or-nothing per
 job. The clouds' own programs are tested against moto (AWS) and the fake Compute API (GCP)."""
 from __future__ import annotations

@@ -30,7 +30,7 @@ LIVE = ["pending", "running", "stopping", "stopped"]
 SCALE = 100          # backoff base and cap divided by this
 
 
-power = load_power("aicluster_power_faults")
+power = load_power()
 
 
 class Cluster:

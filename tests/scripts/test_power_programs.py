@@ -1,4 +1,4 @@
-"""The Slurm resume/suspend programs (templates/scripts/aicluster-power.py).
+"""The Slurm resume/suspend programs (aicluster/node/aws_power.py, installed as aicluster-power.py).
 
 They run as slurmctld runs them: a subprocess through the aicluster-resume/-suspend/-resume-fail
 links, against moto's EC2 and Route 53 server on loopback, with a recording `scontrol`. Capacity
@@ -21,13 +21,21 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
-from tests.support.aws_power import REGION, SCRIPT, aws_env, load_power
+from tests.support import node_programs
+from tests.support.aws_power import REGION, aws_env, load_power
 from tests.support.scontrol_recorder import calls, recorder
 
 CLUSTER = "p5-train"
 DOMAIN = "p5-train.aicluster.internal"
 
-power = load_power("aicluster_power")
+power = load_power()
+SCRIPT = Path(power.__file__)
+
+
+def installed(tmp_path: Path) -> Path:
+    """aicluster-power.py as the head has it: the entry point, aicluster.node beside it."""
+    node_programs.install(tmp_path / "opt" / "bin", ["aicluster-power.py"])
+    return tmp_path / "opt" / "bin" / "aicluster-power.py"
 
 
 # --- the file itself -------------------------------------------------------------------------
@@ -46,7 +54,9 @@ def test_imports_only_stdlib_and_boto():
     roots |= {node.module.split(".")[0] for node in ast.walk(tree)
               if isinstance(node, ast.ImportFrom) and node.module and node.level == 0}
     third_party = {r for r in roots if r not in sys.stdlib_module_names} - {"__future__"}
-    assert third_party <= {"boto3", "botocore", "aicluster_slurm"}, third_party   # the shared module beside it
+    assert third_party <= {"boto3", "botocore", "aicluster"}, third_party
+    assert {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+            and node.module.startswith("aicluster")} == {"aicluster.node", "aicluster.node.slurm"}   # the shared core
 
 
 # --- hostlists -------------------------------------------------------------------------------
@@ -93,13 +103,13 @@ def test_a_resume_of_ten_billion_names_sets_them_down_instead_of_running_out_of_
 
     stub, record = recorder(tmp_path)
     (tmp_path / "cluster.json").write_text(json.dumps({**config_for(), "log_file": str(tmp_path / "power.log")}))
-    (tmp_path / "aicluster-resume").symlink_to(SCRIPT)
+    (tmp_path / "aicluster-resume").symlink_to(installed(tmp_path))
 
     def one_gib():
         resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 
     expr = "gpu-[1-99999]x[1-99999]"
-    done = subprocess.run([sys.executable, str(tmp_path / "aicluster-resume"), expr], preexec_fn=one_gib,
+    done = subprocess.run([str(tmp_path / "aicluster-resume"), expr], preexec_fn=one_gib,
                           env={**os.environ, **aws_env("http://127.0.0.1:9"), "AICLUSTER_SCONTROL": str(stub),
                                "AICLUSTER_CONFIG": str(tmp_path / "cluster.json"),
                                "AICLUSTER_STATE_DIR": str(tmp_path / "state")},
@@ -443,8 +453,9 @@ def aws(moto_endpoint, tmp_path):
     config |= {"log_file": str(tmp_path / "log" / "power.log"), "hosted_zone_id": zone_id, "dns_domain": DOMAIN}
     (tmp_path / "cluster.json").write_text(json.dumps(config))
     stub, record = recorder(tmp_path)
+    program = installed(tmp_path)
     for action in ("resume", "suspend", "resume-fail"):
-        (tmp_path / f"aicluster-{action}").symlink_to(SCRIPT)
+        (tmp_path / f"aicluster-{action}").symlink_to(program)
     env = {
         "PATH": f"{stub.parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "HOME": str(tmp_path),
@@ -458,7 +469,7 @@ def aws(moto_endpoint, tmp_path):
                           config=config, env=env, log=Path(config["log_file"]))
 
     def run(link: str, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, str(tmp_path / link), *args], env=env,
+        return subprocess.run([str(tmp_path / link), *args], env=env,
                               capture_output=True, text=True, timeout=120)
 
     def instances(**tags) -> dict[str, dict]:
@@ -561,7 +572,7 @@ def test_cli_forms(aws, tmp_path):
     done = aws.run("aicluster-resume")                        # no hostlist
     assert done.returncode == 2 and "usage" in done.stderr
     direct_log = tmp_path / "direct.log"
-    done = subprocess.run([sys.executable, str(SCRIPT), "resume", "gpu-2"],
+    done = subprocess.run([*node_programs.module_command("aws_power"), "resume", "gpu-2"],
                           env={**aws.env, "AICLUSTER_LOG": str(direct_log)},
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -14,7 +14,8 @@ import time
 import pytest
 
 from tests.support.aws_power import REGION, load_power, moto_cluster
-from tests.support.reconcile_fakes import FakeSlurm, load_script
+from aicluster.node import reconcile
+from tests.support.reconcile_fakes import FakeSlurm
 from tests.support.scontrol_recorder import calls, recorder
 
 CLUSTER = "p5-train"
@@ -22,8 +23,7 @@ DOMAIN = "p5-train.aicluster.internal"
 LIVE = ["pending", "running", "stopping", "stopped"]
 UP, OFF = "IDLE+CLOUD", "IDLE+CLOUD+POWERED_DOWN"
 
-power = load_power("aicluster_power_reconcile")
-reconcile = load_script("aicluster_reconcile")
+power = load_power()
 
 
 class Fleet:

@@ -1,4 +1,4 @@
-"""The reconcile loop's rules (templates/scripts/aicluster_reconcile.py), one pass at a time, on a
+"""The reconcile loop's rules (aicluster/node/reconcile.py), one pass at a time, on a
 FileCloud and a FakeSlurm (tests/support/reconcile_fakes.py); tests/slurm/test_reconcile.py runs
 the same program against a real slurmctld."""
 from __future__ import annotations
@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from tests.support.reconcile_fakes import FakeSlurm, FileCloud, core, load_script
+from aicluster.node import reconcile
+from tests.support.reconcile_fakes import FakeSlurm, FileCloud, core
 
-reconcile = load_script("aicluster_reconcile")
 
 NOW = 1_000_000.0
 GRACE = 600
@@ -457,7 +457,7 @@ def test_paused_and_locked_passes_do_nothing(cloud, tmp_path, state_dir, monkeyp
 
 # --- the file and how the head runs it -------------------------------------------------------
 
-SCRIPT = core.__file__.replace("aicluster_slurm.py", "aicluster_reconcile.py")
+SCRIPT = reconcile.__file__
 
 
 def test_runs_on_the_heads_python3_with_the_standard_library_only(tmp_path):
@@ -473,7 +473,9 @@ def test_runs_on_the_heads_python3_with_the_standard_library_only(tmp_path):
     tree = ast.parse(open(SCRIPT, encoding="utf-8").read())
     roots = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     roots |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    assert {r for r in roots if r not in sys.stdlib_module_names} - {"__future__"} == {"aicluster_slurm"}
+    assert {r for r in roots if r not in sys.stdlib_module_names} - {"__future__"} == {"aicluster"}
+    assert {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
+            and n.module.startswith("aicluster")} == {"aicluster.node", "aicluster.node.slurm"}
 
 
 @pytest.fixture(scope="module")
@@ -497,9 +499,10 @@ def test_the_head_installs_the_loop_with_its_settings(head_files):
     manifest = json.loads(files["manifest.json"])
     assert {"path": "/opt/aicluster/bin/aicluster-reconcile", "target": "aicluster-power.py"} in [
         {"path": link["path"], "target": link["target"].rsplit("/", 1)[-1]} for link in manifest["links"]]
-    entry = next(e for e in manifest["files"] if e["key"] == "bin/aicluster_reconcile.py")
-    assert (entry["path"], entry["mode"]) == ("/opt/aicluster/bin/aicluster_reconcile.py", "0644")
-    assert files["bin/aicluster_reconcile.py"] == open(SCRIPT, encoding="utf-8").read()
+    key = "lib/aicluster/node/reconcile.py"
+    entry = next(e for e in manifest["files"] if e["key"] == key)
+    assert (entry["path"], entry["mode"]) == ("/opt/aicluster/lib/aicluster/node/reconcile.py", "0644")
+    assert files[key] == open(SCRIPT, encoding="utf-8").read()
     cluster = json.loads(files["aicluster/cluster.json"])
     assert cluster["static_nodes"] == ["gpu-[1-2]"]
     assert cluster["reconcile"] == {"grace_s": design.slurm.resume_timeout_s, "replace_fraction": 0.1,

@@ -11,7 +11,6 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 import threading
 import urllib.parse
 import urllib.request
@@ -20,9 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import boto3
 import pytest
 
-from tests.support import ROOT
-
-SCRIPT = ROOT / "templates" / "scripts" / "aicluster-sync.py"
+from tests.support.node_programs import module_command
 BUCKET = "demo-config"
 ARTIFACT_PREFIX = "artifacts/"      # node_local_files.ARTIFACT_PREFIX (test_containers.py checks they agree)
 KEY = f"{ARTIFACT_PREFIX}pyxis/0.24.0-9c4cdb79a673/slurm-23.11.4-1.2ubuntu5/amd64/spank_pyxis.so"
@@ -46,7 +43,7 @@ def publish(tmp_path, data: bytes, key: str, settings: dict, env: dict) -> subpr
     build.write_bytes(data)
     full = {**os.environ, "AICLUSTER_ROOT": str(root), **env}
     full.pop("JOURNAL_STREAM", None)
-    return subprocess.run([sys.executable, str(SCRIPT), "--publish-artifact", str(build), key], env=full,
+    return subprocess.run([*module_command("sync"), "--publish-artifact", str(build), key], env=full,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -153,7 +150,7 @@ def gcs():
 
 def test_gcp_publishes_with_simple_media_uploads(tmp_path, gcs):
     settings = {"bucket": BUCKET, "prefix": "head/", "region": "us-central1", "storage": "gcs"}
-    # aicluster-sync reads and writes Cloud Storage with aicluster_gcp.py beside it, as on the head.
+    # aicluster-sync reads and writes Cloud Storage with aicluster.node.gcp, as on the head.
     r = publish(tmp_path, BUILD, KEY, settings, gcs.env)
     assert r.returncode == 0, r.stderr
     assert [(path, q["uploadType"], q["name"], auth) for path, q, auth, _ in gcs.uploads] == [

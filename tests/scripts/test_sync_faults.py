@@ -7,17 +7,16 @@ tests/slurm/test_sync_slurmctld.py."""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
+import importlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.support import ROOT, fake_slurmctld, free_port, sync_head
+from tests.support import fake_slurmctld, free_port, node_programs, sync_head
 from tests.support.fake_gcp import FakeGcp
 from tests.support.sync_head import aws_head
 
@@ -202,12 +201,10 @@ def test_restart_failure_without_a_last_good_set_is_retried(head):
 
 
 def test_cloud_storage_404_is_nothing_published_only_before_a_first_set(tmp_path):
-    """Over the fake Cloud Storage (aicluster_gcp.storage_read beside the program, as on a GCP
-    head). Before: a missing manifest was "no manifest yet" also after a set was applied."""
-    programs = tmp_path / "opt-bin"
-    programs.mkdir()
-    shutil.copy(sync_head.SCRIPT, programs / "aicluster-sync")
-    shutil.copy(ROOT / "templates" / "scripts" / "aicluster_gcp.py", programs / "aicluster_gcp.py")
+    """Over the fake Cloud Storage (aicluster.node.gcp.storage_read, installed with the program as
+    on a GCP head). Before: a missing manifest was "no manifest yet" also after a set was applied."""
+    programs = tmp_path / "opt" / "bin"
+    node_programs.install(programs, ["aicluster-sync"])
     root = tmp_path / "root"
     (root / "etc" / "aicluster").mkdir(parents=True)
     (root / "etc" / "aicluster" / "sync.json").write_text(
@@ -218,7 +215,7 @@ def test_cloud_storage_404_is_nothing_published_only_before_a_first_set(tmp_path
         env.pop("JOURNAL_STREAM", None)
 
         def sync():
-            return subprocess.run([sys.executable, str(programs / "aicluster-sync"), "--bootstrap"], env=env,
+            return subprocess.run([str(programs / "aicluster-sync"), "--bootstrap"], env=env,
                                   capture_output=True, text=True, timeout=120)
 
         first = sync()
@@ -252,15 +249,18 @@ class DeniedGets:
 
 
 def sync_program(root):
-    """The program as a module, its local paths under root (AICLUSTER_ROOT is read at import)."""
+    """The program as a module, its local paths under root (AICLUSTER_ROOT is read at import): a
+    fresh aicluster.node.sync, the package's own left as it was."""
     os.environ["AICLUSTER_ROOT"] = str(root)
+    saved = sys.modules.pop("aicluster.node.sync", None)
     try:
-        spec = importlib.util.spec_from_file_location("aicluster_sync_program", sync_head.SCRIPT)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        return importlib.import_module("aicluster.node.sync")
     finally:
         del os.environ["AICLUSTER_ROOT"]
-    return module
+        if saved is not None:
+            sys.modules["aicluster.node.sync"] = saved
+        else:
+            sys.modules.pop("aicluster.node.sync", None)
 
 
 def test_s3_403_for_a_missing_manifest_is_told_from_a_denied_one(tmp_path):

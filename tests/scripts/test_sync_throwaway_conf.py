@@ -5,20 +5,12 @@ would also be fatal with a database it cannot reach, and gres TRES need slurmdbd
 (tests/slurm/test_real_slurmdbd.py shows both on the real daemons)."""
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
-
-from tests.support import ROOT, stack_spec
-
-SYNC = ROOT / "templates" / "scripts" / "aicluster-sync.py"
+from aicluster.node import sync as sync_program
+from tests.support import stack_spec
 
 
 def _sync():
-    loader = importlib.machinery.SourceFileLoader("aicluster_sync_under_test", str(SYNC))
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
+    return sync_program
 
 
 def _managed_conf() -> str:

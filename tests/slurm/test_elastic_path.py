@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import urllib.request
 from pathlib import Path
 
@@ -16,10 +15,10 @@ import pytest
 
 from aicluster.design.cluster import design_cluster
 from aicluster.spec.cluster import parse_spec
-from tests.support import ROOT, stack_spec
+from tests.support import stack_spec
+from tests.support.node_programs import module_command
 from tests.support.slurmctld import RECORDERS, Controller, fields, tool, wait_for
 
-POWER = ROOT / "templates" / "scripts" / "aicluster-power.py"
 REGION = "us-east-1"
 
 
@@ -45,7 +44,7 @@ class ElasticController(Controller):
                 f"AICLUSTER_LOG={self.root / 'power.log'} AICLUSTER_STATE_DIR={self.root / 'state'} "
                 f"AWS_ENDPOINT_URL={self.endpoint} "
                 f"AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_DEFAULT_REGION={REGION}\n"
-                f'exec {sys.executable} {POWER} {action} "$@"\n')
+                f'exec {" ".join(module_command("aws_power"))} {action} "$@"\n')
             path.chmod(0o755)
         assert set(RECORDERS) >= {"aicluster-resume", "aicluster-suspend", "aicluster-resume-fail"}
 

@@ -1,6 +1,6 @@
 """The reconcile loop (aicluster-reconcile) against a real slurmctld (Debian's Slurm 22.05).
 
-slurmctld runs the real power core (aicluster_slurm.main) as its ResumeProgram, SuspendProgram and
+slurmctld runs the real power core (aicluster.node.slurm.main) as its ResumeProgram, SuspendProgram and
 ResumeFailProgram, and the test runs the real `aicluster-reconcile` through the same program, all
 on one FileCloud (tests/support/reconcile_fakes.py): a fleet in a JSON file that every process
 sees. A real slurmd stands in for the machine of one node at a time.
@@ -10,7 +10,7 @@ always-on node whose machine died, a health-check drain on a node running a job,
 set-up failed under a waiting job) and a bounded number of passes, every live instance belongs to
 a powered-up node, every powered-down node has none, no instance of the node running a job was
 touched while the job ran, and both always-on nodes are back (issue 13, findings 1, 2, 8, 10, 11).
-Before the loop existed, the first pass already failed (no aicluster_reconcile).
+Before the loop existed, the first pass already failed (no aicluster reconcile module).
 """
 from __future__ import annotations
 

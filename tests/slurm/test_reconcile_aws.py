@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -32,7 +31,8 @@ from aicluster.aws.slurm import published_files
 from aicluster.design.cluster import design_cluster
 from aicluster.render.slurm_config import node_domain
 from aicluster.spec.cluster import parse_spec
-from tests.support.aws_power import SCRIPT, aws_env, moto_cluster
+from tests.support import node_programs
+from tests.support.aws_power import aws_env, moto_cluster
 from tests.support.fault_proxy import FaultProxy
 from tests.support.power_controller import PowerController
 from tests.support.slurmctld import COMMAND_TIMEOUT_S, RESUME_TIMEOUT_S, fields, wait_for
@@ -69,17 +69,18 @@ class AwsController(PowerController):
         # The head's links: the program reads its action from the name it was started by.
         links = self.root / "links"
         links.mkdir(exist_ok=True)
+        node_programs.install(self.root / "opt" / "bin", ["aicluster-power.py"])     # as the head has it
         env = {**aws_env(self.endpoint), "AICLUSTER_CONFIG": str(self.cluster_json),
                "AICLUSTER_SCONTROL": str(scontrol), "AICLUSTER_STATE_DIR": str(self.state_dir)}
         exports = " ".join(f"{k}={v}" for k, v in env.items())
         for link in LINKS:
-            (links / link).symlink_to(SCRIPT)
+            (links / link).symlink_to(self.root / "opt" / "bin" / "aicluster-power.py")
             wrapper = bin_dir / link
             wrapper.write_text(
                 "#!/bin/sh\n"
                 f'echo "begin $$ {link} $*" >> {self.calls}\n'
                 f"export {exports}\n"
-                f'{sys.executable} {links / link} "$@"\n'
+                f'{links / link} "$@"\n'
                 "rc=$?\n"
                 f'echo "end $$ $rc" >> {self.calls}\n'
                 "exit $rc\n")

@@ -1,4 +1,4 @@
-"""The AWS power program (templates/scripts/aicluster-power.py) as the tests load and run it, and
+"""The AWS power program (aicluster/node/aws_power.py) as the tests import and run it, and
 moto's EC2 + Route 53 server (the `moto_endpoint` fixture) set up the way the head node finds AWS:
 the cluster's network, a launch template per pool and the private zone of node names.
 
@@ -7,14 +7,12 @@ tests/slurm/test_reconcile_aws.py, so the three run the program against the same
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import urllib.request
 from dataclasses import dataclass
 
 from tests.support import ROOT
 
-SCRIPT = ROOT / "templates" / "scripts" / "aicluster-power.py"
 REGION = "us-east-1"
 # The credentials and settings boto3 needs to talk to moto and nothing else: no profile, no
 # instance metadata (a test machine on EC2 would otherwise lend its own role).
@@ -30,13 +28,12 @@ FAKE_AWS = {
 KEYS = {"region_name": REGION, "aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 
 
-def load_power(module_name: str = "aicluster_power"):
-    """The program as a module. Each test file loads its own copy (its own name), so one file's
-    monkeypatching of module constants never leaks into another's."""
-    spec = importlib.util.spec_from_file_location(module_name, SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def load_power():
+    """The program as a module (aicluster.node.aws_power): one module for every test file, so a
+    test changes its constants with monkeypatch only (undone at teardown)."""
+    from aicluster.node import aws_power
+
+    return aws_power
 
 
 def aws_env(endpoint: str) -> dict[str, str]:

@@ -32,7 +32,7 @@ import tarfile
 from pathlib import Path
 
 from aicluster.catalog.node_local import Containers, containers
-from aicluster.render.templates import static
+from tests.support import node_programs
 
 FAKE_PLUGIN_LINE = "fake spank_pyxis.so built from pyxis's Makefile"
 
@@ -108,9 +108,10 @@ def write_stubs(directory: Path, stubs: dict[str, str]) -> None:
 
 
 def install_readers(bin_dir: Path, stubs_dir: Path) -> None:
-    """What aicluster-containers reads the bucket with: aicluster_gcp.py in the node's bin directory
-    (as GCP nodes have it), and this interpreter as `python3` first on PATH (it has boto3)."""
-    (bin_dir / "aicluster_gcp.py").write_text(static("scripts/aicluster_gcp.py"))
+    """What aicluster-containers reads the bucket with: aicluster.node.gcp in the lib folder beside
+    the node's bin directory (GCP nodes have it with aicluster-secret), and this interpreter as
+    `python3` first on PATH (it has boto3)."""
+    node_programs.install_modules(bin_dir, ["aicluster-secret"])
     python = stubs_dir / "python3"
     if not python.exists():
         python.symlink_to(sys.executable)
@@ -118,9 +119,7 @@ def install_readers(bin_dir: Path, stubs_dir: Path) -> None:
 
 def install_sync(bin_dir: Path) -> None:
     """The real aicluster-sync in the head's bin directory (its --publish-artifact)."""
-    (bin_dir / "aicluster-sync").write_text(static("scripts/aicluster-sync.py"))
-    (bin_dir / "aicluster-sync").chmod(0o755)
-    (bin_dir / "aicluster_gcp.py").write_text(static("scripts/aicluster_gcp.py"))
+    node_programs.install(bin_dir, ["aicluster-sync"])
 
 
 def calls(path: Path) -> str:

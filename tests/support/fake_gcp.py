@@ -6,7 +6,7 @@ Managed Lustre (importData).
 It keeps state in memory, records every request, and can be told to fail a bulkInsert the way
 Compute Engine does on a stockout (an operation that ends DONE with an error) or on a quota (an
 HTTP 403 with reason QUOTA_EXCEEDED). The programs reach it through the AICLUSTER_GCP_* endpoint
-variables of templates/scripts/aicluster_gcp.py.
+variables of aicluster/node/gcp.py.
 
 Faults, as Compute Engine shows them:
 - `lose`: path suffix -> how many answers to drop. The request is carried out, then the

@@ -6,13 +6,11 @@ plus the `aicluster-reconcile` link of the same program, as the head's timer run
 from __future__ import annotations
 
 import shlex
-import sys
 from pathlib import Path
 
-from tests.support import ROOT
+from tests.support.node_programs import module_command
 from tests.support.slurmctld import RECORDERS, Controller, tool
 
-POWER = ROOT / "templates" / "scripts" / "aicluster-gcp-power.py"
 LINKS = {"aicluster-resume": "resume", "aicluster-suspend": "suspend", "aicluster-resume-fail": "resume-fail",
          "aicluster-reconcile": "reconcile"}
 
@@ -43,7 +41,7 @@ class GcpHeadController(Controller):
                 # What slurmctld told the resume of each job (SLURM_RESUME_FILE), for diagnostics.
                 f'[ -n "$SLURM_RESUME_FILE" ] && cat "$SLURM_RESUME_FILE" >> {self.root / "resume-files.log"}\n'
                 f"export {exports}\n"
-                f'exec {sys.executable} {POWER} {action} "$@"\n')
+                f'exec {" ".join(module_command("gcp_power"))} {action} "$@"\n')
             path.chmod(0o755)     # slurmctld refuses programs that group or others may write
             self.programs[prog] = path
         assert set(RECORDERS) >= {"aicluster-resume", "aicluster-suspend", "aicluster-resume-fail"}

@@ -1,20 +1,19 @@
-"""A cloud and a slurmctld to run the reconcile loop (templates/scripts/aicluster_reconcile.py)
+"""A cloud and a slurmctld to run the reconcile loop (aicluster/node/reconcile.py)
 against, plus loaders for the head's power modules as the programs import them (by their names).
 
-- `FileCloud`: a `Cloud` (aicluster_slurm.py's contract) whose instances live in one JSON file,
+- `FileCloud`: a `Cloud` (aicluster.node.slurm's contract) whose instances live in one JSON file,
   under a lock, so the test, the reconcile program and the power programs slurmctld runs all see
   the same fleet. `refuse_deletes` makes every deletion fail, as a throttled or refused
   TerminateInstances does.
 - `FakeSlurm`: the loop's `Slurm` in memory (nodes, jobs, the updates it was sent, applied the way
   slurmctld 22.05 applies them), for the unit tests; tests/slurm/test_reconcile.py uses a real one.
 - `install_power_programs`: what slurmctld runs as ResumeProgram, SuspendProgram and
-  ResumeFailProgram, and the test as `aicluster-reconcile`: the real core (aicluster_slurm.main)
+  ResumeFailProgram, and the test as `aicluster-reconcile`: the real core (aicluster.node.slurm.main)
   with a FileCloud (this module run as a program).
 """
 from __future__ import annotations
 
 import fcntl
-import importlib.util
 import json
 import os
 import shlex
@@ -23,22 +22,10 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from aicluster.node import reconcile
+from aicluster.node import slurm as core
+
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = ROOT / "templates" / "scripts"
-
-
-def load_script(name: str):
-    """templates/scripts/<name>.py imported as the head's programs import it (`import <name>`),
-    so aicluster_reconcile and the test share one aicluster_slurm."""
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-core = load_script("aicluster_slurm")
 
 
 class FileCloud(core.Cloud):
@@ -161,7 +148,6 @@ class FakeSlurm:
         self.updates: list[tuple[str, ...]] = []
 
     def _node(self, name: str):
-        reconcile = sys.modules["aicluster_reconcile"]
         return reconcile.Node(name, frozenset(self.states[name]), self.reasons.get(name, ""),
                               self.addrs.get(name, name))
 
@@ -213,8 +199,8 @@ ACTIONS = {"aicluster-resume": "resume", "aicluster-suspend": "suspend", "aiclus
 
 def install_power_programs(bin_dir: Path, env: dict[str, str]) -> dict[str, Path]:
     """The head's four links, each a script that runs this module as the power program (the real
-    core, aicluster_slurm.main, on the FileCloud at env["AICLUSTER_FAKE_CLOUD"]) with `env`."""
-    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in {**env, "PYTHONPATH": f"{SCRIPTS}:{ROOT}"}.items())
+    core, aicluster.node.slurm.main, on the FileCloud at env["AICLUSTER_FAKE_CLOUD"]) with `env`."""
+    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in {**env, "PYTHONPATH": str(ROOT)}.items())
     programs = {}
     for name, action in ACTIONS.items():
         path = bin_dir / name
@@ -227,4 +213,5 @@ def install_power_programs(bin_dir: Path, env: dict[str, str]) -> dict[str, Path
 
 if __name__ == "__main__":
     sys.exit(core.main(["fake-power", *sys.argv[1:]], "fake-power", ("cluster", "pools"),
-                       lambda config: (FileCloud(os.environ["AICLUSTER_FAKE_CLOUD"], config["cluster"]), None)))
+                       lambda config: (FileCloud(os.environ["AICLUSTER_FAKE_CLOUD"], config["cluster"]), None),
+                       reconcile.main))

@@ -8,7 +8,6 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,10 +15,11 @@ from pathlib import Path
 import boto3
 
 from aicluster.render.slurm_config import SLURM_CONFIG_FILES
-from tests.support import ROOT, fake_slurmctld, stack_spec
+from tests.support import fake_slurmctld, stack_spec
+from tests.support.node_programs import module_command
 from tests.support.slurmctld import Controller, tool
 
-SCRIPT = ROOT / "templates" / "scripts" / "aicluster-sync.py"
+SYNC = module_command("sync")          # aicluster.node.sync, as `python -m` runs it
 BUCKET = "p5-train-config"
 STATE = "var/lib/aicluster/sync"
 # `scontrol -o show node` answers like Slurm 22.05 for a powered-down node; every call is recorded.
@@ -51,7 +51,7 @@ class Head:
         return self.tmp / "bin"
 
     def run(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, str(SCRIPT), *args], env=self.env, capture_output=True,
+        return subprocess.run([*SYNC, *args], env=self.env, capture_output=True,
                               text=True, timeout=300)
 
     def sync(self, *args: str) -> list[str]:
@@ -186,7 +186,7 @@ class ControllerHead:
         self.s3.put_object(Bucket=BUCKET, Key=f"{CONTROLLER_PREFIX}manifest.json", Body=json.dumps({"files": entries}).encode())
 
     def sync(self) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, str(SCRIPT)], env=self.env, capture_output=True, text=True,
+        return subprocess.run(SYNC, env=self.env, capture_output=True, text=True,
                               timeout=300)
 
     def restarts(self) -> int:

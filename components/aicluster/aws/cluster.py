@@ -15,6 +15,8 @@ from aicluster.render.alert_rules import rules_yaml
 from aicluster.design.model import ClusterDesign
 from aicluster.design.observability import monitoring_design
 from aicluster.render.node_local_files import local_nvme_devices
+from aicluster.render.node_programs import node_files
+from aicluster.render.slurm_files import BootFile
 from aicluster.render.templates import render, static
 from aicluster.render.slurm_config import SLURMCTLD_PORT, node_domain
 from aicluster.render.slurm_monitoring import role_streams
@@ -51,7 +53,8 @@ def compute_user_data(design: ClusterDesign, pool_name: str, *, controller_addr:
     return render("cloud-init/compute.yaml.j2", cluster=design.name, pool=pool.name, gpus=gpus,
                   fabric_devices=pool.efa_devices, gpudirect_rdma=bool(pool.instance.gpudirect_rdma),
                   slurm=slurm, fetch_list=fetch_list(design, bucket, files),
-                  fetch_script=static("scripts/aicluster-fetch.py"), fetch_bin=f"{BIN}/aicluster-fetch",
+                  fetch_files=[BootFile(path, text, mode) for path, text, mode in node_files(("aicluster-fetch",), BIN)],
+                  fetch_bin=f"{BIN}/aicluster-fetch",
                   mount_script=MOUNT_SCRIPT, bootstrap_bin=f"{BIN}/aicluster-node-bootstrap",
                   local_nvme_devices=local_nvme_devices(pool.instance.name))     # aicluster-scratch
 

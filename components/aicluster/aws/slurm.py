@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
 from dataclasses import dataclass
 
 import pulumi
@@ -30,6 +31,7 @@ from aicluster.design.model import Cluster, ClusterContext, ClusterDesign
 from aicluster.design.parts import SlurmDesign
 from aicluster.mounts import Mount
 from aicluster.render.node_local_files import ARTIFACT_PREFIX, PYXIS_ARTIFACT_PREFIX, node_local_programs
+from aicluster.render.node_programs import LIB, PROGRAM_MODE, node_files
 from aicluster.render.templates import render, static
 from aicluster.render.slurm_config import node_domain
 from aicluster.slurm.controller import SlurmConfigurationShape, SlurmControllerShape, pool_facts
@@ -48,10 +50,11 @@ RESUME_ID_TAG = "aicluster-resume-id"         # tagged at launch by the resume p
 BOOTSTRAP_ERROR_TAG = "aicluster-bootstrap-error"   # set by a node on itself when its set-up fails
 HEAD_BOOT_PREFIX = f"{CONFIG_PREFIX}boot/"    # the head's own programs, fetched by its user data
 COMPUTE_PREFIX = "compute/"                   # the compute nodes' programs: all that they may read
-# Programs fetched at boot (name -> template), installed in BIN.
-_HEAD_PROGRAMS = {"aicluster-secret": "scripts/aicluster-secret.py", "aicluster-sync": "scripts/aicluster-sync.py"}
-_NODE_PROGRAMS = {"aicluster-secret": "scripts/aicluster-secret.py",
-                  "aicluster-node-bootstrap": "scripts/aicluster-node-bootstrap",
+# Programs fetched at boot, installed in BIN: of aicluster.node (with the modules they need,
+# render/node_programs.py), and shell programs (name -> template).
+_HEAD_PROGRAMS = ("aicluster-secret", "aicluster-sync")
+_NODE_NODE_PROGRAMS = ("aicluster-secret",)
+_NODE_PROGRAMS = {"aicluster-node-bootstrap": "scripts/aicluster-node-bootstrap",
                   "aicluster-gpu-healthcheck": "scripts/aicluster-gpu-healthcheck",
                   # slurm.conf TaskProlog: the NCCL environment of every task.
                   "aicluster-task-prolog": "scripts/aicluster-task-prolog",
@@ -71,7 +74,7 @@ def secret_prefix(cluster: Cluster) -> str:
 # its launch template was rendered with, and a routine edit that changes no program changes no
 # key (the head node's user data stays byte-identical).
 
-def boot_file(prefix: str, name: str, path: str, content: str, mode: str = "0755") -> dict:
+def boot_file(prefix: str, name: str, path: str, content: str, mode: str = PROGRAM_MODE) -> dict:
     """One entry of a fetch list: the content-addressed key, where it is installed, its SHA-256."""
     digest = hashlib.sha256(content.encode()).hexdigest()
     return {"key": f"{prefix}{name}/{digest}", "path": path, "mode": mode, "sha256": digest}
@@ -79,15 +82,23 @@ def boot_file(prefix: str, name: str, path: str, content: str, mode: str = "0755
 
 def head_boot_files() -> list[tuple[dict, str]]:
     """(entry, content) of the head node's own programs: the sync and the secret helper."""
-    texts = {name: static(src) for name, src in _HEAD_PROGRAMS.items()}
-    return [(boot_file(HEAD_BOOT_PREFIX, name, f"{BIN}/{name}", text), text) for name, text in texts.items()]
+    return [(boot_file(HEAD_BOOT_PREFIX, _boot_name(path), path, text, mode), text)
+            for path, text, mode in node_files(_HEAD_PROGRAMS, BIN)]
+
+
+def _boot_name(path: str) -> str:
+    """The key's name part: a program's name (aicluster-sync), a module's path under the lib
+    folder (aicluster/node/sync.py)."""
+    return path[len(LIB) + 1:] if path.startswith(f"{LIB}/") else posixpath.basename(path)
 
 
 def node_program_files() -> list[tuple[dict, str]]:
     """(entry, content) of the compute nodes' programs that do not depend on the cluster."""
     # | node_local_programs(): /scratch on local NVMe, enroot and pyxis (node_local_files.py).
     texts = {name: static(src) for name, src in _NODE_PROGRAMS.items()} | node_local_programs()
-    return [(boot_file(COMPUTE_PREFIX, name, f"{BIN}/{name}", text), text) for name, text in texts.items()]
+    return ([(boot_file(COMPUTE_PREFIX, _boot_name(path), path, text, mode), text)
+             for path, text, mode in node_files(_NODE_NODE_PROGRAMS, BIN)]
+            + [(boot_file(COMPUTE_PREFIX, name, f"{BIN}/{name}", text), text) for name, text in texts.items()])
 
 
 def node_mount_file(mounts: list[Mount]) -> tuple[dict, str]:
@@ -393,7 +404,7 @@ def head_user_data(context: ClusterContext, *, bucket: str, munge_secret: str) -
     aicluster-fetch and the list of what it fetches, each program named by its SHA-256."""
     fetch = [BootFile("/etc/aicluster/head-files.json", fetch_list(context, bucket, [e for e, _ in head_boot_files()]),
                       "0644"),
-             BootFile(f"{BIN}/aicluster-fetch", static("scripts/aicluster-fetch.py"))]
+             *[BootFile(path, text, mode) for path, text, mode in node_files(("aicluster-fetch",), BIN)]]
     return _head_user_data(context, cloud="aws", bucket=bucket, munge_secret=munge_secret, sync={}, boot_files=fetch)
 
 
@@ -506,7 +517,7 @@ class SlurmConfiguration(SlurmConfigurationShape):
 
 # The published files: S3 key (under CONFIG_PREFIX) -> where aicluster-sync installs it
 # (components/aicluster/render/slurm_files.py), with the AWS power program.
-_PROGRAMS = {"aicluster-power.py": "scripts/aicluster-power.py"}
+_PROGRAMS = ("aicluster-power.py",)
 PUBLISHED_KEYS = published_keys(_PROGRAMS)
 
 

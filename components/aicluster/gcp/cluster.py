@@ -15,6 +15,8 @@ from aicluster.catalog.observability import scrape
 from aicluster.design.model import ClusterDesign
 from aicluster.mounts import Mount
 from aicluster.render.node_local_files import local_nvme_devices, node_local_programs
+from aicluster.render.node_programs import node_files
+from aicluster.render.slurm_files import BIN, BootFile
 from aicluster.design.observability import monitoring_design
 from aicluster.render.templates import render, static
 from aicluster.render.slurm_config import SLURMCTLD_PORT, node_domain
@@ -66,8 +68,8 @@ def compute_user_data(design: ClusterDesign, pool_name: str, mounts: list[Mount]
             "munge_secret": munge_secret,
             "instance_prefix": instance_prefix(design),
             "dns_domain": node_domain(design.name),
-            "gcp_module": static("scripts/aicluster_gcp.py"),
-            "secret_script": static("scripts/aicluster-secret.py"),
+            # The secret helper, with the Google REST module it imports (render/node_programs.py).
+            "node_files": [BootFile(path, text, mode) for path, text, mode in node_files(("aicluster-secret",), BIN)],
             "bootstrap_script": static("scripts/aicluster-gcp-node-bootstrap"),
             "healthcheck_script": static("scripts/aicluster-gpu-healthcheck"),
             "resume_job_script": static("scripts/aicluster-resume-job"),

@@ -95,7 +95,7 @@ class GpuPool(pulumi.ComponentResource):
                 "enable-oslogin": "TRUE",            # SSH keys come from IAM (OS Login), never from metadata
                 "block-project-ssh-keys": "TRUE",
                 # A node whose set-up fails writes why as the guest attribute aicluster/bootstrap-error
-                # (aicluster_slurm.BOOTSTRAP_ERROR_ATTRIBUTE): slurmd never starts, so this is how the
+                # (aicluster.node.slurm.BOOTSTRAP_ERROR_ATTRIBUTE): slurmd never starts, so this is how the
                 # reconcile loop learns the reason. Guest attributes are off unless enabled:
                 # https://cloud.google.com/compute/docs/metadata/manage-guest-attributes
                 "enable-guest-attributes": "TRUE",

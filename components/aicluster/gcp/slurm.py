@@ -30,10 +30,10 @@ from aicluster.design.model import Cluster, ClusterContext, ClusterDesign
 from aicluster.design.parts import SlurmDesign
 from aicluster.mounts import Mount
 from aicluster.render.node_local_files import ARTIFACT_PREFIX, PYXIS_ARTIFACT_PREFIX
-from aicluster.render.templates import static
+from aicluster.render.node_programs import node_files
 from aicluster.render.slurm_config import node_domain
 from aicluster.slurm.controller import SlurmConfigurationShape, SlurmControllerShape, pool_facts
-from aicluster.render.slurm_files import BIN, CONFIG_PREFIX, LIBRARY_MODE, BootFile, Published, head_hostname, published_keys  # noqa: F401
+from aicluster.render.slurm_files import BIN, CONFIG_PREFIX, BootFile, Published, head_hostname, published_keys  # noqa: F401
 from aicluster.render.slurm_files import head_user_data as _head_user_data
 from aicluster.render.slurm_files import published_files as _published_files
 from aicluster.render.slurm_files import slurm_pools
@@ -43,7 +43,7 @@ from aicluster.gcp.identity import CLOUD_PLATFORM, NodeIdentity, NodeIdentityArg
 SECRET_ACCESSOR = "roles/secretmanager.secretAccessor"
 OBJECT_VIEWER, OBJECT_USER = "roles/storage.objectViewer", "roles/storage.objectUser"
 
-# What the power programs call (aicluster-gcp-power.py, aicluster_gcp.Compute) and what creating
+# What the power programs call (aicluster-gcp-power.py, aicluster.node.gcp.Compute) and what creating
 # an instance from a template needs; nothing else. Instance calls are further limited by the
 # binding's condition to instances named for this cluster. setLabels: bulkInsert labels the
 # instances at creation (cluster, pool, resume id). getGuestAttributes: the reconcile loop reads
@@ -57,7 +57,7 @@ HEAD_PERMISSIONS = (
     "compute.images.useReadOnly", "compute.zoneOperations.get", "compute.zoneOperations.list",
 )
 LUSTRE_IMPORT_PERMISSIONS = ("lustre.instances.importData", "lustre.operations.get")
-# What the power programs need to write and delete node-name records (aicluster_gcp.Dns: batched
+# What the power programs need to write and delete node-name records (aicluster.node.gcp.Dns: batched
 # changes, and rrsets list: a deletion must repeat the record), granted on the cluster's own zone only.
 DNS_PERMISSIONS = ("dns.changes.create", "dns.resourceRecordSets.create", "dns.resourceRecordSets.delete",
                    "dns.resourceRecordSets.list", "dns.resourceRecordSets.update")
@@ -244,11 +244,9 @@ def _stored_secret(cluster: ClusterContext, name: str, key: str, what: str, valu
 
 
 def head_user_data(context: ClusterContext, *, bucket: str, munge_secret: str) -> str:
-    """Metadata holds 256 KB: cloud-init writes the head's programs itself (the Google REST module
-    they import, the secret helper, the sync)."""
-    programs = [BootFile(f"{BIN}/aicluster_gcp.py", static("scripts/aicluster_gcp.py"), LIBRARY_MODE),
-                BootFile(f"{BIN}/aicluster-secret", static("scripts/aicluster-secret.py")),
-                BootFile(f"{BIN}/aicluster-sync", static("scripts/aicluster-sync.py"))]
+    """Metadata holds 256 KB: cloud-init writes the head's programs itself (the secret helper and
+    the sync, with the Google REST module they import: render/node_programs.py)."""
+    programs = [BootFile(path, text, mode) for path, text, mode in node_files(("aicluster-secret", "aicluster-sync"), BIN)]
     return _head_user_data(context, cloud="gcp", bucket=bucket, munge_secret=munge_secret, sync={"storage": "gcs"},
                            boot_files=programs)
 
@@ -336,11 +334,9 @@ class SlurmConfiguration(SlurmConfigurationShape):
 
 
 # The published files: object name (under CONFIG_PREFIX) -> where aicluster-sync installs it
-# (components/aicluster/render/slurm_files.py), with the GCP power program, the Google REST module it
-# imports and the Managed Lustre import.
-_PROGRAMS = {"aicluster-gcp-power.py": "scripts/aicluster-gcp-power.py",
-             "aicluster_gcp.py": "scripts/aicluster_gcp.py",
-             "aicluster-gcp-lustre-import": "scripts/aicluster-gcp-lustre-import.py"}
+# (components/aicluster/render/slurm_files.py), with the GCP power program and the Managed Lustre
+# import (aicluster.node; the Google REST module they import comes with them).
+_PROGRAMS = ("aicluster-gcp-power.py", "aicluster-gcp-lustre-import")
 _LUSTRE_IMPORTS = "aicluster/lustre-imports.json"
 PUBLISHED_KEYS = published_keys(_PROGRAMS, [_LUSTRE_IMPORTS])
 

@@ -23,6 +23,8 @@ import pulumi_gcp as gcp
 from aicluster.design.model import ClusterContext, ClusterDesign
 from aicluster.design.parts import PoolDesign
 from aicluster.mounts import Mount
+from aicluster.render.node_programs import node_files
+from aicluster.render.slurm_files import BIN, BootFile
 from aicluster.render.templates import render, static
 from aicluster.render.slurm_config import node_domain
 from aicluster.gcp.common import labels, node_tag, pool_labels, short_name
@@ -38,7 +40,7 @@ def startup_script(design: ClusterDesign, pool: PoolDesign, mounts: list[Mount],
     return render("scripts/aicluster-tpu-startup.sh.j2", cluster=design.name, pool=pool.name,
                   tpu=pool.tpu.describe(), tpu_type=pool.tpu.name, topology=pool.tpu.topology,
                   controller=controller, munge_secret=munge_secret, dns_domain=node_domain(design.name),
-                  secret_script=static("scripts/aicluster-secret.py"),
+                  node_files=[BootFile(path, text, mode) for path, text, mode in node_files(("aicluster-secret",), BIN)],
                   healthcheck_script=static("scripts/aicluster-gpu-healthcheck"),
                   task_prolog_script=static("scripts/aicluster-task-prolog"),
                   node_name_script=static("scripts/aicluster-tpu-node-name"),

@@ -219,7 +219,7 @@ def node_pool(design: "ClusterDesign", pool_name: str) -> dict[str, Any]:
                     "nodeClassRef": {"group": NODECLASS_API.split("/")[0], "kind": "EC2NodeClass", "name": pool.name},
                     "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in kpool.taints],
                     # Karpenter ignores startup taints when it decides what to launch; the agent
-                    # reads this one as no verdict yet (templates/k8s/aicluster_node_health.py).
+                    # reads this one as no verdict yet (aicluster/node/health_agent.py).
                     "startupTaints": [{"key": UNCHECKED_TAINT.key, "value": UNCHECKED_TAINT.value,
                                        "effect": UNCHECKED_TAINT.effect}],
                     "requirements": requirements,

@@ -1,5 +1,5 @@
 """GPU node health on Kubernetes, the same on EKS and GKE: the agent DaemonSet that runs the Slurm
-nodes' health check on every GPU node and marks the node (templates/k8s/aicluster_node_health.py),
+nodes' health check on every GPU node and marks the node (aicluster/node/health_agent.py),
 its least-privilege identity, and the repair limits the EKS node groups share.
 
 Objects (kube-system, all named aicluster-node-health...):
@@ -26,10 +26,12 @@ import pulumi
 
 from aicluster.kubernetes.objects import builtin_resource
 from aicluster.design.kubernetes import POOL_LABEL, KubernetesPool
+from aicluster.render.node_programs import module_source
 from aicluster.render.templates import static
 
 NAME = "aicluster-node-health"
 NAMESPACE = "kube-system"
+# The agent (aicluster.node.health_agent: the standard library only) runs as this one file in the pod.
 AGENT_FILE = "aicluster_node_health.py"
 CHECK_FILE = "aicluster-gpu-healthcheck"
 MOUNT_DIR = "/opt/aicluster-health"
@@ -124,7 +126,7 @@ def labels(cluster: str) -> dict[str, str]:
 
 
 def config_map(cluster: str, settings: NodeHealthSettings) -> dict:
-    data = {CHECK_FILE: static(f"scripts/{CHECK_FILE}"), AGENT_FILE: static(f"k8s/{AGENT_FILE}")}
+    data = {CHECK_FILE: static(f"scripts/{CHECK_FILE}"), AGENT_FILE: module_source("health_agent")}
     data |= {f"{pool}.env": text for pool, text in sorted(settings.expectations.items())}
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": labels(cluster)}, "data": data}

@@ -22,9 +22,10 @@ import hashlib
 import json
 
 from aicluster.render.node_local_files import CONTAINERS_PROGRAM, node_local_programs
+from aicluster.render.node_programs import LIB, node_files
 from aicluster.render.templates import render, static
 from aicluster.render.slurm_config import SLURMCTLD_PORT, node_domain
-from aicluster.render.slurm_files import BIN, CONFIG_PREFIX
+from aicluster.render.slurm_files import BIN, CONFIG_PREFIX, BootFile
 from aicluster.render.slurm_monitoring import LOGIN_POOL
 from aicluster.render.slurm_monitoring import node_programs as monitoring_programs
 
@@ -39,26 +40,35 @@ HEAD_KEYS_READ = (MOUNT_SCRIPT_KEY, NCCL_CHECK_KEY, CLUSTER_JSON_KEY)
 # AWS: the login nodes' own programs, at content-addressed keys under this prefix.
 LOGIN_PREFIX = "login/"
 FETCH_LIST = "/etc/aicluster/login-files.json"
-_PROGRAMS = {"aicluster-secret": "scripts/aicluster-secret.py",
-             "aicluster-login-bootstrap": "scripts/aicluster-login-bootstrap"}
+_PROGRAMS = {"aicluster-login-bootstrap": "scripts/aicluster-login-bootstrap"}
+# The login node's programs of aicluster.node (render/node_programs.py): the secret helper.
+_NODE_PROGRAMS = ("aicluster-secret",)
 
 
 def _program_texts() -> dict[str, str]:
-    """{name: text} of the login node's own programs: its set-up, the secret helper, the compute
-    nodes' container installer (node_local_files: the catalog's pins, nothing of the spec) and what
+    """{name: text} of the login node's own shell programs: its set-up, the compute nodes'
+    container installer (node_local_files: the catalog's pins, nothing of the spec) and what
     watches it (slurm_monitoring: the same program as every Slurm VM's, role login)."""
     texts = {name: static(template) for name, template in _PROGRAMS.items()}
     texts[CONTAINERS_PROGRAM] = node_local_programs()[CONTAINERS_PROGRAM]
     return texts | monitoring_programs()
 
 
+def login_files() -> list[tuple[str, str, str]]:
+    """(path, content, mode) of every login program: aicluster.node's secret helper with the
+    modules it needs, then the shell programs, in BIN."""
+    return [*node_files(_NODE_PROGRAMS, BIN),
+            *[(f"{BIN}/{name}", text, "0755") for name, text in _program_texts().items()]]
+
+
 def login_programs() -> list[tuple[dict, str]]:
-    """(fetch-list entry, content) of each login program: key login/<name>/<sha256>, installed in BIN."""
+    """(fetch-list entry, content) of each login program: key login/<name>/<sha256>, where name is
+    a program's name or a module's path under the lib folder (aicluster/node/secret.py)."""
     out = []
-    for name, text in _program_texts().items():
+    for path, text, mode in login_files():
+        name = path[len(LIB) + 1:] if path.startswith(f"{LIB}/") else path.rsplit("/", 1)[1]
         digest = hashlib.sha256(text.encode()).hexdigest()
-        out.append(({"key": f"{LOGIN_PREFIX}{name}/{digest}", "path": f"{BIN}/{name}", "mode": "0755",
-                     "sha256": digest}, text))
+        out.append(({"key": f"{LOGIN_PREFIX}{name}/{digest}", "path": path, "mode": mode, "sha256": digest}, text))
     return out
 
 
@@ -76,9 +86,9 @@ def login_user_data(*, cloud: str, cluster: str, region: str, hostname: str, con
                   mount_key=MOUNT_SCRIPT_KEY, nccl_check_key=NCCL_CHECK_KEY, cluster_json_key=CLUSTER_JSON_KEY,
                   dns_domain=node_domain(cluster), bin=BIN,
                   fetch_list_path=FETCH_LIST, fetch_list=fetch_list if cloud == "aws" else "",
-                  fetch_script=static("scripts/aicluster-fetch.py") if cloud == "aws" else "",
-                  secret_script=programs["aicluster-secret"], bootstrap_script=programs["aicluster-login-bootstrap"],
+                  node_files=[BootFile(path, text, mode) for path, text, mode in
+                              node_files(("aicluster-fetch",) if cloud == "aws" else _NODE_PROGRAMS, BIN)],
+                  bootstrap_script=programs["aicluster-login-bootstrap"],
                   containers_script=programs[CONTAINERS_PROGRAM],
                   monitoring_programs=monitoring_programs() if cloud == "gcp" else {},
-                  login_pool=LOGIN_POOL, metrics_write_url=metrics_write_url or "",
-                  gcp_module=static("scripts/aicluster_gcp.py") if cloud == "gcp" else "")
+                  login_pool=LOGIN_POOL, metrics_write_url=metrics_write_url or "")

@@ -28,6 +28,7 @@ from aicluster.design.model import ClusterContext, ClusterDesign
 from aicluster.design.parts import PoolDesign
 from aicluster.mounts import Mount
 from aicluster.render.node_local_files import PYXIS_BUILD_PROGRAM, pyxis_build_program
+from aicluster.render.node_programs import INSTALL_DIR, modules_for, module_path, node_files
 from aicluster.render.templates import render, static
 from aicluster.render.slurm_config import (POWER_LOG, RECONCILE_LOG, SLURM_CONFIG_FILES, SlurmRuntime, node_domain,
                                     render_slurm_configs)
@@ -38,18 +39,17 @@ BIN = "/opt/aicluster/bin"              # where aicluster's programs are install
 # The filesystems' mount script, at one path on every node (head, compute, TPU host) and cloud.
 MOUNT_SCRIPT = "/usr/local/sbin/aicluster-mount-storage"
 # The power program's links: slurmctld runs the first three, aicluster-reconcile.timer the last
-# (templates/scripts/aicluster_reconcile.py, docs/reconcile.md).
+# (aicluster/node/reconcile.py, docs/reconcile.md).
 POWER_LINKS = ("aicluster-resume", "aicluster-suspend", "aicluster-resume-fail", "aicluster-reconcile")
 # The reconcile loop's replacement cap: at most this fraction of all nodes (at least one) powered down
 # for replacement a pass, none in a pool while this fraction of it (at least one node) is on its way
 # down or back up; one bad event or health-check bug cannot take the fleet down at once.
 RECONCILE_REPLACE_FRACTION = 0.10
 RECONCILE_POOL_REPLACING_FRACTION = 0.25
-# Programs every head runs, beside its cloud's power program (published name -> template).
-HEAD_PROGRAMS = {"aicluster_slurm.py": "scripts/aicluster_slurm.py",
-                 "aicluster_reconcile.py": "scripts/aicluster_reconcile.py",
-                 "aicluster-secret": "scripts/aicluster-secret.py",
-                 "aicluster-accounting": "scripts/aicluster-accounting",
+# Programs of aicluster.node every head runs, beside its cloud's (render/node_programs.py).
+HEAD_NODE_PROGRAMS = ("aicluster-secret",)
+# Shell programs every head runs (published name -> template).
+HEAD_PROGRAMS = {"aicluster-accounting": "scripts/aicluster-accounting",
                  # The fabric check users run (docs/fabric-check.md); its expectations: cluster.json.
                  "aicluster-nccl-check": "scripts/aicluster-nccl-check"}
 LIBRARY_MODE, PROGRAM_MODE, DATA_MODE = "0644", "0755", "0644"
@@ -65,10 +65,16 @@ def slurm_pools(design: ClusterDesign) -> list[PoolDesign]:
     return [p for p in design.pools if p.tpu is None]
 
 
-def program_mode(name: str) -> str:
-    """0644 for a module the programs import (aicluster_slurm.py, aicluster_gcp.py: an importable
-    name), 0755 for a program (aicluster-power.py, aicluster-sync)."""
-    return LIBRARY_MODE if name.endswith(".py") and name[:-3].isidentifier() else PROGRAM_MODE
+def node_program_keys(programs: Iterable[str]) -> list[str]:
+    """The published keys of `programs` of aicluster.node and of the head's own: the modules they
+    need (lib/aicluster/node/<module>.py, 0644) first, then their entry points (bin/<name>, 0755)."""
+    names = [*programs, *HEAD_NODE_PROGRAMS]
+    return [_key(module_path(m)) for m in modules_for(names)] + [f"bin/{p}" for p in names]
+
+
+def _key(path: str) -> str:
+    """A published key is its path under /opt/aicluster (bin/..., lib/aicluster/node/...)."""
+    return path[len(INSTALL_DIR) + 1:]
 
 
 # --- the head's user data ------------------------------------------------------------------------
@@ -122,7 +128,7 @@ def published_keys(programs: Iterable[str], extra: Iterable[str] = ()) -> tuple[
     """Every key published_files returns, known before any content (one bucket object each):
     `programs` and `extra` as given to published_files (their names, their keys)."""
     return (*[f"slurm/{f}" for f in SLURM_CONFIG_FILES], "aicluster/cluster.json", "aicluster/accounting.json",
-            *extra, *[f"bin/{p}" for p in {**dict.fromkeys(programs), **HEAD_PROGRAMS}],
+            *extra, *node_program_keys(programs), *[f"bin/{p}" for p in HEAD_PROGRAMS],
             "bin/aicluster-mount-storage", PYXIS_BUILD_KEY, *HEAD_MONITORING_KEYS,
             "manifest.json")
 
@@ -158,14 +164,15 @@ def _json(value) -> str:
     return json.dumps(value, indent=2, sort_keys=True) + "\n"
 
 
-def published_files(design: ClusterDesign, *, controller_addr: str, cluster: dict, programs: Mapping[str, str],
+def published_files(design: ClusterDesign, *, controller_addr: str, cluster: dict, programs: Iterable[str],
                     power_program: str, accounting_secret: str | None, mounts: list[Mount] = (),
                     node_addrs: Mapping[str, str] | None = None, extra: Iterable[Published] = (),
                     accounting_endpoint: Mapping[str, str] | None = None,
                     metrics_write_url: str | None = None) -> dict[str, str]:
     """key -> content of everything the head installs from the bucket, with manifest.json, the list
     aicluster-sync follows. `cluster` is the cloud's part of cluster.json (how to launch a pool's
-    nodes); `programs` the cloud's programs (name -> template), installed in BIN beside HEAD_PROGRAMS;
+    nodes); `programs` the cloud's programs of aicluster.node (installed names, render/node_programs.py),
+    installed with the modules they need beside HEAD_NODE_PROGRAMS and HEAD_PROGRAMS;
     `extra` its own files, installed after the accounting settings. `accounting_endpoint`: the
     managed accounting database's address and CA ({"host", and "tls_ca_pem" or "tls_ca_url"}),
     known once the cloud made it; None with the database on the head. `metrics_write_url`: AWS, the
@@ -188,13 +195,13 @@ def published_files(design: ClusterDesign, *, controller_addr: str, cluster: dic
         "nccl_check": nccl_check_config(p.instance.name for p in slurm_pools(design)),
         **cluster,
     }
-    scripts = {**programs, **HEAD_PROGRAMS}
     files = [
         *[Published(f"slurm/{f}", f"{runtime.conf_dir}/{f}", configs[f], reconfigure=True)
           for f in SLURM_CONFIG_FILES],
         Published("aicluster/cluster.json", "/etc/aicluster/cluster.json", _json(facts)),
-        *[Published(f"bin/{name}", f"{BIN}/{name}", static(path), program_mode(name))
-          for name, path in scripts.items()],
+        # The modules before the entry points that run them.
+        *[Published(_key(path), path, text, mode) for path, text, mode in node_files([*programs, *HEAD_NODE_PROGRAMS], BIN)],
+        *[Published(f"bin/{name}", f"{BIN}/{name}", static(path), PROGRAM_MODE) for name, path in HEAD_PROGRAMS.items()],
         # After the programs, so the set-up they ask for is installed. The mount script runs
         # whenever it changes (a filesystem added); the fstab lines it writes mount at boot.
         Published("bin/aicluster-mount-storage", MOUNT_SCRIPT, render("scripts/mount-storage.sh.j2", mounts=list(mounts)),

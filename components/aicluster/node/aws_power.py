@@ -20,7 +20,7 @@ pool and the resume request (aicluster-resume-id, also its ClientToken, so a ret
 returns the same fleet), so an instance whose node-name tag never arrives is still listed
 (Ec2.list_cluster) and ended. Nothing is terminated or adopted unless it carries this cluster's
 tag value (checked on each instance, never left to a listing's filter), no aicluster-role but
-compute, and a pool's or resume-id tag (aicluster_slurm.not_ours): the head and login nodes carry
+compute, and a pool's or resume-id tag (aicluster.node.slurm.not_ours): the head and login nodes carry
 the cluster tag too. A refused TerminateInstances batch is retried one instance at a time, so an
 instance EC2 may not end (the head's termination protection) never keeps the others running.
 A node that already has a live instance is not launched again.
@@ -38,7 +38,6 @@ records (a missing one is fine). Every node searches dns_domain, so `gpu-1` reso
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
 import time
 import uuid
@@ -48,12 +47,12 @@ import botocore.config
 from botocore.exceptions import BotoCoreError, ClientError
 
 # Resume and suspend, hostlists, scontrol, DOWN reasons, logging: the core every cloud shares
-# (aicluster_slurm.py beside this file in /opt/aicluster/bin). This file holds the EC2 and Route 53 calls.
-sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
-import aicluster_slurm as core  # noqa: E402
-from aicluster_slurm import NODE_RECORD_TTL_S, CloudError, compress_hostlist, log  # noqa: E402
+# (aicluster.node.slurm). This file holds the EC2 and Route 53 calls.
+from aicluster.node import reconcile
+from aicluster.node import slurm as core
+from aicluster.node.slurm import NODE_RECORD_TTL_S, CloudError, compress_hostlist, log
 # Also here for the tests and for a reader at the head node's prompt: the core's hostlists and limits.
-from aicluster_slurm import MAX_REASON, expand_hostlist, mark_down, pool_of  # noqa: E402,F401
+from aicluster.node.slurm import MAX_REASON, expand_hostlist, mark_down, pool_of  # noqa: F401
 
 CONFIG_KEYS = ("cluster", "region", "cluster_tag", "node_tag", "pool_tag", "pools")
 LIVE_STATES = ("pending", "running", "stopping", "stopped")
@@ -73,7 +72,7 @@ STATUS_CHUNK = 100
 # Instances per CreateFleet: the EC2 Fleet quota is a target capacity of 10,000 per fleet
 # (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/fleet-quotas.html); an instant fleet is one
 # synchronous call, so a launch of more nodes goes out as several fleets of at most 1,000, all or
-# nothing together for one job (aicluster_slurm.launch_group).
+# nothing together for one job (aicluster.node.slurm.launch_group).
 FLEET_CHUNK = 1000
 # CreateFleet ClientToken: "Up to 64 ASCII characters"
 # (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreateFleet.html,
@@ -544,7 +543,8 @@ def connect(config: dict):
 
 
 def main(argv: list[str] | None = None) -> int:
-    return core.main(list(sys.argv if argv is None else argv), "aicluster-power.py", CONFIG_KEYS, connect)
+    return core.main(list(sys.argv if argv is None else argv), "aicluster-power.py", CONFIG_KEYS, connect,
+                     reconcile.main)
 
 
 if __name__ == "__main__":

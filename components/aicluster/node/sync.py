@@ -29,7 +29,7 @@ A pass never loses the controller (issue 13, "Sync that cannot lose the controll
    failed set is not retried until a new one is published or alert.json is removed.
 
 Settings: /etc/aicluster/sync.json {"bucket", "prefix", "region"} and, on GCP, "storage": "gcs"
-(read through aicluster_gcp.py beside this file). For tests: AICLUSTER_ROOT prefixes every local
+(read through aicluster.node.gcp). For tests: AICLUSTER_ROOT prefixes every local
 path; AICLUSTER_SCONTROL / AICLUSTER_SYSTEMCTL / AICLUSTER_SLURMCTLD replace those commands;
 AICLUSTER_SYNC_VALIDATE_TIMEOUT_S, AICLUSTER_SYNC_RESTART_WAIT_S, AICLUSTER_SYNC_STEP_TIMEOUT_S bound
 the test slurmctld, the wait for a restarted one and each run step.
@@ -156,8 +156,7 @@ class GcsObjects:
     def get_object(self, Bucket: str, Key: str) -> dict:  # noqa: N803 - the boto3 names sync uses
         import io
 
-        sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
-        from aicluster_gcp import storage_read
+        from aicluster.node.gcp import storage_read
 
         return {"Body": io.BytesIO(storage_read(Bucket, Key))}
 
@@ -167,8 +166,7 @@ class GcsObjects:
         import urllib.parse
         import urllib.request
 
-        sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
-        from aicluster_gcp import STORAGE, access_token, endpoint
+        from aicluster.node.gcp import STORAGE, access_token, endpoint
 
         upload = endpoint("STORAGE", STORAGE).replace("/storage/v1", "/upload/storage/v1", 1)
         url = (f"{upload}/b/{urllib.parse.quote(Bucket, safe='')}/o?"
@@ -195,7 +193,7 @@ def error_code(exc: Exception) -> str | None:
 
 def is_not_found(exc: Exception) -> bool:
     """A definite "no such object": S3's NoSuchKey, Cloud Storage's HTTP 404
-    (aicluster_gcp.ApiError.status). Anything else (no network, throttling, a missing bucket) is
+    (aicluster.node.gcp.ApiError.status). Anything else (no network, throttling, a missing bucket) is
     a failure, never "nothing published"."""
     return getattr(exc, "status", None) == 404 or error_code(exc) in ("NoSuchKey", "404")
 
@@ -218,7 +216,7 @@ def listed(store, bucket: str, key: str) -> bool | None:
 def read_object(store, bucket: str, key: str) -> bytes:
     try:
         return store.get_object(Bucket=bucket, Key=key)["Body"].read()
-    except Exception as exc:  # noqa: BLE001 - boto3, botocore and aicluster_gcp errors alike
+    except Exception as exc:  # noqa: BLE001 - boto3, botocore and aicluster.node.gcp errors alike
         if is_not_found(exc) or (error_code(exc) == "AccessDenied" and listed(store, bucket, key) is False):
             raise NotFound(f"{bucket}/{key}") from None
         raise SyncError(f"cannot read {bucket}/{key}: {type(exc).__name__}: {exc}") from None

@@ -22,8 +22,7 @@ import os
 import sys
 import uuid
 
-sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
-from aicluster_gcp import LUSTRE, ApiError, call, endpoint  # noqa: E402
+from aicluster.node.gcp import LUSTRE, ApiError, call, endpoint
 
 ROOT = os.environ.get("AICLUSTER_ROOT", "")
 

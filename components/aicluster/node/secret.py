@@ -7,7 +7,7 @@ or the environment.
 Installed by aicluster on the head node and on compute nodes (the munge key, the slurmdbd
 password). AWS (an ARN or name): the instance role; the region comes from AWS_REGION or the
 instance metadata. GCP (projects/<p>/secrets/<id>): the VM's service account, through
-aicluster_gcp.py beside this file; the latest version.
+aicluster.node.gcp; the latest version.
 """
 import argparse
 import base64
@@ -56,8 +56,7 @@ def main(argv=None) -> int:
     parser.add_argument("--owner")
     args = parser.parse_args(argv)
     if args.secret_id.startswith("projects/"):
-        sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
-        from aicluster_gcp import secret_value
+        from aicluster.node.gcp import secret_value
 
         value = secret_value(args.secret_id).decode()
     else:

@@ -4,11 +4,11 @@ cluster's config.
 
 A cloud's program (aicluster-power.py on AWS, aicluster-gcp-power.py on GCP) keeps only its cloud
 calls, in a `Cloud` (launch, locate, delete, find and list instances) and a `NodeRecords` (write
-and delete node-name records), and hands them to `main`. Installed next to them in
-/opt/aicluster/bin; they import it from their own directory. Standard library only.
+and delete node-name records), and hands them to `main`, with the reconcile loop's own `main`.
+Installed with them in /opt/aicluster/lib (aicluster/render/node_programs.py). Standard library only.
 
 The same programs run the reconcile loop (`aicluster-reconcile`, a fourth link, run by a systemd
-timer on the head: aicluster_reconcile.py), which keeps Slurm's view of the fleet and the cloud's
+timer on the head: aicluster.node.reconcile), which keeps Slurm's view of the fleet and the cloud's
 equal. What the programs and the loop hand each other lives under STATE_DIR (pending suspends).
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 DEFAULT_CONFIG = "/etc/aicluster/cluster.json"
 DEFAULT_LOG = "/var/log/aicluster/power.log"
 ACTIONS = ("resume", "suspend", "resume-fail")
-RECONCILE = "reconcile"                 # the fourth action: no hostlist (aicluster_reconcile.py)
+RECONCILE = "reconcile"                 # the fourth action: no hostlist (aicluster.node.reconcile)
 DEFAULT_STATE_DIR = "/var/lib/aicluster"
 # Drain and DOWN reasons aicluster sets start with these, so the reconcile loop knows what it may
 # replace: a node an administrator drained by hand (any other reason) is never touched.
@@ -952,17 +952,18 @@ def suspend(cloud: Cloud, nodes: list[str], action: str = "suspend", dns: NodeRe
     return 0 if ok else 1
 
 
-def main(argv: list[str], program: str, required, connect) -> int:
+def main(argv: list[str], program: str, required, connect, reconcile) -> int:
     """A power program: the action and hostlist from argv, the cluster's config (with the keys
-    `required`), then resume or suspend with the (Cloud, NodeRecords or None) `connect(config)` gives."""
+    `required`), then resume or suspend with the (Cloud, NodeRecords or None) `connect(config)` gives;
+    the reconcile action runs `reconcile(cloud, config, dns)` (aicluster.node.reconcile.main)."""
     started = start(argv, program, lambda path: read_config(path, required), DEFAULT_CONFIG, DEFAULT_LOG)
     if isinstance(started, int):
         return started
     action, nodes, config = started
     cloud, dns = connect(config)
     if action == RECONCILE:
-        import aicluster_reconcile      # beside this file; only the loop needs it
-        return aicluster_reconcile.main(cloud, config, dns)
+        # The loop is handed in by the power program: it imports this module, so this one cannot import it.
+        return reconcile(cloud, config, dns)
     return run_action(action, nodes, lambda: resume(cloud, config, nodes, dns),
                       lambda: suspend(cloud, nodes, action, dns))
 

@@ -2,7 +2,7 @@
 
 Run every minute on the head node by aicluster-reconcile.timer through the `aicluster-reconcile`
 link of the cloud's power program (aicluster-power.py on AWS, aicluster-gcp-power.py on GCP), which
-hands `main` its Cloud and NodeRecords (aicluster_slurm.py, the core both clouds share). Standard
+hands `main` its Cloud and NodeRecords (aicluster.node.slurm, the core both clouds share). Standard
 library only; docs/reconcile.md describes the loop for operators.
 
 Each pass reads the cluster's instances (Cloud.list_cluster: by cluster tag or label, named for a
@@ -52,16 +52,11 @@ import fcntl
 import os
 import re
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 
-# The core beside this file (installed together in /opt/aicluster/bin; tests load it from templates/).
-_HERE = os.path.dirname(os.path.realpath(__file__))
-if _HERE not in sys.path:
-    sys.path.insert(0, _HERE)
-import aicluster_slurm as core  # noqa: E402
-from aicluster_slurm import compress_hostlist, log  # noqa: E402
+from aicluster.node import slurm as core
+from aicluster.node.slurm import compress_hostlist, log
 
 DEFAULT_LOG = "/var/log/aicluster/reconcile.log"
 PAUSE_FILE = "reconcile.paused"         # beside cluster.json: its presence pauses the loop
@@ -74,7 +69,7 @@ REPLACE_FRACTION = 0.10
 POOL_REPLACING_FRACTION = 0.25
 # ResumeTimeout when cluster.json carries none (aicluster's default: large GPU nodes boot slowly).
 FALLBACK_RESUME_TIMEOUT_S = 1800
-# Reasons aicluster sets on the nodes it may replace (aicluster_slurm.py).
+# Reasons aicluster sets on the nodes it may replace (aicluster.node.slurm).
 OUR_REASONS = (core.HEALTH_REASON, core.EVENT_REASON, core.BOOTSTRAP_REASON)
 # Node state flags that mean a job holds the node (`scontrol show node`: the base state, or the
 # COMPLETING flag while its epilog runs).
@@ -626,7 +621,7 @@ def pause_path() -> str:
 
 
 def main(cloud: core.Cloud, config: dict, dns: core.NodeRecords | None = None) -> int:
-    """The `aicluster-reconcile` action (aicluster_slurm.main): logging to the reconcile log, the
+    """The `aicluster-reconcile` action (aicluster.node.slurm.main): logging to the reconcile log, the
     pause switch, one pass at a time."""
     if not os.environ.get("AICLUSTER_LOG"):
         core.setup_logging((config.get("reconcile") or {}).get("log_file") or DEFAULT_LOG)

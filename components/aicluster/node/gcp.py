@@ -2,7 +2,7 @@
 VM's service account, Compute Engine, Cloud DNS, Secret Manager, Cloud Storage and Managed Lustre.
 
 Standard library only (urllib), so the head node and the compute nodes need no Google SDK: the
-programs run with the distribution's python3. Installed in /opt/aicluster/bin next to the programs
+programs run with the distribution's python3. Installed in /opt/aicluster/lib with the programs
 that import it (aicluster-gcp-power.py, aicluster-secret, aicluster-sync, aicluster-gcp-lustre-import).
 
 Tests point every endpoint at a local fake through the environment:

@@ -8,7 +8,7 @@ slurmctld runs this file through three links, each with one argument, a Slurm ho
     aicluster-suspend     gpu-[3-5]     delete the nodes' instances, found by the cluster label and
                                         their names, and the nodes' DNS records
     aicluster-resume-fail gpu-4         the same deletion; Slurm has set them down
-    aicluster-reconcile                 the reconcile loop (aicluster_reconcile.py), with this
+    aicluster-reconcile                 the reconcile loop (aicluster.node.reconcile), with this
                                         file's Gce.list_cluster
 
 or directly: aicluster-gcp-power.py resume|suspend|resume-fail HOSTLIST.
@@ -35,14 +35,13 @@ as ZONE_RESOURCE_POOL_EXHAUSTED, a quota, a bad reservation) sets the nodes DOWN
 as the reason, so their jobs requeue, never silently (slurm-gcp #3337 is the counter-example).
 
 It runs with the head node's system python3 only: resume, suspend and hostlists come from
-aicluster_slurm.py (the core both clouds share), the Google APIs from aicluster_gcp.py, both beside
-this file; this file holds only the Compute Engine and Cloud DNS calls. The cluster's facts come from
+aicluster.node.slurm (the core both clouds share), the Google APIs from aicluster.node.gcp, both
+installed with it; this file holds only the Compute Engine and Cloud DNS calls. The cluster's facts come from
 /etc/aicluster/cluster.json (AICLUSTER_CONFIG overrides), published by aicluster.
 """
 from __future__ import annotations
 
 import dataclasses
-import os
 import random
 import re
 import sys
@@ -51,11 +50,11 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 # Resume and suspend, hostlists, scontrol, DOWN reasons, logging: the core every cloud shares
-# (aicluster_slurm.py). This file holds the Compute Engine and Cloud DNS calls.
-sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
-import aicluster_slurm as core  # noqa: E402
-from aicluster_gcp import ApiError, Compute, Dns, operation_error, retryable  # noqa: E402
-from aicluster_slurm import NODE_RECORD_TTL_S, CloudError, compress_hostlist, log  # noqa: E402
+# (aicluster.node.slurm). This file holds the Compute Engine and Cloud DNS calls.
+from aicluster.node import reconcile
+from aicluster.node import slurm as core
+from aicluster.node.gcp import ApiError, Compute, Dns, operation_error, retryable
+from aicluster.node.slurm import NODE_RECORD_TTL_S, CloudError, compress_hostlist, log
 
 # Instances per bulkInsert: "You can create up to 5,000 VMs with each call"
 # (https://cloud.google.com/compute/docs/instances/multiple/about-bulk-creation).
@@ -609,7 +608,7 @@ class Gce(core.Cloud):
 
 def resume(compute, config: dict, nodes: list[str], dns=None) -> int:
     """Create every pool's nodes; the number of nodes that failed and were set down. `dns`: an
-    aicluster_gcp.Dns of the cluster's zone, or None."""
+    aicluster.node.gcp.Dns of the cluster's zone, or None."""
     return core.resume(Gce(compute, config, read_bootstrap_errors=False), config, nodes,
                        node_records(config, dns, compute) if dns else None)
 
@@ -629,9 +628,9 @@ def connect(config: dict, read_bootstrap_errors: bool = True):
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv if argv is None else argv)
     parsed = core.parse_args(argv)
-    reconcile = bool(parsed) and parsed[0] == core.RECONCILE
+    reconciling = bool(parsed) and parsed[0] == core.RECONCILE
     return core.main(argv, "aicluster-gcp-power.py", CONFIG_KEYS,
-                     lambda config: connect(config, read_bootstrap_errors=reconcile))
+                     lambda config: connect(config, read_bootstrap_errors=reconciling), reconcile.main)
 
 
 if __name__ == "__main__":
