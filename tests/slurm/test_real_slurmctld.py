@@ -214,8 +214,10 @@ def test_a_failing_health_check_requeues_the_job_without_holding_it(tmp_path):
         ctl.start_slurmd("trn-1")      # what a launched node does: it registers with slurmctld
 
         def requeued():
+            # Requeued, and done with the failed launch: the job passes through COMPLETING (its
+            # epilog on the node) before it waits again, longer on a loaded machine.
             job = fields(ctl.run("scontrol", "-o", "show", "job", job_id))
-            return job if int(job.get("Restarts", "0")) >= 1 else None
+            return job if int(job.get("Restarts", "0")) >= 1 and job["JobState"] != "COMPLETING" else None
 
         job = wait_for("the job to be requeued after the prolog failed", requeued, PROLOG_TIMEOUT_S,
                        ctl.diagnostics)

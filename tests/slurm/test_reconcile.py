@@ -26,7 +26,7 @@ import pytest
 from aicluster.design.cluster import design_cluster
 from aicluster.spec.cluster import parse_spec
 from tests.support.reconcile_fakes import FileCloud, core, install_power_programs
-from tests.support.slurmctld import COMMAND_TIMEOUT_S, RESUME_TIMEOUT_S, Controller, fields, tool, wait_for
+from tests.support.slurmctld import COMMAND_TIMEOUT_S, JOB_START_TIMEOUT_S, RESUME_TIMEOUT_S, Controller, fields, tool, wait_for
 
 # One Trainium pool (no GRES: a slurmd on this machine can be its node): trn-[1-2] always on
 # (min_nodes, SuspendExcNodes), trn-[3-4] launched on demand.
@@ -171,7 +171,7 @@ def test_faults_heal_within_a_few_passes_and_no_job_loses_its_node(ctl):
     ctl.start_slurmd("trn-1")
     wait_for("trn-1 to register", lambda: up(ctl, "trn-1"), RESUME_TIMEOUT_S, ctl.diagnostics)
     long_job = submit(ctl, "trn-1", "sleep 600")
-    wait_for("the job to run on trn-1", lambda: job_state(ctl, long_job) == "RUNNING", RESUME_TIMEOUT_S,
+    wait_for("the job to run on trn-1", lambda: job_state(ctl, long_job) == "RUNNING", JOB_START_TIMEOUT_S,
              ctl.diagnostics)
     ctl.run("scontrol", "update", "nodename=trn-1", "state=drain",
             f"reason={core.HEALTH_REASON}: gpu-count: 7 of 8 GPUs")

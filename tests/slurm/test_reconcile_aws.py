@@ -320,7 +320,10 @@ def two_instances_for_one_node(scene: Scene):
     used = scene.launched("trn-3")
     scene.moto.ec2.create_tags(Resources=[other], Tags=[{"Key": "aicluster-node", "Value": "trn-3"}])
     address = scene.moto.ec2.describe_instances(InstanceIds=[used])["Reservations"][0]["Instances"][0]
-    assert scene.ctl.node("trn-3")["NodeAddr"] == address["PrivateIpAddress"], scene.diagnostics()
+    # The resume program tags the instance first and hands slurmctld its address a moment later.
+    wait_for("trn-3's NodeAddr to be its instance's address",
+             lambda: scene.ctl.node("trn-3")["NodeAddr"] == address["PrivateIpAddress"], RESUME_TIMEOUT_S,
+             scene.diagnostics)
     assert scene.broken(), "trn-3 has two instances"
 
     def check():

@@ -23,6 +23,11 @@ SBIN = ("/usr/sbin", "/sbin", "/usr/local/sbin")
 RECORDERS = ("aicluster-resume", "aicluster-suspend", "aicluster-resume-fail", "aicluster-gpu-healthcheck")
 START_TIMEOUT_S = 30
 RESUME_TIMEOUT_S = 30
+# A job on a node that just powered up stays CONFIGURING after the node registers, until
+# slurmctld's periodic pass (every 30 s) sees its nodes ready: measured 24 s here with an idle
+# machine. Two passes and a margin, so a loaded machine (the suite runs on every core) still waits
+# long enough.
+JOB_START_TIMEOUT_S = 90
 COMMAND_TIMEOUT_S = 30
 PROLOG_TIMEOUT_S = 90
 
