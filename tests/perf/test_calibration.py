@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from aicluster.perf import calibration as C
+from tests.support.stack_plans import shared
 
 DATA = json.loads((Path(__file__).resolve().parents[1] / "data" / "training-throughput.json").read_text())
 RECORDS = C.records(DATA)
@@ -33,7 +34,8 @@ def _group_weighted(errors_by_group: dict[str, list[float]]) -> tuple[float, flo
 
 @pytest.fixture(scope="module")
 def logo():
-    return C.leave_one_group_out(RECORDS)
+    # About 50 s of fitting: once per run, whichever worker asks first (tests/support/stack_plans).
+    return shared("calibration leave-one-group-out", lambda: C.leave_one_group_out(RECORDS))
 
 
 def test_every_record_converts_and_has_a_source_group():
