@@ -6,11 +6,11 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STACK  ?= aws-p5-slurm
 PYTEST_ARGS ?=
-# Two workers per core, at most 8 (each holds ~1 GB): the slowest tests spend most of their time waiting
-# on real daemons (slurmctld starts a powered-up node's job on its 30-s periodic pass), and a
-# waiting worker leaves its core to the others. On 2 cores the tests took 15 min with 4 workers
-# and 22 with 2 (bash .ci/run on a fresh clone, 2026-11-28).
-TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); n=$$((n * 2)); [ $$n -gt 8 ] && n=8; echo $$n)
+# Three workers per core, at most 8 (each holds ~1 GB): the slowest tests spend most of their time
+# waiting on real daemons (slurmctld starts a powered-up node's job on its 30-s periodic pass), and
+# a waiting worker leaves its core to the others. On 2 cores (bash .ci/run on a fresh clone,
+# 2026-11-28, other work beside it): tests 22 min with 2 workers, 18.5 with 4, 16 with 6.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); n=$$((n * 3)); [ $$n -gt 8 ] && n=8; echo $$n)
 LOCK   := requirements.lock
 # uv resolves the lock (make lock); pinned so that two refreshes of the same inputs agree.
 UV_VERSION := 0.13.9
