@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import BASE_SPEC, free_port, run_spec
-from tests.support.stack_plans import SHARED_ENV
+from tests.support.run_cache import SHARED_ENV
 
 
 @pytest.fixture
@@ -43,8 +43,8 @@ def pytest_configure(config):
     """Short temporary paths, the same length with or without pytest-xdist: aic-XXXXXXXX/t in the
     system's temporary folder, and popen-gwN below it for each worker. A node program writes a path
     into a Slurm reason and the CLI bounds a path in its messages; pytest's own
-    pytest-of-<user>/pytest-<n>/popen-gwN/... grows with every worker and run number. Folders of runs older than a day are removed (a run
-    going on beside this one is never touched)."""
+    pytest-of-<user>/pytest-<n>/popen-gwN/... grows with every worker and run number. Folders of
+    runs older than a day are removed (a run going on beside this one is never touched)."""
     if config.option.basetemp or hasattr(config, "workerinput"):
         return   # given on the command line, or a worker: xdist hands it the controller's, per worker
     root = Path(tempfile.gettempdir())
@@ -57,7 +57,7 @@ def pytest_configure(config):
     run = Path(tempfile.mkdtemp(prefix="aic-", dir=root))
     run.chmod(0o700)
     config.option.basetemp = str(run / "t")   # pytest empties and makes it on first use
-    # What the workers share for this run only (tests/support/stack_plans.py), beside it.
+    # What the workers share for this run only (tests/support/run_cache.py), beside it.
     shared = run / "shared"
     shared.mkdir()
     os.environ[SHARED_ENV] = str(shared)

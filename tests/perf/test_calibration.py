@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from aicluster.perf import calibration as C
-from tests.support.stack_plans import shared
+from tests.support.run_cache import shared
 
 DATA = json.loads((Path(__file__).resolve().parents[1] / "data" / "training-throughput.json").read_text())
 RECORDS = C.records(DATA)
@@ -34,7 +34,7 @@ def _group_weighted(errors_by_group: dict[str, list[float]]) -> tuple[float, flo
 
 @pytest.fixture(scope="module")
 def logo():
-    # About 50 s of fitting: once per run, whichever worker asks first (tests/support/stack_plans).
+    # About 50 s of fitting: once per run, whichever worker asks first (tests/support/run_cache.py).
     return shared("calibration leave-one-group-out", lambda: C.leave_one_group_out(RECORDS))
 
 

@@ -27,7 +27,8 @@ from aicluster.catalog import load_catalog
 from aicluster.design.cluster import design_cluster
 from aicluster.errors import SpecError
 from aicluster.spec.cluster import ClusterSpec, PoolSpec, parse_spec, user_tag_budget
-from tests.support.stack_plans import STACK_NAMES, result_with_spec, shared, stack_result, stack_spec_data
+from tests.support.run_cache import shared
+from tests.support.stack_plans import STACK_NAMES, result_with_spec, stack_result, stack_spec_data
 
 CAPACITIES = {"aws": ("on-demand", "spot", "reservation", "capacity-block"),
               "gcp": ("on-demand", "spot", "reservation", "flex-start")}
@@ -56,7 +57,7 @@ class Variant:
     instance_types: tuple[str, ...] = ()
 
     def result(self):
-        """The PlanResult (spec, design, plan, files), planned once per session (kept here too:
+        """The PlanResult (spec, design, plan, files), planned once per run across workers (kept here too:
         stack_plans' cache of edited specs is bounded and shared with the other suites)."""
         if self.id not in _PLANNED:
             _PLANNED[self.id] = stack_result(self.stack) if self.spec is None else \
