@@ -385,7 +385,72 @@ def hand_to(work: str, user: str) -> None:
             os.chown(name, entry.pw_uid, entry.pw_gid)
 
 
-def listening(port: int) -> bool:
+def listening_sockets(port: int) -> set[str] | None:
+    """The inodes of the sockets listening on the port, from /proc/net (None where there is none)."""
+    found, seen = set(), False
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, encoding="ascii") as fh:
+                rows = fh.read().splitlines()[1:]
+        except OSError:
+            continue
+        seen = True
+        for row in rows:
+            cols = row.split()
+            # local_address is HEXIP:HEXPORT; state 0A is LISTEN; column 9 the inode.
+            if len(cols) > 9 and cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                found.add(cols[9])
+    return found if seen else None
+
+
+def session_pids(sid: int) -> list[int]:
+    """The processes of a session: the throwaway runs in its own, and a wrapper (a chroot, a
+    namespace) may run slurmctld as its child."""
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 3 and fields[3] == str(sid):      # state, ppid, pgrp, session
+            pids.append(int(name))
+    return pids
+
+
+def socket_inodes(pids: list[int]) -> set[str] | None:
+    """The inodes of the processes' sockets (None where their descriptors cannot be read)."""
+    inodes, readable = set(), False
+    for pid in pids:
+        try:
+            names = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        readable = True
+        for name in names:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{name}")
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:["):-1])
+    return inodes if readable else None
+
+
+def listening(port: int, sid: int) -> bool:
+    """The throwaway itself listens on the port. The port was free when chosen, but anything on
+    the host (another test slurmctld among them) may take it before slurmctld binds: a connect
+    alone would then count a rejected configuration as accepted. Where /proc cannot say whose
+    socket it is, a connect is the best there is."""
+    theirs = listening_sockets(port)
+    if theirs is not None:
+        if not theirs:
+            return False
+        ours = socket_inodes(session_pids(sid))
+        if ours is not None:
+            return bool(ours & theirs)
     try:
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
         return True
@@ -395,12 +460,12 @@ def listening(port: int) -> bool:
 
 def wait_up(proc: subprocess.Popen, port: int) -> bool:
     """slurmctld opens its port only after it has read the configuration, loaded its plugins and
-    its nodes: listening means the configuration was accepted."""
+    its nodes: its own listening socket means the configuration was accepted."""
     deadline = time.monotonic() + VALIDATE_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             return False
-        if listening(port):
+        if listening(port, proc.pid):
             return True
         time.sleep(0.1)
     return False
