@@ -149,7 +149,7 @@ def test_the_published_manifest_is_one_shape_on_both_clouds(rendered):
     (the power core, aicluster_slurm.py then, was 0755 on the AWS head)."""
     from aicluster.aws.slurm import PUBLISHED_KEYS as AWS_KEYS
     from aicluster.gcp.slurm import PUBLISHED_KEYS as GCP_KEYS
-    from aicluster.render.slurm_files import MOUNT_SCRIPT
+    from aicluster.render.slurm_files import ARTIFACT_KEY, MOUNT_SCRIPT
 
     for stack, files in _slurm_stacks(rendered).items():
         keys = AWS_KEYS if stack.startswith("aws") else GCP_KEYS
@@ -157,15 +157,19 @@ def test_the_published_manifest_is_one_shape_on_both_clouds(rendered):
         # compute/ and login/; monitoring/ holds the alert rules and dashboards plan writes, not
         # bucket objects.)
         published = {n for n in files if not n.startswith(("user-data/", "boot/", "compute/", "login/", "monitoring/"))}
-        assert published == set(keys), stack                      # one bucket object per published file
+        # One bucket object per published file; the archive of aicluster.node is bytes, not a
+        # rendered text (tests/scripts/test_node_programs.py checks it).
+        assert published | {ARTIFACT_KEY} == set(keys), stack
         manifest = json.loads(files["manifest.json"])
         entries = {e["key"]: e for e in manifest["files"]}
-        assert set(entries) == published - {"manifest.json"}, stack
+        assert set(entries) == published - {"manifest.json"} | {ARTIFACT_KEY}, stack
         assert entries["bin/aicluster-mount-storage"]["path"] == MOUNT_SCRIPT
         assert entries["bin/aicluster-mount-storage"]["run"] == [MOUNT_SCRIPT]
         for key, entry in entries.items():
             name = key.rsplit("/", 1)[1]
-            if key.startswith("bin/"):
+            if key == ARTIFACT_KEY:
+                assert entry["mode"] == "0644", key
+            elif key.startswith("bin/"):
                 assert entry["mode"] == ("0644" if name.endswith(".py") and name[:-3].isidentifier() else "0755"), key
             else:
                 assert entry["mode"] == "0644", key

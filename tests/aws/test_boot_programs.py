@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -17,18 +18,22 @@ import sys
 import urllib.request
 from pathlib import Path
 from types import SimpleNamespace
+import zipfile
 
 import boto3
 import pytest
 import yaml
 
-from aicluster.offline.capture import reveal
+from aicluster.render.node_programs import artifact
 from tests.support import STACK_NAMES, stack_spec
 from tests.support.stack_plans import stack_result
+from tests.support.bucket_objects import as_bytes, s3_objects
 
 STACK = "aws-p5-slurm"
 REGION = "us-east-1"
 OBJECT = "aws:s3/bucketObjectv2:BucketObjectv2"
+# The programs of aicluster.node each role's archive runs (aws/slurm.py).
+PACKAGED_BY_ROLE = {"head": ["aicluster-sync", "aicluster-secret"], "compute": ["aicluster-secret"]}
 FAKE_AWS = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
@@ -67,9 +72,9 @@ def node(moto_endpoint, tmp_path):
     texts = user_data(STACK)
     bucket = json.loads(write_files(texts["compute"])[LISTS["compute"]])["bucket"]
     s3.create_bucket(Bucket=bucket)
-    objects = {r.inputs["key"]: reveal(r.inputs["content"]) for r in plan.of_type(OBJECT)}
+    objects = s3_objects(plan)
     for key, content in objects.items():
-        s3.put_object(Bucket=bucket, Key=key, Body=content.encode())
+        s3.put_object(Bucket=bucket, Key=key, Body=as_bytes(content))
 
     def fetch(role: str, root: Path) -> subprocess.CompletedProcess:
         files = write_files(texts[role])
@@ -92,13 +97,13 @@ def test_fetch_installs_exactly_the_pinned_programs(node, tmp_path, role):
     assert run.returncode == 0, run.stderr
     for entry in listing["files"]:
         installed = tmp_path / "root" / entry["path"].lstrip("/")
-        assert installed.read_bytes() == node.objects[entry["key"]].encode()
+        assert installed.read_bytes() == as_bytes(node.objects[entry["key"]])
         assert hashlib.sha256(installed.read_bytes()).hexdigest() == entry["sha256"]
         module = entry["path"].startswith("/opt/aicluster/lib/")
         assert installed.stat().st_mode & 0o7777 == (0o644 if module else 0o755)
-    modules = {"head": {"sync.py", "secret.py", "gcp.py"}, "compute": {"secret.py", "gcp.py"}}[role]
-    assert {e["path"] for e in listing["files"] if e["path"].startswith("/opt/aicluster/lib/")} == \
-        {f"/opt/aicluster/lib/aicluster/node/{m}" for m in modules}
+    # One archive of aicluster.node for every program of the package (render/node_programs.py).
+    assert [e["path"] for e in listing["files"] if e["path"].startswith("/opt/aicluster/lib/")] == \
+        [f"/opt/aicluster/lib/{artifact(PACKAGED_BY_ROLE[role]).name}"]
     expected = {"head": {"aicluster-sync", "aicluster-secret"},
                 "compute": {"aicluster-secret", "aicluster-node-bootstrap", "aicluster-gpu-healthcheck",
                             "aicluster-mount-storage", "aicluster-resume-job", "aicluster-task-prolog",
@@ -106,7 +111,7 @@ def test_fetch_installs_exactly_the_pinned_programs(node, tmp_path, role):
                             # what watches the node (slurm_monitoring), started after slurmd
                             "aicluster-monitoring", "aicluster-node-metrics"}}[role]
     assert {Path(e["path"]).name for e in listing["files"] if not e["path"].startswith("/opt/aicluster/lib/")} == expected
-    # The entry points run aicluster.node's modules from the lib folder they were fetched into.
+    # The entry points run aicluster.node's programs from the archive they were fetched beside.
     for program in ("aicluster-secret", "aicluster-sync") if role == "head" else ("aicluster-secret",):
         ran = subprocess.run([str(tmp_path / "root" / "opt" / "aicluster" / "bin" / program), "--help"],
                              capture_output=True, text=True, timeout=60, env={"PATH": os.environ.get("PATH", "")})
@@ -139,18 +144,21 @@ def test_fetched_programs_pass_shellcheck_and_compile(stack, tmp_path):
     shellcheck = shutil.which("shellcheck")
     assert shellcheck, "shellcheck is required for this test: apt-get install shellcheck (.ci/run installs it)"
     plan = stack_result(stack).plan
-    objects = {r.inputs["key"]: reveal(r.inputs["content"]) for r in plan.of_type(OBJECT)}
+    objects = s3_objects(plan)
     checked = set()
     for role, text in user_data(stack).items():
         for entry in json.loads(write_files(text)[LISTS[role]])["files"]:
             content, name = objects[entry["key"]], Path(entry["path"]).name
-            if content.startswith(("#!/bin/bash", "#!/bin/sh")):
+            if isinstance(content, bytes):                  # the archive of aicluster.node
+                assert name == f"aicluster-node-{hashlib.sha256(content).hexdigest()[:12]}.pyz", entry["key"]
+                with zipfile.ZipFile(io.BytesIO(content)) as archive:
+                    for member in archive.namelist():
+                        compile(archive.read(member), f"{entry['key']}/{member}", "exec")
+            elif content.startswith(("#!/bin/bash", "#!/bin/sh")):
                 path = tmp_path / f"{role}-{name}"
                 path.write_text(content)
                 run = subprocess.run([shellcheck, "--severity=style", str(path)], capture_output=True, text=True)
                 assert run.returncode == 0, f"{stack} {entry['key']}:\n{run.stdout}"
-            elif entry["path"].startswith("/opt/aicluster/lib/aicluster/node/"):
-                compile(content, entry["key"], "exec")      # a module of aicluster.node
             else:
                 assert content.startswith("#!/usr/bin/env python3"), entry["key"]
                 compile(content, entry["key"], "exec")

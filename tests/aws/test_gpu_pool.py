@@ -8,7 +8,7 @@ import json
 import pytest
 import yaml
 
-from aicluster.offline.capture import reveal
+from tests.support.bucket_objects import s3_objects
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 PG = "aws:ec2/placementGroup:PlacementGroup"
@@ -113,7 +113,7 @@ def test_user_data_mounts_the_filesystem_from_its_outputs(plan_spec, base_spec):
     assert "/usr/local/sbin/aicluster-mount-storage" not in files
     listing = json.loads(files["/etc/aicluster/node-files.json"])
     (entry,) = [f for f in listing["files"] if f["path"] == "/usr/local/sbin/aicluster-mount-storage"]
-    objects = {r.inputs["key"]: reveal(r.inputs["content"]) for r in plan.of_type(OBJECT)}
+    objects = s3_objects(plan)
     script = objects[entry["key"]]
     assert hashlib.sha256(script.encode()).hexdigest() == entry["sha256"]
     assert f"mount_one '{fs.outputs['dnsName']}@tcp:/{fs.outputs['mountName']}' '/fsx' 'lustre'" in script

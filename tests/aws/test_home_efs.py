@@ -21,6 +21,7 @@ from aicluster.commands.plan_report import _storage_line
 from aicluster.render.templates import render
 from aicluster.spec.cluster import parse_spec
 from aicluster.design.stateful import stateful_kind
+from tests.support.bucket_objects import s3_objects
 
 EFS = "aws:efs/fileSystem:FileSystem"
 TARGET = "aws:efs/mountTarget:MountTarget"
@@ -46,7 +47,7 @@ def plan(plan_spec, home_spec):
 
 
 def published(plan) -> dict[str, str]:
-    return {r.inputs["key"]: reveal(r.inputs["content"]) for r in plan.of_type(OBJECT)}
+    return s3_objects(plan)
 
 
 # ---------------------------------------------------------------- the resources

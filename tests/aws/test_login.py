@@ -12,6 +12,8 @@ import yaml
 
 from aicluster.errors import SpecError
 from aicluster.offline.capture import reveal
+from aicluster.render.node_programs import artifact
+from tests.support.bucket_objects import as_bytes, s3_objects
 from aicluster.spec.cluster import parse_spec
 from tests.support import BASE_SPEC, run_spec
 
@@ -106,15 +108,13 @@ def test_user_data_fetches_exactly_the_programs_in_the_bucket(plan):
     (node,) = logins(plan)
     doc = yaml.safe_load(reveal(node.inputs["userData"]))
     listing = json.loads(next(f["content"] for f in doc["write_files"] if f["path"] == "/etc/aicluster/login-files.json"))
-    objects = {r.inputs["key"]: reveal(r.inputs["content"]) for r in plan.of_type(OBJECT)
-               if r.inputs["key"].startswith("login/")}
+    objects = {key: body for key, body in s3_objects(plan).items() if key.startswith("login/")}
     assert sorted(e["key"] for e in listing["files"]) == sorted(objects)
     for entry in listing["files"]:
-        assert hashlib.sha256(objects[entry["key"]].encode()).hexdigest() == entry["sha256"]
+        assert hashlib.sha256(as_bytes(objects[entry["key"]])).hexdigest() == entry["sha256"]
     assert {e["path"] for e in listing["files"]} == {"/opt/aicluster/bin/aicluster-secret",
-                                                     # the modules of aicluster.node it runs
-                                                     "/opt/aicluster/lib/aicluster/node/secret.py",
-                                                     "/opt/aicluster/lib/aicluster/node/gcp.py",
+                                                     # the archive of aicluster.node it runs
+                                                     f"/opt/aicluster/lib/{artifact(['aicluster-secret']).name}",
                                                      "/opt/aicluster/bin/aicluster-login-bootstrap",
                                                      "/opt/aicluster/bin/aicluster-containers",
                                                      # what watches the node (slurm_monitoring)

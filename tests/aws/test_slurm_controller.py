@@ -9,6 +9,9 @@ import json
 import pytest
 
 from aicluster.offline.capture import Secret, reveal
+from aicluster.render.node_programs import artifact
+from aicluster.render.slurm_files import published_archive
+from tests.support.bucket_objects import as_bytes, body, s3_objects
 
 INSTANCE = "aws:ec2/instance:Instance"
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -27,7 +30,7 @@ def head_template(plan):
 
 
 def published(plan) -> dict[str, str]:
-    return {r.inputs["key"]: reveal(r.inputs["content"]) for r in plan.of_type(OBJECT)}
+    return s3_objects(plan)
 
 
 def fetch_list(user_data: str, path: str) -> dict:
@@ -265,34 +268,33 @@ def test_programs_are_fetched_from_the_bucket_at_content_addressed_keys(plan_spe
     exactly that content (the planned object), in the private, encrypted configuration bucket."""
     import hashlib
 
-    from aicluster.render.node_programs import module_source
-
     plan = plan_spec(base_spec)
     bucket = plan.named("demo-slurm-config", "aws:s3/bucket:Bucket").outputs["bucket"]
     objects = {r.inputs["key"]: r for r in plan.of_type(OBJECT)}
     node_text = base64.b64decode(plan.named("demo-gpu-template", LT).inputs["userData"]).decode()
     lists = {"head/boot/": fetch_list(head(plan).inputs["userData"], "/etc/aicluster/head-files.json"),
              "compute/": fetch_list(node_text, "/etc/aicluster/node-files.json")}
-    lib = "/opt/aicluster/lib/aicluster/node"
+    boot_archive = artifact(["aicluster-sync", "aicluster-secret"])      # what the head's boot programs run
+    archive = f"/opt/aicluster/lib/{boot_archive.name}"
     assert {f["path"] for f in lists["head/boot/"]["files"]} == {
-        "/opt/aicluster/bin/aicluster-sync", "/opt/aicluster/bin/aicluster-secret",
-        f"{lib}/sync.py", f"{lib}/secret.py", f"{lib}/gcp.py"}   # the entry points, the modules they run
+        "/opt/aicluster/bin/aicluster-sync", "/opt/aicluster/bin/aicluster-secret", archive}   # the archive they run
     for prefix, listing in lists.items():
         assert (listing["bucket"], listing["region"]) == (bucket, "us-east-1")
         for entry in listing["files"]:
             obj = objects[entry["key"]]
-            content = reveal(obj.inputs["content"])
+            content = body(obj)
             module = entry["path"].startswith("/opt/aicluster/lib/")
-            name = entry["path"][len("/opt/aicluster/lib/"):] if module else entry["path"].rsplit("/", 1)[1]
+            name = entry["path"].rsplit("/", 1)[1]
             assert entry["key"] == f"{prefix}{name}/{entry['sha256']}"
-            assert hashlib.sha256(content.encode()).hexdigest() == entry["sha256"]
+            assert hashlib.sha256(as_bytes(content)).hexdigest() == entry["sha256"]
             assert obj.inputs["bucket"] == bucket and obj.inputs["serverSideEncryption"] == "AES256"
             assert obj.retain_on_delete   # a node launched from an older template version may still fetch it
             assert entry["mode"] == ("0644" if module else "0755")
-    sync = next(f for f in lists["head/boot/"]["files"] if f["path"].endswith("/node/sync.py"))
-    assert reveal(objects[sync["key"]].inputs["content"]) == module_source("sync")
+    # The archive travels as bytes (S3 stores content_base64 decoded), exactly the built archive.
+    packed = next(f for f in lists["head/boot/"]["files"] if f["path"] == archive)
+    assert body(objects[packed["key"]]) == boot_archive.data and "content" not in objects[packed["key"]].inputs
     entry_point = next(f for f in lists["head/boot/"]["files"] if f["path"].endswith("/aicluster-sync"))
-    assert "from aicluster.node.sync import main" in reveal(objects[entry_point["key"]].inputs["content"])
+    assert f'"$lib/{boot_archive.name}" aicluster-sync "$0"' in body(objects[entry_point["key"]])
     # The head node launches once its programs and its read permission exist; the nodes' templates
     # name their programs once those exist.
     deps = head(plan).dependencies
@@ -343,7 +345,7 @@ def test_routine_edits_leave_the_head_node_untouched(plan_spec, base_spec, edit)
     # Nor its launch template (a new version would be a new head node) or its programs.
     assert head_template(after_plan).inputs == head_template(before_plan).inputs
     boot = {r.name: r.inputs for r in before_plan.of_type(OBJECT) if r.inputs["key"].startswith("head/boot/")}
-    assert len(boot) == 5              # aicluster-sync and aicluster-secret, and their three modules
+    assert len(boot) == 3              # aicluster-sync and aicluster-secret, and the archive they run
     assert boot == {r.name: r.inputs for r in after_plan.of_type(OBJECT) if r.inputs["key"].startswith("head/boot/")}
 
 
@@ -364,9 +366,10 @@ def test_head_node_does_not_wait_for_the_filesystems(plan_spec, base_spec):
     (entry,) = [e for e in manifest["files"] if e["key"] == "bin/aicluster-mount-storage"]
     assert entry["run"] == [entry["path"]] and entry["mode"] == "0755"
     assert entry["path"] == "/usr/local/sbin/aicluster-mount-storage"        # as on the nodes and on GCP
-    # The modules the power program imports are read, not run (0644, as on GCP; it was 0755 here).
+    # The archive the power program runs is read, not run (0644, as on GCP).
     modes = {e["path"]: e["mode"] for e in manifest["files"]}
-    assert (modes["/opt/aicluster/lib/aicluster/node/slurm.py"], modes["/opt/aicluster/bin/aicluster-power.py"]) == \
+    archive = published_archive(["aicluster-power.py"]).name
+    assert (modes[f"/opt/aicluster/lib/{archive}"], modes["/opt/aicluster/bin/aicluster-power.py"]) == \
         ("0644", "0755")
 
     more = copy.deepcopy(base_spec)

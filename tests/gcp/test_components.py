@@ -422,9 +422,10 @@ def test_published_configuration_is_the_shared_slurm_templates(plan_spec):
                     ["/opt/aicluster/bin/aicluster-gcp-lustre-import"],
                     ["/opt/aicluster/bin/aicluster-pyxis-build", "--background"], monitoring, monitoring]
     modes = {f["path"]: f["mode"] for f in manifest["files"]}
-    lib, bin_dir = "/opt/aicluster/lib/aicluster/node", "/opt/aicluster/bin"
-    assert (modes[f"{lib}/slurm.py"], modes[f"{lib}/gcp.py"], modes[f"{bin_dir}/aicluster-gcp-power.py"]) == \
-        ("0644", "0644", "0755")
+    from aicluster.gcp.slurm import _PROGRAMS
+    from aicluster.render.slurm_files import published_archive
+    assert (modes[f"/opt/aicluster/lib/{published_archive(_PROGRAMS).name}"], modes["/opt/aicluster/bin/aicluster-gcp-power.py"]) == \
+        ("0644", "0755")
     cluster = json.loads(files["aicluster/cluster.json"])
     t = plan.of_type(TEMPLATE)[0]
     assert cluster["pools"]["gpu"]["instance_template"] == t.outputs["selfLink"]

@@ -10,7 +10,6 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from aicluster.mounts import Mount
 from aicluster.render.templates import render
 from tests.support import GCP_PROJECT, ROOT, node_programs, stack_spec
 from tests.support.fake_gcp import FakeGcp
+from tests.support.bucket_objects import as_bytes
 
 SCRIPTS = ROOT / "templates" / "scripts"
 FABRIC = SCRIPTS / "aicluster-gcp-fabric"
@@ -185,7 +185,7 @@ def test_sync_installs_the_published_files_from_cloud_storage(tmp_path, fake):
     design = design_cluster(parse_spec(stack_spec("gcp-a3mega-slurm")))
     files = published_files(design, project_id=GCP_PROJECT, controller_addr="10.0.0.2", templates={"gpu": "tmpl"},
                             placements={"gpu": "pp"}, accounting_secret=None, lustre_imports=[])
-    fake.objects = {("cfg-bucket", CONFIG_PREFIX + k): v.encode() for k, v in files.items()}
+    fake.objects = {("cfg-bucket", CONFIG_PREFIX + k): as_bytes(v) for k, v in files.items()}
     root = tmp_path / "root"
     (root / "etc" / "aicluster").mkdir(parents=True)
     (root / "etc" / "aicluster" / "sync.json").write_text(json.dumps(

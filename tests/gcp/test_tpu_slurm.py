@@ -4,6 +4,7 @@ zone. Under mocks, with a real slurmctld reading the rendered configuration, and
 program against a fake metadata server."""
 from __future__ import annotations
 
+import base64
 import copy
 import dataclasses
 import json
@@ -17,7 +18,7 @@ import pytest
 from aicluster.catalog import load_catalog
 from aicluster.design.cluster import design_cluster
 from aicluster.errors import SpecError
-from aicluster.render.node_programs import entry_point, module_source
+from aicluster.render.node_programs import artifact, entry_point
 from aicluster.commands.planner import rendered_files
 from aicluster.render.templates import static
 from aicluster.spec.cluster import parse_spec
@@ -124,11 +125,13 @@ def test_published_slurm_files_keep_tpu_nodes_out_of_the_power_programs(plan):
 def test_startup_script_installs_the_node_programs_unchanged(plan):
     (script,) = [c for n, c in rendered_files(plan).items() if n == "startup-scripts/test-v5p-0.sh"]
     embedded = {path: body for path, _, body in re.findall(r"cat > (\S+) <<'(\w+)'\n(.*?)\n\2\n", script, re.S)}
-    # aicluster-secret: the entry point, and the modules of aicluster.node it runs.
-    lib = "/opt/aicluster/lib/aicluster/node"
-    assert embedded["/opt/aicluster/bin/aicluster-secret"].rstrip("\n") == entry_point("aicluster-secret").rstrip("\n")
-    for module in ("secret", "gcp"):
-        assert embedded[f"{lib}/{module}.py"].rstrip("\n") == module_source(module).rstrip("\n"), module
+    # aicluster-secret: the entry point, and the archive of aicluster.node it runs, base64 in the
+    # script and decoded back to the built bytes (`base64 -d`, as the VM's startup does).
+    archive = artifact(["aicluster-secret"])      # the secret helper's modules only (render/node_programs.py)
+    assert embedded["/opt/aicluster/bin/aicluster-secret"].rstrip("\n") == \
+        entry_point("aicluster-secret", archive=archive).rstrip("\n")
+    decoded = dict(re.findall(r"base64 -d > (\S+) <<'(?:\w+)'\n(.*?)\n\w+\n", script, re.S))
+    assert base64.b64decode(decoded[f"/opt/aicluster/lib/{archive.name}"]) == archive.data
     for path, source in (("/opt/aicluster/bin/aicluster-gpu-healthcheck", "scripts/aicluster-gpu-healthcheck"),
                          ("/opt/aicluster/bin/aicluster-tpu-node-name", "scripts/aicluster-tpu-node-name"),
                          ("/opt/aicluster/bin/aicluster-gcp-node-bootstrap", "scripts/aicluster-gcp-node-bootstrap")):

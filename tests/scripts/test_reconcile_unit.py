@@ -4,7 +4,9 @@ the same program against a real slurmctld."""
 from __future__ import annotations
 
 import fcntl
+import io
 import json
+import zipfile
 
 import pytest
 
@@ -499,10 +501,12 @@ def test_the_head_installs_the_loop_with_its_settings(head_files):
     manifest = json.loads(files["manifest.json"])
     assert {"path": "/opt/aicluster/bin/aicluster-reconcile", "target": "aicluster-power.py"} in [
         {"path": link["path"], "target": link["target"].rsplit("/", 1)[-1]} for link in manifest["links"]]
-    key = "lib/aicluster/node/reconcile.py"
-    entry = next(e for e in manifest["files"] if e["key"] == key)
-    assert (entry["path"], entry["mode"]) == ("/opt/aicluster/lib/aicluster/node/reconcile.py", "0644")
-    assert files[key] == open(SCRIPT, encoding="utf-8").read()
+    # The loop ships in the archive of aicluster.node, this checkout's module byte for byte.
+    from aicluster.render.slurm_files import ARTIFACT_KEY, published_archive
+    entry = next(e for e in manifest["files"] if e["key"] == ARTIFACT_KEY)
+    assert (entry["path"], entry["mode"]) == (f"/opt/aicluster/lib/{published_archive(['aicluster-power.py']).name}", "0644")
+    with zipfile.ZipFile(io.BytesIO(files[ARTIFACT_KEY])) as archive:
+        assert archive.read("aicluster/node/reconcile.py") == open(SCRIPT, "rb").read()
     cluster = json.loads(files["aicluster/cluster.json"])
     assert cluster["static_nodes"] == ["gpu-[1-2]"]
     assert cluster["reconcile"] == {"grace_s": design.slurm.resume_timeout_s, "replace_fraction": 0.1,

@@ -16,10 +16,11 @@ import boto3
 
 from aicluster.render.slurm_config import SLURM_CONFIG_FILES
 from tests.support import fake_slurmctld, stack_spec
+from tests.support.bucket_objects import as_bytes
 from tests.support.node_programs import module_command
 from tests.support.slurmctld import Controller, tool
 
-SYNC = module_command("sync")          # aicluster.node.sync, as `python -m` runs it
+SYNC = module_command("sync")          # aicluster-sync from the built archive, as a node runs it
 BUCKET = "p5-train-config"
 STATE = "var/lib/aicluster/sync"
 # `scontrol -o show node` answers like Slurm 22.05 for a powered-down node; every call is recorded.
@@ -118,7 +119,7 @@ def aws_head(moto_endpoint: str, tmp_path: Path) -> Head:
                             accounting_secret=None, hosted_zone_id="Z0123456789ABCDEFGHIJ",
                             metrics_write_url=METRICS_WRITE_URL)
     for key, content in files.items():
-        s3.put_object(Bucket=BUCKET, Key=CONFIG_PREFIX + key, Body=content.encode())
+        s3.put_object(Bucket=BUCKET, Key=CONFIG_PREFIX + key, Body=as_bytes(content))
     root = tmp_path / "root"
     (root / "etc" / "aicluster").mkdir(parents=True)
     (root / "etc" / "aicluster" / "sync.json").write_text(

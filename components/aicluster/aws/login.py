@@ -29,6 +29,7 @@ from aicluster.design.login import LoginDesign
 from aicluster.render.login_files import HEAD_KEYS_READ, LOGIN_PREFIX, login_programs, login_user_data
 from aicluster.render.node_local_files import PYXIS_ARTIFACT_PREFIX
 from aicluster.aws.gpu_pool import within_user_data_limit
+from aicluster.aws.slurm import object_body
 from aicluster.aws.launch_template import ubuntu_launch_template
 from aicluster.aws.iam import ec2_assume_role_policy, ssm_core_policy_arn
 
@@ -115,7 +116,7 @@ class LoginNodes(pulumi.ComponentResource):
         # one a booting node may be reading; kept when replaced (a node launched from older user
         # data may still fetch it), removed with the bucket (force_destroy).
         programs = [aws.s3.BucketObjectv2(
-            f"{name}-{entry['path'].rsplit('/', 1)[1]}", bucket=args.bucket_name, key=entry["key"], content=text,
+            f"{name}-{entry['path'].rsplit('/', 1)[1]}", bucket=args.bucket_name, key=entry["key"], **object_body(text),
             server_side_encryption="AES256", opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True))
             for entry, text in login_programs()]
 

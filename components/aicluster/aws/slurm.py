@@ -19,7 +19,7 @@ manifest); this file holds the AWS parts:
 """
 from __future__ import annotations
 
-import hashlib
+import base64
 import json
 import posixpath
 from dataclasses import dataclass
@@ -31,7 +31,7 @@ from aicluster.design.model import Cluster, ClusterContext, ClusterDesign
 from aicluster.design.parts import SlurmDesign
 from aicluster.mounts import Mount
 from aicluster.render.node_local_files import ARTIFACT_PREFIX, PYXIS_ARTIFACT_PREFIX, node_local_programs
-from aicluster.render.node_programs import LIB, PROGRAM_MODE, node_files
+from aicluster.render.node_programs import PROGRAM_MODE, node_files
 from aicluster.render.templates import render, static
 from aicluster.render.slurm_config import node_domain
 from aicluster.slurm.controller import SlurmConfigurationShape, SlurmControllerShape, pool_facts
@@ -39,6 +39,8 @@ from aicluster.render.slurm_files import (BIN, CONFIG_PREFIX, MOUNT_SCRIPT, Boot
                            slurm_pools)
 from aicluster.render.slurm_files import head_user_data as _head_user_data
 from aicluster.render.slurm_files import published_files as _published_files
+from aicluster.render.slurm_files import ARTIFACT_KEY
+from aicluster.render.slurm_files import digest as content_digest
 from aicluster.aws.gpu_pool import within_user_data_limit
 from aicluster.aws.iam import ec2_assume_role_policy, partition, ssm_core_policy_arn
 from aicluster.aws.launch_template import ubuntu_launch_template
@@ -74,25 +76,42 @@ def secret_prefix(cluster: Cluster) -> str:
 # its launch template was rendered with, and a routine edit that changes no program changes no
 # key (the head node's user data stays byte-identical).
 
-def boot_file(prefix: str, name: str, path: str, content: str, mode: str = PROGRAM_MODE) -> dict:
-    """One entry of a fetch list: the content-addressed key, where it is installed, its SHA-256."""
-    digest = hashlib.sha256(content.encode()).hexdigest()
+def boot_file(prefix: str, name: str, path: str, content: str | bytes, mode: str = PROGRAM_MODE) -> dict:
+    """One entry of a fetch list: the content-addressed key, where it is installed, its SHA-256
+    (of the bytes aicluster-fetch writes: text as UTF-8, the archive of aicluster.node as it is)."""
+    digest = content_digest(content)
     return {"key": f"{prefix}{name}/{digest}", "path": path, "mode": mode, "sha256": digest}
 
 
-def head_boot_files() -> list[tuple[dict, str]]:
+def object_body(content: pulumi.Input[str] | bytes) -> dict:
+    """The S3 object's body argument: text as `content`, bytes (the archive of aicluster.node) as
+    `content_base64`, which S3 stores decoded, so the object holds exactly the bytes a node checks."""
+    if isinstance(content, bytes):
+        return {"content_base64": base64.b64encode(content).decode()}
+    return {"content": content}
+
+
+def published_body(key: str, content: pulumi.Output) -> dict:
+    """object_body of a published file, whose content is known once the cluster's outputs are:
+    ARTIFACT_KEY's is the archive (bytes), every other key's is text."""
+    if key == ARTIFACT_KEY:
+        return {"content_base64": content.apply(lambda c: base64.b64encode(c).decode())}
+    return {"content": content}
+
+
+def head_boot_files() -> list[tuple[dict, str | bytes]]:
     """(entry, content) of the head node's own programs: the sync and the secret helper."""
     return [(boot_file(HEAD_BOOT_PREFIX, _boot_name(path), path, text, mode), text)
             for path, text, mode in node_files(_HEAD_PROGRAMS, BIN)]
 
 
 def _boot_name(path: str) -> str:
-    """The key's name part: a program's name (aicluster-sync), a module's path under the lib
-    folder (aicluster/node/sync.py)."""
-    return path[len(LIB) + 1:] if path.startswith(f"{LIB}/") else posixpath.basename(path)
+    """The key's name part: a program's or the archive's file name (aicluster-sync,
+    aicluster-node-<sha12>.pyz)."""
+    return posixpath.basename(path)
 
 
-def node_program_files() -> list[tuple[dict, str]]:
+def node_program_files() -> list[tuple[dict, str | bytes]]:
     """(entry, content) of the compute nodes' programs that do not depend on the cluster."""
     # | node_local_programs(): /scratch on local NVMe, enroot and pyxis (node_local_files.py).
     texts = {name: static(src) for name, src in _NODE_PROGRAMS.items()} | node_local_programs()
@@ -113,11 +132,11 @@ def fetch_list(cluster: Cluster, bucket: str, files: list[dict]) -> str:
     return head + ', "files": [\n' + ",\n".join(json.dumps(f) for f in files) + "\n]}\n"
 
 
-def _boot_object(name: str, bucket: pulumi.Input[str], key: pulumi.Input[str], content: pulumi.Input[str],
+def _boot_object(name: str, bucket: pulumi.Input[str], key: pulumi.Input[str], content: pulumi.Input[str] | bytes,
                  parent: pulumi.Resource) -> aws.s3.BucketObjectv2:
     # Kept when replaced (a new content is a new key): a node launched from the previous version of
     # its launch template may still be fetching the old one. The bucket's force_destroy removes it.
-    return aws.s3.BucketObjectv2(name, bucket=bucket, key=key, content=content, server_side_encryption="AES256",
+    return aws.s3.BucketObjectv2(name, bucket=bucket, key=key, **object_body(content), server_side_encryption="AES256",
                                  opts=pulumi.ResourceOptions(parent=parent, retain_on_delete=True))
 
 
@@ -504,7 +523,7 @@ class SlurmConfiguration(SlurmConfigurationShape):
                                       accounting_endpoint=a[6], metrics_write_url=a[7]))
         self.publish(PUBLISHED_KEYS, files, lambda key, content: aws.s3.BucketObjectv2(
             f"{name}-{key.replace('/', '-').replace('.', '-')}", bucket=controller.bucket_name,
-            key=CONFIG_PREFIX + key, content=content, server_side_encryption="AES256", opts=child))
+            key=CONFIG_PREFIX + key, **published_body(key, content), server_side_encryption="AES256", opts=child))
         aws.iam.RolePolicy(
             f"{name}-head-fleet", role=controller.role_name,
             policy=pulumi.Output.all(controller.role_arn, args.compute_role_arn,

@@ -30,13 +30,13 @@ from aicluster.design.model import Cluster, ClusterContext, ClusterDesign
 from aicluster.design.parts import SlurmDesign
 from aicluster.mounts import Mount
 from aicluster.render.node_local_files import ARTIFACT_PREFIX, PYXIS_ARTIFACT_PREFIX
-from aicluster.render.node_programs import node_files
+from aicluster.render.node_programs import artifact_file, node_files
 from aicluster.render.slurm_config import node_domain
 from aicluster.slurm.controller import SlurmConfigurationShape, SlurmControllerShape, pool_facts
 from aicluster.render.slurm_files import BIN, CONFIG_PREFIX, BootFile, Published, head_hostname, published_keys  # noqa: F401
 from aicluster.render.slurm_files import head_user_data as _head_user_data
 from aicluster.render.slurm_files import published_files as _published_files
-from aicluster.render.slurm_files import slurm_pools
+from aicluster.render.slurm_files import ARTIFACT_KEY, published_archive, slurm_pools
 from aicluster.gcp.common import CLUSTER_LABEL, POOL_LABEL, grant_objects_under, head_tag, labels, node_tag, project, short_name
 from aicluster.gcp.identity import CLOUD_PLATFORM, NodeIdentity, NodeIdentityArgs
 
@@ -243,6 +243,14 @@ def _stored_secret(cluster: ClusterContext, name: str, key: str, what: str, valu
     return secret
 
 
+def published_body(key: str, content: pulumi.Output) -> dict:
+    """The object's body: ARTIFACT_KEY's is the archive (bytes, the same in every plan), uploaded
+    from a file as it is (a GCS object's `content` is text); every other key's is text."""
+    if key == ARTIFACT_KEY:
+        return {"source": pulumi.FileAsset(artifact_file(published_archive(_PROGRAMS)))}
+    return {"content": content}
+
+
 def head_user_data(context: ClusterContext, *, bucket: str, munge_secret: str) -> str:
     """Metadata holds 256 KB: cloud-init writes the head's programs itself (the secret helper and
     the sync, with the Google REST module they import: render/node_programs.py)."""
@@ -314,7 +322,7 @@ class SlurmConfiguration(SlurmConfigurationShape):
                                       dns_zone=a[5], node_addrs=dict(a[6]), accounting_endpoint=a[7]))
         self.publish(PUBLISHED_KEYS, files, lambda key, content: gcp.storage.BucketObject(
             f"{name}-{key.replace('/', '-').replace('.', '-').replace('_', '-')}", bucket=controller.bucket_name,
-            name=CONFIG_PREFIX + key, content=content, opts=child))
+            name=CONFIG_PREFIX + key, **published_body(key, content), opts=child))
 
         role = gcp.projects.IAMCustomRole(
             f"{name}-head-role", role_id=short_name(f"aicluster_{design.name}_slurm_head".replace("-", "_"), 64),

@@ -18,14 +18,13 @@ The login node gives users the cluster's tools (issue 15, "Slurm a research team
 """
 from __future__ import annotations
 
-import hashlib
 import json
 
 from aicluster.render.node_local_files import CONTAINERS_PROGRAM, node_local_programs
-from aicluster.render.node_programs import LIB, node_files
+from aicluster.render.node_programs import node_files
 from aicluster.render.templates import render, static
 from aicluster.render.slurm_config import SLURMCTLD_PORT, node_domain
-from aicluster.render.slurm_files import BIN, CONFIG_PREFIX, BootFile
+from aicluster.render.slurm_files import BIN, CONFIG_PREFIX, BootFile, digest as content_digest
 from aicluster.render.slurm_monitoring import LOGIN_POOL
 from aicluster.render.slurm_monitoring import node_programs as monitoring_programs
 
@@ -54,20 +53,20 @@ def _program_texts() -> dict[str, str]:
     return texts | monitoring_programs()
 
 
-def login_files() -> list[tuple[str, str, str]]:
-    """(path, content, mode) of every login program: aicluster.node's secret helper with the
-    modules it needs, then the shell programs, in BIN."""
+def login_files() -> list[tuple[str, str | bytes, str]]:
+    """(path, content, mode) of every login program: the archive of aicluster.node and the secret
+    helper's entry point, then the shell programs, in BIN."""
     return [*node_files(_NODE_PROGRAMS, BIN),
             *[(f"{BIN}/{name}", text, "0755") for name, text in _program_texts().items()]]
 
 
-def login_programs() -> list[tuple[dict, str]]:
+def login_programs() -> list[tuple[dict, str | bytes]]:
     """(fetch-list entry, content) of each login program: key login/<name>/<sha256>, where name is
-    a program's name or a module's path under the lib folder (aicluster/node/secret.py)."""
+    the file's name (aicluster-secret, aicluster-node-<sha12>.pyz)."""
     out = []
     for path, text, mode in login_files():
-        name = path[len(LIB) + 1:] if path.startswith(f"{LIB}/") else path.rsplit("/", 1)[1]
-        digest = hashlib.sha256(text.encode()).hexdigest()
+        name = path.rsplit("/", 1)[1]
+        digest = content_digest(text)
         out.append(({"key": f"{LOGIN_PREFIX}{name}/{digest}", "path": path, "mode": mode, "sha256": digest}, text))
     return out
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import io
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,13 +72,16 @@ def _entry(name: str) -> zipfile.ZipInfo:
     return info
 
 
-def build(programs: Mapping[str, str], package_dir: Path = PACKAGE_DIR) -> NodeArtifact:
-    """The archive of package_dir's modules (aicluster/node/*.py) and a __main__.py that runs
-    `programs` (installed name -> module of aicluster.node) by name."""
+def build(programs: Mapping[str, str], package_dir: Path = PACKAGE_DIR,
+          modules: Iterable[str] | None = None) -> NodeArtifact:
+    """The archive of package_dir's modules (aicluster/node/*.py; only `modules` when given) and a
+    __main__.py that runs `programs` (installed name -> module of aicluster.node) by name."""
     table = "{\n" + "".join(f"    {p!r}: {m!r},\n" for p, m in sorted(programs.items())) + "}"
     files = {"__main__.py": _MAIN.format(prog="aicluster-node", table=table).encode("utf-8")}
+    wanted = None if modules is None else {f"{m}.py" for m in modules} | {"__init__.py"}
     for path in sorted(package_dir.glob("*.py")):
-        files[f"aicluster/node/{path.name}"] = path.read_bytes()
+        if wanted is None or path.name in wanted:
+            files[f"aicluster/node/{path.name}"] = path.read_bytes()
     # An empty aicluster/__init__.py: zipimport finds a namespace package (PEP 420) only through a
     # directory entry, which this archive does not write; nothing of the control side's
     # aicluster/__init__ belongs on a node.

@@ -1,23 +1,31 @@
 """What of aicluster.node a node installs, and the thin entry points that run it.
 
 The node programs are one package, aicluster.node (standard library and the cloud SDKs only). A
-node gets the package's modules it needs under LIB (/opt/aicluster/lib/aicluster/node/), and each
-program at its usual path in /opt/aicluster/bin as a few lines of shell that run the module's
-main() from there. The paths slurm.conf, the systemd units and the bash programs name are the same
-as when each program was one loose file, and argv[0] is passed on unchanged: the power program reads
-its action from the name it was started by (aicluster-resume, a link to aicluster-power.py).
+node gets one content-hashed zipapp of it, LIB/aicluster-node-<sha256[:12]>.pyz
+(render/node_artifact.py), holding the modules its programs need, and each program at its usual
+path in /opt/aicluster/bin as a few lines of shell that run the archive with the program's name.
+The head's archive holds every program; a GCP compute or login node's only the secret helper and
+what it imports, because there the archive travels base64-encoded in metadata, whose user-data
+value holds 256 KB (the whole package would leave a GPU node's user data no room to grow). The
+paths slurm.conf, the systemd units and the bash programs name are the same as when each program
+was one loose file, and argv[0] is passed on unchanged: the power program reads its action from the
+name it was started by (aicluster-resume, a link to aicluster-power.py).
 
-Read as text from the package's folder, never imported: the control side has no use for boto3 at
-plan time, and what is shipped is the file itself.
+Read from the package's folder, never imported: the control side has no use for boto3 at plan
+time, and what is shipped is the files themselves.
 """
 from __future__ import annotations
 
+import os
 import posixpath
-from pathlib import Path
+import tempfile
+from functools import lru_cache
 
-NODE_PACKAGE_DIR = Path(__file__).resolve().parents[1] / "node"
+from aicluster.render.node_artifact import PACKAGE_DIR, NodeArtifact, build
+
+NODE_PACKAGE_DIR = PACKAGE_DIR
 INSTALL_DIR = "/opt/aicluster"
-LIB = f"{INSTALL_DIR}/lib"             # sys.path of every entry point; holds aicluster/node/
+LIB = f"{INSTALL_DIR}/lib"             # holds the archive the entry points run
 LIBRARY_MODE, PROGRAM_MODE = "0644", "0755"
 
 # Installed program name (in /opt/aicluster/bin) -> its module in aicluster.node.
@@ -32,6 +40,7 @@ PROGRAMS: dict[str, str] = {
 # Installed as the module's own file, not as an entry point: aicluster-fetch is what installs the
 # rest, from EC2's 16 KB of user data, so it needs nothing beside it (it imports nothing of the package).
 SINGLE_FILE = ("aicluster-fetch",)
+PACKAGED = tuple(p for p in PROGRAMS if p not in SINGLE_FILE)
 # What each module imports of the package (tests/scripts/test_node_programs.py checks it against
 # the modules' own imports, so a new import cannot ship a program without its module).
 DEPENDS: dict[str, tuple[str, ...]] = {
@@ -45,7 +54,7 @@ DEPENDS: dict[str, tuple[str, ...]] = {
 
 
 def module_source(module: str) -> str:
-    """The text of aicluster/node/<module>.py, as the node installs it."""
+    """The text of aicluster/node/<module>.py."""
     return (NODE_PACKAGE_DIR / f"{module}.py").read_text(encoding="utf-8")
 
 
@@ -61,15 +70,29 @@ def modules_for(programs: list[str] | tuple[str, ...]) -> list[str]:
     return sorted(needed)
 
 
-def module_path(module: str, lib: str = LIB) -> str:
-    return posixpath.join(lib, "aicluster", "node", f"{module}.py")
+def artifact(programs: list[str] | tuple[str, ...] = PACKAGED) -> NodeArtifact:
+    """The archive that runs `programs` (installed names; every program of the package unless
+    told): their modules and what those import. The same programs give the same bytes."""
+    return _artifact(tuple(sorted(set(programs) - set(SINGLE_FILE))))
 
 
-def library_files(programs: list[str] | tuple[str, ...], lib: str = LIB) -> list[tuple[str, str]]:
-    """(path, content) of the package's part that `programs` run from: their modules. The package's
-    __init__ (a docstring) is not shipped: lib/aicluster/node is a namespace package on the node
-    (PEP 420), and every byte counts where a program travels in EC2's 16 KB of user data."""
-    return [(module_path(m, lib), module_source(m)) for m in modules_for(programs)]
+@lru_cache(maxsize=None)
+def _artifact(programs: tuple[str, ...]) -> NodeArtifact:
+    return build({p: PROGRAMS[p] for p in programs}, modules=modules_for(programs))
+
+
+def artifact_file(built: NodeArtifact | None = None) -> str:
+    """An archive (every program's unless told) as a local file, named by its full SHA-256 and
+    written once (atomically: a concurrent plan never reads half an archive). For uploads that take
+    a file rather than bytes (a GCS object's `source`) and for the tests that run it."""
+    built = built or artifact()
+    path = os.path.join(tempfile.gettempdir(), f"aicluster-node-{built.sha256}.pyz")
+    if not os.path.exists(path):
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".aicluster-node-")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(built.data)
+        os.replace(tmp, path)
+    return path
 
 
 def interpreter(module: str) -> str:
@@ -78,25 +101,27 @@ def interpreter(module: str) -> str:
     return first[2:].strip() if first.startswith("#!") else "/usr/bin/python3"
 
 
-def entry_point(program: str, python: str | None = None) -> str:
-    """The shell entry point installed as `program`: runs aicluster.node.<module>.main() from the
-    lib folder beside the bin folder it is in, with argv[0] the name it was started by. `python`
-    overrides the interpreter (the tests run their own)."""
+def entry_point(program: str, python: str | None = None, archive: NodeArtifact | None = None) -> str:
+    """The shell entry point installed as `program`: runs `archive` (the one of every program unless
+    told) in the lib folder beside the bin folder it is in, with the program's name and argv[0] the
+    name it was started by. `python` overrides the interpreter (the tests run their own)."""
     module = PROGRAMS[program]
-    code = (f"import sys; sys.path[0] = sys.argv[1]; sys.argv = sys.argv[2:]; "
-            f"from aicluster.node.{module} import main; sys.exit(main())")
-    # sys.path[0] is the lib folder, in place of -c's current directory: nothing of the caller's
-    # folder (slurmctld's, a user's) is ever imported by a program that runs as root.
+    name = (archive or artifact()).name
+    # python3 ARCHIVE puts the archive first on sys.path, in place of the current directory:
+    # nothing of the caller's folder (slurmctld's, a user's) is imported by a program run as root.
     return (f"#!/bin/sh\n"
-            f"# {program}: aicluster.node.{module}, installed in ../lib (aicluster/render/node_programs.py).\n"
+            f"# {program}: aicluster.node.{module}, in ../lib/{name} (aicluster/render/node_programs.py).\n"
             f"lib=\"$(dirname \"$(readlink -f \"$0\")\")/../lib\"\n"
-            f"exec {python or interpreter(module)} -c '{code}' \"$lib\" \"$0\" \"$@\"\n")
+            f"exec {python or interpreter(module)} \"$lib/{name}\" {program} \"$0\" \"$@\"\n")
 
 
-def node_files(programs: list[str] | tuple[str, ...], bin_dir: str, lib: str = LIB) -> list[tuple[str, str, str]]:
-    """(path, content, mode) of everything `programs` need on a node: the entry points in bin_dir
-    and the package's modules in lib."""
+def node_files(programs: list[str] | tuple[str, ...], bin_dir: str,
+               lib: str = LIB) -> list[tuple[str, str | bytes, str]]:
+    """(path, content, mode) of everything `programs` need on a node: the archive that runs them in
+    lib (bytes), when one of them runs from one, then the entry points in bin_dir (text)."""
     packaged = [p for p in programs if p not in SINGLE_FILE]
-    return ([(path, text, LIBRARY_MODE) for path, text in library_files(packaged, lib)]
-            + [(posixpath.join(bin_dir, p), module_source(PROGRAMS[p]) if p in SINGLE_FILE else entry_point(p),
-                PROGRAM_MODE) for p in programs])
+    archive = artifact(packaged) if packaged else None
+    return ([(posixpath.join(lib, archive.name), archive.data, LIBRARY_MODE)] if archive else []) + \
+        [(posixpath.join(bin_dir, p),
+          module_source(PROGRAMS[p]) if p in SINGLE_FILE else entry_point(p, archive=archive), PROGRAM_MODE)
+         for p in programs]

@@ -16,6 +16,7 @@ these texts into their bucket and their head node.
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from dataclasses import dataclass
@@ -28,7 +29,8 @@ from aicluster.design.model import ClusterContext, ClusterDesign
 from aicluster.design.parts import PoolDesign
 from aicluster.mounts import Mount
 from aicluster.render.node_local_files import PYXIS_BUILD_PROGRAM, pyxis_build_program
-from aicluster.render.node_programs import INSTALL_DIR, modules_for, module_path, node_files
+from aicluster.render.node_artifact import NodeArtifact
+from aicluster.render.node_programs import INSTALL_DIR, artifact, node_files
 from aicluster.render.templates import render, static
 from aicluster.render.slurm_config import (POWER_LOG, RECONCILE_LOG, SLURM_CONFIG_FILES, SlurmRuntime, node_domain,
                                     render_slurm_configs)
@@ -65,16 +67,33 @@ def slurm_pools(design: ClusterDesign) -> list[PoolDesign]:
     return [p for p in design.pools if p.tpu is None]
 
 
+# The archive of aicluster.node (render/node_programs.py) is published at one key whatever its
+# content (the manifest pins its SHA-256 and the path it installs at names it), so a changed module
+# updates one object in place rather than replacing it under a head that may be reading the set.
+ARTIFACT_KEY = "lib/aicluster-node.pyz"
+
+
+def published_archive(programs: Iterable[str]) -> NodeArtifact:
+    """The archive the head installs from the bucket: the one of `programs` (the cloud's) and
+    HEAD_NODE_PROGRAMS, known without any output of the cluster."""
+    return artifact([*programs, *HEAD_NODE_PROGRAMS])
+
+
 def node_program_keys(programs: Iterable[str]) -> list[str]:
-    """The published keys of `programs` of aicluster.node and of the head's own: the modules they
-    need (lib/aicluster/node/<module>.py, 0644) first, then their entry points (bin/<name>, 0755)."""
+    """The published keys of `programs` of aicluster.node and of the head's own: the archive they
+    run from (0644) first, then their entry points (bin/<name>, 0755)."""
     names = [*programs, *HEAD_NODE_PROGRAMS]
-    return [_key(module_path(m)) for m in modules_for(names)] + [f"bin/{p}" for p in names]
+    return [ARTIFACT_KEY] + [f"bin/{p}" for p in names]
 
 
 def _key(path: str) -> str:
-    """A published key is its path under /opt/aicluster (bin/..., lib/aicluster/node/...)."""
-    return path[len(INSTALL_DIR) + 1:]
+    """A published key is its path under /opt/aicluster (bin/...), the archive's ARTIFACT_KEY."""
+    return ARTIFACT_KEY if path.startswith(f"{INSTALL_DIR}/lib/") else path[len(INSTALL_DIR) + 1:]
+
+
+def digest(content: str | bytes) -> str:
+    """The SHA-256 of what a node writes: text as UTF-8, bytes (the archive) as they are."""
+    return hashlib.sha256(content if isinstance(content, bytes) else content.encode()).hexdigest()
 
 
 # --- the head's user data ------------------------------------------------------------------------
@@ -83,8 +102,14 @@ def _key(path: str) -> str:
 class BootFile:
     """A file the head's user data writes itself (path, mode, content)."""
     path: str
-    content: str
+    content: str | bytes
     mode: str = PROGRAM_MODE
+
+    @property
+    def b64(self) -> str | None:
+        """Bytes (the archive of aicluster.node) travel base64-encoded (cloud-init's `encoding: b64`);
+        None for text, which the templates write as it is."""
+        return base64.b64encode(self.content).decode() if isinstance(self.content, bytes) else None
 
 
 def head_user_data(context: ClusterContext, *, cloud: str, bucket: str, munge_secret: str,
@@ -107,7 +132,7 @@ class Published:
     what sync runs after installing it, whether slurmctld is reconfigured."""
     key: str
     path: str
-    content: str
+    content: str | bytes
     mode: str = DATA_MODE
     run: tuple[str, ...] = ()
     reconfigure: bool = False
@@ -116,7 +141,7 @@ class Published:
         # The content's hash: aicluster-sync installs nothing of a set whose object does not match
         # (an object replaced while the set is read, a truncated download).
         out: dict = {"key": self.key, "path": self.path, "mode": self.mode,
-                     "sha256": hashlib.sha256(self.content.encode()).hexdigest()}
+                     "sha256": digest(self.content)}
         if self.reconfigure:
             out["reconfigure"] = True
         if self.run:
@@ -168,7 +193,7 @@ def published_files(design: ClusterDesign, *, controller_addr: str, cluster: dic
                     power_program: str, accounting_secret: str | None, mounts: list[Mount] = (),
                     node_addrs: Mapping[str, str] | None = None, extra: Iterable[Published] = (),
                     accounting_endpoint: Mapping[str, str] | None = None,
-                    metrics_write_url: str | None = None) -> dict[str, str]:
+                    metrics_write_url: str | None = None) -> dict[str, str | bytes]:
     """key -> content of everything the head installs from the bucket, with manifest.json, the list
     aicluster-sync follows. `cluster` is the cloud's part of cluster.json (how to launch a pool's
     nodes); `programs` the cloud's programs of aicluster.node (installed names, render/node_programs.py),
@@ -199,7 +224,7 @@ def published_files(design: ClusterDesign, *, controller_addr: str, cluster: dic
         *[Published(f"slurm/{f}", f"{runtime.conf_dir}/{f}", configs[f], reconfigure=True)
           for f in SLURM_CONFIG_FILES],
         Published("aicluster/cluster.json", "/etc/aicluster/cluster.json", _json(facts)),
-        # The modules before the entry points that run them.
+        # The archive before the entry points that run it.
         *[Published(_key(path), path, text, mode) for path, text, mode in node_files([*programs, *HEAD_NODE_PROGRAMS], BIN)],
         *[Published(f"bin/{name}", f"{BIN}/{name}", static(path), PROGRAM_MODE) for name, path in HEAD_PROGRAMS.items()],
         # After the programs, so the set-up they ask for is installed. The mount script runs
