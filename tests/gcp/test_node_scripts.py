@@ -20,7 +20,7 @@ from tests.support import GCP_PROJECT, ROOT, node_programs, stack_spec
 from tests.support.fake_gcp import FakeGcp
 from tests.support.bucket_objects import as_bytes
 
-SCRIPTS = ROOT / "templates" / "scripts"
+SCRIPTS = ROOT / "components" / "aicluster" / "node" / "bin"
 FABRIC = SCRIPTS / "aicluster-gcp-fabric"
 
 

@@ -18,9 +18,8 @@ import pytest
 from aicluster.catalog import load_catalog
 from aicluster.design.cluster import design_cluster
 from aicluster.errors import SpecError
-from aicluster.render.node_programs import artifact, entry_point
+from aicluster.render.node_programs import artifact, entry_point, program_text
 from aicluster.commands.planner import rendered_files
-from aicluster.render.templates import static
 from aicluster.spec.cluster import parse_spec
 from tests.support import GCP_MIN, GCP_PROJECT, ROOT
 from tests.support.fake_gcp import FakeGcp
@@ -29,7 +28,7 @@ from tests.support.slurmctld import Controller, fields
 V2VM = "gcp:tpu/v2Vm:V2Vm"
 RECORD = "gcp:dns/recordSet:RecordSet"
 ZONE = "gcp:dns/managedZone:ManagedZone"
-SCRIPTS = ROOT / "templates" / "scripts"
+SCRIPTS = ROOT / "components" / "aicluster" / "node" / "bin"
 
 
 def tpu_spec(**extra) -> dict:
@@ -132,10 +131,10 @@ def test_startup_script_installs_the_node_programs_unchanged(plan):
         entry_point("aicluster-secret", archive=archive).rstrip("\n")
     decoded = dict(re.findall(r"base64 -d > (\S+) <<'(?:\w+)'\n(.*?)\n\w+\n", script, re.S))
     assert base64.b64decode(decoded[f"/opt/aicluster/lib/{archive.name}"]) == archive.data
-    for path, source in (("/opt/aicluster/bin/aicluster-gpu-healthcheck", "scripts/aicluster-gpu-healthcheck"),
-                         ("/opt/aicluster/bin/aicluster-tpu-node-name", "scripts/aicluster-tpu-node-name"),
-                         ("/opt/aicluster/bin/aicluster-gcp-node-bootstrap", "scripts/aicluster-gcp-node-bootstrap")):
-        assert embedded[path].rstrip("\n") == static(source).rstrip("\n"), path
+    for path, source in (("/opt/aicluster/bin/aicluster-gpu-healthcheck", "aicluster-gpu-healthcheck"),
+                         ("/opt/aicluster/bin/aicluster-tpu-node-name", "aicluster-tpu-node-name"),
+                         ("/opt/aicluster/bin/aicluster-gcp-node-bootstrap", "aicluster-gcp-node-bootstrap")):
+        assert embedded[path].rstrip("\n") == program_text(source).rstrip("\n"), path
     env = dict(line.split("=", 1) for line in embedded["/etc/aicluster/node.env"].splitlines())
     addr = [i for i in plan.of_type("gcp:compute/instance:Instance")][0].outputs["networkInterfaces"][0]["networkIp"]
     assert env["AICLUSTER_CONTROLLER"] == f"{addr}:6817" and env["AICLUSTER_GPUS"] == "0"
@@ -143,7 +142,7 @@ def test_startup_script_installs_the_node_programs_unchanged(plan):
     assert "Domains=test.aicluster.internal" in embedded["/etc/systemd/resolved.conf.d/aicluster.conf"]
     shellcheck = shutil.which("shellcheck")
     assert shellcheck, "shellcheck is required (apt-get install shellcheck; .ci/run installs it)"
-    for text in (script, static("scripts/aicluster-tpu-node-name")):
+    for text in (script, program_text("aicluster-tpu-node-name")):
         run = subprocess.run([shellcheck, "--severity=style", "-"], input=text, capture_output=True, text=True)
         assert run.returncode == 0, run.stdout
 

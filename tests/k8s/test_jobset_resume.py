@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from aicluster.kubernetes.jobs import (GPU_JOB_SCRIPTS, JOBSET_NAME_LABEL, MAX_RESTARTS, REPLICATED_JOB,
-                                RESTART_ATTEMPT_LABEL, checkpoint_dir)
+                                RESTART_ATTEMPT_LABEL, checkpoint_dir, gpu_job_scripts)
 from aicluster.design.kubernetes import EXAMPLES_CONFIGMAP, versions
 from aicluster.render.templates import static
 from tests.support import BASE_SPEC, FSX, GCP_MIN
@@ -25,7 +25,7 @@ from tests.support.manifests import example_jobset, validate, worker_job, worker
 
 HELM = "kubernetes:helm.sh/v3:Release"
 CONFIGMAP = "kubernetes:core/v1:ConfigMap"
-RESUME_JOB = Path(__file__).resolve().parents[2] / "templates" / "scripts" / "aicluster-resume-job"
+RESUME_JOB = Path(__file__).resolve().parents[2] / "components" / "aicluster" / "node" / "bin" / "aicluster-resume-job"
 
 
 def eks_spec(**extra) -> dict:
@@ -192,8 +192,8 @@ def scripts(tmp_path):
     """The scripts as a worker sees them under /opt/aicluster (the ConfigMap's keys)."""
     folder = tmp_path / "opt"
     folder.mkdir()
-    for key, template in GPU_JOB_SCRIPTS.items():
-        (folder / key).write_text(static(template), encoding="utf-8")
+    for key, text in gpu_job_scripts().items():
+        (folder / key).write_text(text, encoding="utf-8")
     return folder
 
 

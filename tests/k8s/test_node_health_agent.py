@@ -1,6 +1,6 @@
 """The GPU node health agent's logic (aicluster/node/health_agent.py): the check's output ->
 a verdict, flap damping, the Node patches (label, taint, condition) and the repair gate. Plus the
-contract with the shared check: the real templates/scripts/aicluster-gpu-healthcheck, run the way
+contract with the shared check: the real aicluster/node/bin/aicluster-gpu-healthcheck, run the way
 the agent runs it (`bash -c <script>`, expectations on stdin), with stub GPU tools on PATH."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from aicluster.kubernetes import health as k8s_health
 from aicluster.node import health_agent as agent
 
 ROOT = Path(__file__).resolve().parents[2]
-CHECK = ROOT / "templates" / "scripts" / "aicluster-gpu-healthcheck"
+CHECK = ROOT / "components" / "aicluster" / "node" / "bin" / "aicluster-gpu-healthcheck"
 
 
 # The pod runs the module as one file (python3 aicluster_node_health.py): AGENT is that file.

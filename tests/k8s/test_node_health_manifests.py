@@ -14,7 +14,7 @@ import pytest
 from aicluster.kubernetes import health as k8s_health
 from aicluster.design.kubernetes import POOL_LABEL, versions
 from aicluster.node import health_agent
-from aicluster.render.templates import static
+from aicluster.render.node_programs import program_text
 from tests.support import stack_spec
 from tests.support.manifests import rendered_manifests, validate
 
@@ -65,7 +65,7 @@ def test_a_tpu_only_cluster_gets_no_gpu_agent(stack_docs):
 def test_the_configmap_carries_the_slurm_check_itself_and_each_pools_expectations(stack, kind, gpus, devices,
                                                                                   stack_docs):
     data = health_docs(stack_docs(stack))[("ConfigMap", k8s_health.NAME)]["data"]
-    assert data[k8s_health.CHECK_FILE] == static("scripts/aicluster-gpu-healthcheck")
+    assert data[k8s_health.CHECK_FILE] == program_text("aicluster-gpu-healthcheck")
     assert data[k8s_health.AGENT_FILE] == Path(health_agent.__file__).read_text()
     for pool in gpu_pool_names(stack):
         assert data[f"{pool}.env"] == (f"AICLUSTER_GPUS={gpus}\nAICLUSTER_FABRIC_KIND={kind}\n"

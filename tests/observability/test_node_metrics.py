@@ -15,7 +15,7 @@ import pytest
 from aicluster.catalog import observability as catalog
 from tests.support.prometheus import program
 
-SCRIPT = Path(__file__).resolve().parents[2] / "templates" / "scripts" / "aicluster-node-metrics"
+SCRIPT = Path(__file__).resolve().parents[2] / "components" / "aicluster" / "node" / "bin" / "aicluster-node-metrics"
 
 # `lctl get_param llite.*.stats` as a Lustre 2.15 client prints it: two mounts of fsx (two
 # superblocks: counted together), one of scratch that has never written, one of an unmounted fs.

@@ -1,4 +1,4 @@
-"""The GPU health-check prolog (templates/scripts/aicluster-gpu-healthcheck), run for real.
+"""The GPU health-check prolog (aicluster/node/bin/aicluster-gpu-healthcheck), run for real.
 
 Each test runs the script as a subprocess with PATH holding only stub nvidia-smi / fi_info / dcgmi
 programs and a `timeout` link, so the result never depends on the machine's own GPUs or EFA
@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "templates" / "scripts" / "aicluster-gpu-healthcheck"
+SCRIPT = ROOT / "components" / "aicluster" / "node" / "bin" / "aicluster-gpu-healthcheck"
 
 H100 = "NVIDIA H100 80GB HBM3"
 # PCI bus ids of the 8 GPUs of a p5.48xlarge.

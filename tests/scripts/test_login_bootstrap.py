@@ -24,14 +24,14 @@ from aicluster.catalog.node_local import containers
 from aicluster.catalog.slurm_release import nccl_check_config
 from aicluster.render.login_files import CLUSTER_JSON_KEY, MOUNT_SCRIPT_KEY, NCCL_CHECK_KEY
 from aicluster.render.node_local_files import CONTAINERS_PROGRAM, containers_program, pyxis_artifact_dir
-from aicluster.render.templates import static
+from aicluster.render.node_programs import program_text
 from tests.support import free_port
 from tests.support.container_tools import CONTAINER_TOOL_STUBS, install_readers, pins, write_stubs
 
-SCRIPT = Path(__file__).resolve().parents[2] / "templates" / "scripts" / "aicluster-login-bootstrap"
+SCRIPT = Path(__file__).resolve().parents[2] / "components" / "aicluster" / "node" / "bin" / "aicluster-login-bootstrap"
 BUCKET, REGION, CONTROLLER = "demo-config", "us-east-1", "10.0.0.5:6817"
 MOUNT = '#!/bin/bash\necho mounted >> "$AICLUSTER_ROOT/mounted"\n'
-NCCL_CHECK = static("scripts/aicluster-nccl-check")
+NCCL_CHECK = program_text("aicluster-nccl-check")
 PINS = containers()
 # pyxis as the head publishes it (aicluster-pyxis-build): the plugin, then its SHA-256 beside it.
 PYXIS_KEY = f"{pyxis_artifact_dir(pins())}/amd64/spank_pyxis.so"

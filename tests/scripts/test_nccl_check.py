@@ -1,4 +1,4 @@
-"""aicluster-nccl-check (templates/scripts/aicluster-nccl-check): it parses nccl-tests' output,
+"""aicluster-nccl-check (aicluster/node/bin/aicluster-nccl-check): it parses nccl-tests' output,
 judges the bus bandwidth against the catalog's figure for the instance type, and, when the run is
 slow, finds the slow nodes by pair tests and drains them, all against a fake sbatch, sinfo and
 scontrol on PATH (no GPU needed). Recorded outputs: tests/data/nccl/README.md."""
@@ -21,7 +21,7 @@ from aicluster.catalog.slurm_release import nccl_check_config, nccl_check_facts
 from tests.support.scontrol_recorder import calls, recorder
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "templates" / "scripts" / "aicluster-nccl-check"
+SCRIPT = ROOT / "components" / "aicluster" / "node" / "bin" / "aicluster-nccl-check"
 DATA = ROOT / "tests" / "data" / "nccl"
 
 
@@ -304,5 +304,5 @@ def test_every_expectation_is_sourced_and_derived_ones_follow_the_line_rate():
 
 def test_the_head_ships_the_check():
     from aicluster.render.slurm_files import HEAD_PROGRAMS, published_keys
-    assert HEAD_PROGRAMS["aicluster-nccl-check"] == "scripts/aicluster-nccl-check"
+    assert HEAD_PROGRAMS["aicluster-nccl-check"] == "aicluster-nccl-check"
     assert "bin/aicluster-nccl-check" in published_keys([])

@@ -1,4 +1,4 @@
-"""aicluster-resume-job (templates/scripts/aicluster-resume-job), run for real against a fake scontrol.
+"""aicluster-resume-job (aicluster/node/bin/aicluster-resume-job), run for real against a fake scontrol.
 
 The fake scontrol answers from a JSON file the test writes (the job, its nodes' states, the
 partitions) the way Slurm 22.05's `scontrol -o show ...` prints them, records every call, and
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "templates" / "scripts" / "aicluster-resume-job"
+SCRIPT = Path(__file__).resolve().parents[2] / "components" / "aicluster" / "node" / "bin" / "aicluster-resume-job"
 
 FAKE_SCONTROL = r'''#!{python}
 import json, os, re, sys

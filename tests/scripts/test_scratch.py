@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "templates" / "scripts" / "aicluster-scratch"
+SCRIPT = Path(__file__).resolve().parents[2] / "components" / "aicluster" / "node" / "bin" / "aicluster-scratch"
 LABEL = "aic-scratch"
 
 

@@ -1,4 +1,4 @@
-"""The GPU health check (templates/scripts/aicluster-gpu-healthcheck) as a real slurmd runs it.
+"""The GPU health check (aicluster/node/bin/aicluster-gpu-healthcheck) as a real slurmd runs it.
 
 A private munged + slurmctld on the rendered configuration and a real slurmd standing in for a
 launched node (tests/support/slurmctld.py). slurmd runs the real script, as HealthCheckProgram
@@ -25,7 +25,7 @@ from aicluster.spec.cluster import parse_spec
 from tests.support import slurmd_spec
 from tests.support.slurmctld import PROLOG_TIMEOUT_S, RESUME_TIMEOUT_S, Controller, fields, wait_for
 
-SCRIPT = Path(__file__).resolve().parents[2] / "templates" / "scripts" / "aicluster-gpu-healthcheck"
+SCRIPT = Path(__file__).resolve().parents[2] / "components" / "aicluster" / "node" / "bin" / "aicluster-gpu-healthcheck"
 
 # The health check's expectations come from the node's env file, not from Slurm.
 SPEC = slurmd_spec("health")
@@ -144,7 +144,7 @@ def test_a_healthy_node_is_left_in_service(tmp_path):
         ctl.stop()
 
 
-RESUME_JOB = Path(__file__).resolve().parents[2] / "templates" / "scripts" / "aicluster-resume-job"
+RESUME_JOB = Path(__file__).resolve().parents[2] / "components" / "aicluster" / "node" / "bin" / "aicluster-resume-job"
 
 
 def test_a_job_whose_node_is_drained_under_it_resumes_elsewhere(tmp_path):

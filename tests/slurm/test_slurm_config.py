@@ -321,7 +321,7 @@ def test_non_slurm_cluster_is_refused():
 def test_batch_start_timeout_covers_the_health_check_scripts_longest_dcgm_run():
     """The script caps its DCGM diagnostic at DCGM_MAX_TIMEOUT; BatchStartTimeout is sized from the
     same number, so a prolog that runs it to the end never outlasts the launch."""
-    script = (Path(__file__).resolve().parents[2] / "templates" / "scripts" / "aicluster-gpu-healthcheck").read_text()
+    script = (Path(__file__).resolve().parents[2] / "components" / "aicluster" / "node" / "bin" / "aicluster-gpu-healthcheck").read_text()
     assert re.search(r"^DCGM_MAX_TIMEOUT=(\d+)$", script, re.M).group(1) == str(DCGM_MAX_TIMEOUT_S)
     conf = settings(render(stack_spec("aws-p5-slurm"))["slurm.conf"])
     assert int(conf["BatchStartTimeout"]) > DCGM_MAX_TIMEOUT_S

@@ -1,5 +1,5 @@
 """The NCCL environment in every job (issue 15, item 6): slurm.conf's TaskProlog
-(templates/scripts/aicluster-task-prolog) as a real slurmd 22.05 runs it.
+(aicluster/node/bin/aicluster-task-prolog) as a real slurmd 22.05 runs it.
 
 A private munged + slurmctld on the rendered configuration and a real slurmd standing in for a
 launched node (tests/support/slurmctld.py). The node's env file holds what cloud-init writes on a
@@ -24,7 +24,7 @@ from tests.support import slurmd_spec
 from tests.support.slurmctld import PROLOG_TIMEOUT_S, RESUME_TIMEOUT_S, Controller, fields, tool, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "templates" / "scripts" / "aicluster-task-prolog"
+SCRIPT = ROOT / "components" / "aicluster" / "node" / "bin" / "aicluster-task-prolog"
 
 # What /etc/aicluster/nccl.env holds on a p5 (templates/cloud-init/compute.yaml.j2), plus a
 # library dir prepended the way GCP's stacks write it.

@@ -24,7 +24,7 @@ from tests.support.slurmctld import START_TIMEOUT_S, tool, wait_for
 
 INSTALL_HINT = ("install MariaDB, slurmdbd and openssl (Debian/Ubuntu: apt-get install mariadb-server-core "
                 "mariadb-client-core slurmdbd openssl; .ci/install-system-deps does it)")
-SCRIPT = ROOT / "templates" / "scripts" / "aicluster-accounting"
+SCRIPT = ROOT / "components" / "aicluster" / "node" / "bin" / "aicluster-accounting"
 DB_NAME = "slurm_acct_db"
 DB_USER = "slurm"
 # How long the script waits for sacctmgr to answer: slurmdbd creates its tables on first start.

@@ -17,7 +17,7 @@ from moto.server import ThreadedMotoServer
 from aicluster.catalog.slurm_release import slurm_release
 from tests.support import free_port
 
-SCRIPTS = Path(__file__).resolve().parents[2] / "templates" / "scripts"
+SCRIPTS = Path(__file__).resolve().parents[2] / "components" / "aicluster" / "node" / "bin"
 AWS_SCRIPT = SCRIPTS / "aicluster-node-bootstrap"
 GCP_SCRIPT = SCRIPTS / "aicluster-gcp-node-bootstrap"
 NODE_TAG = "aicluster:slurm-node"

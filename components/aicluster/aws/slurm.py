@@ -31,8 +31,8 @@ from aicluster.design.model import Cluster, ClusterContext, ClusterDesign
 from aicluster.design.parts import SlurmDesign
 from aicluster.mounts import Mount
 from aicluster.render.node_local_files import ARTIFACT_PREFIX, PYXIS_ARTIFACT_PREFIX, node_local_programs
-from aicluster.render.node_programs import PROGRAM_MODE, node_files
-from aicluster.render.templates import render, static
+from aicluster.render.node_programs import PROGRAM_MODE, node_files, program_text
+from aicluster.render.templates import render
 from aicluster.render.slurm_config import node_domain
 from aicluster.slurm.controller import SlurmConfigurationShape, SlurmControllerShape, pool_facts
 from aicluster.render.slurm_files import (BIN, CONFIG_PREFIX, MOUNT_SCRIPT, BootFile, head_hostname, published_keys,  # noqa: F401
@@ -56,12 +56,12 @@ COMPUTE_PREFIX = "compute/"                   # the compute nodes' programs: all
 # render/node_programs.py), and shell programs (name -> template).
 _HEAD_PROGRAMS = ("aicluster-secret", "aicluster-sync")
 _NODE_NODE_PROGRAMS = ("aicluster-secret",)
-_NODE_PROGRAMS = {"aicluster-node-bootstrap": "scripts/aicluster-node-bootstrap",
-                  "aicluster-gpu-healthcheck": "scripts/aicluster-gpu-healthcheck",
+_NODE_PROGRAMS = {"aicluster-node-bootstrap": "aicluster-node-bootstrap",
+                  "aicluster-gpu-healthcheck": "aicluster-gpu-healthcheck",
                   # slurm.conf TaskProlog: the NCCL environment of every task.
-                  "aicluster-task-prolog": "scripts/aicluster-task-prolog",
+                  "aicluster-task-prolog": "aicluster-task-prolog",
                   # Runs inside a job's batch script (opt-in auto-resume; docs/jobs-and-health.md).
-                  "aicluster-resume-job": "scripts/aicluster-resume-job"}
+                  "aicluster-resume-job": "aicluster-resume-job"}
 
 
 def secret_prefix(cluster: Cluster) -> str:
@@ -114,7 +114,7 @@ def _boot_name(path: str) -> str:
 def node_program_files() -> list[tuple[dict, str | bytes]]:
     """(entry, content) of the compute nodes' programs that do not depend on the cluster."""
     # | node_local_programs(): /scratch on local NVMe, enroot and pyxis (node_local_files.py).
-    texts = {name: static(src) for name, src in _NODE_PROGRAMS.items()} | node_local_programs()
+    texts = {name: program_text(src) for name, src in _NODE_PROGRAMS.items()} | node_local_programs()
     return ([(boot_file(COMPUTE_PREFIX, _boot_name(path), path, text, mode), text)
              for path, text, mode in node_files(_NODE_NODE_PROGRAMS, BIN)]
             + [(boot_file(COMPUTE_PREFIX, name, f"{BIN}/{name}", text), text) for name, text in texts.items()])

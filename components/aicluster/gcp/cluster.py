@@ -15,10 +15,10 @@ from aicluster.catalog.observability import scrape
 from aicluster.design.model import ClusterDesign
 from aicluster.mounts import Mount
 from aicluster.render.node_local_files import local_nvme_devices, node_local_programs
-from aicluster.render.node_programs import node_files
+from aicluster.render.node_programs import node_files, program_text
 from aicluster.render.slurm_files import BIN, BootFile
 from aicluster.design.observability import monitoring_design
-from aicluster.render.templates import render, static
+from aicluster.render.templates import render
 from aicluster.render.slurm_config import SLURMCTLD_PORT, node_domain
 from aicluster.design.telemetry_backend import log_streams
 from aicluster.gcp.gpu_pool import GpuPool, GpuPoolArgs
@@ -70,10 +70,10 @@ def compute_user_data(design: ClusterDesign, pool_name: str, mounts: list[Mount]
             "dns_domain": node_domain(design.name),
             # The secret helper, with the Google REST module it imports (render/node_programs.py).
             "node_files": [BootFile(path, text, mode) for path, text, mode in node_files(("aicluster-secret",), BIN)],
-            "bootstrap_script": static("scripts/aicluster-gcp-node-bootstrap"),
-            "healthcheck_script": static("scripts/aicluster-gpu-healthcheck"),
-            "resume_job_script": static("scripts/aicluster-resume-job"),
-            "task_prolog_script": static("scripts/aicluster-task-prolog"),   # slurm.conf TaskProlog
+            "bootstrap_script": program_text("aicluster-gcp-node-bootstrap"),
+            "healthcheck_script": program_text("aicluster-gpu-healthcheck"),
+            "resume_job_script": program_text("aicluster-resume-job"),
+            "task_prolog_script": program_text("aicluster-task-prolog"),   # slurm.conf TaskProlog
             "node_local": node_local_programs(),     # /scratch, enroot and pyxis
             # pyxis as the head builds it, from the configuration bucket (node_local_files).
             "bucket": bucket,
@@ -83,7 +83,7 @@ def compute_user_data(design: ClusterDesign, pool_name: str, mounts: list[Mount]
     gpus = pool.instance.accelerator_count if pool.instance.accelerator.kind == "gpu" else 0
     return render("cloud-init/compute.yaml.j2", cloud="gcp", cluster=design.name, pool=pool.name, gpus=gpus,
                   fabric_kind=kind, fabric_devices=devices, nic=nic_settings(design, pool_name),
-                  fabric_script=static("scripts/aicluster-gcp-fabric"),
+                  fabric_script=program_text("aicluster-gcp-fabric"),
                   mount_script=render("scripts/mount-storage.sh.j2", mounts=mounts), slurm=slurm,
                   local_nvme_devices=local_nvme_devices(pool.instance.name))     # aicluster-scratch
 

@@ -23,9 +23,9 @@ import pulumi_gcp as gcp
 from aicluster.design.model import ClusterContext, ClusterDesign
 from aicluster.design.parts import PoolDesign
 from aicluster.mounts import Mount
-from aicluster.render.node_programs import node_files
+from aicluster.render.node_programs import node_files, program_text
 from aicluster.render.slurm_files import BIN, BootFile
-from aicluster.render.templates import render, static
+from aicluster.render.templates import render
 from aicluster.render.slurm_config import node_domain
 from aicluster.gcp.common import labels, node_tag, pool_labels, short_name
 from aicluster.gcp.identity import CLOUD_PLATFORM
@@ -41,10 +41,10 @@ def startup_script(design: ClusterDesign, pool: PoolDesign, mounts: list[Mount],
                   tpu=pool.tpu.describe(), tpu_type=pool.tpu.name, topology=pool.tpu.topology,
                   controller=controller, munge_secret=munge_secret, dns_domain=node_domain(design.name),
                   node_files=[BootFile(path, text, mode) for path, text, mode in node_files(("aicluster-secret",), BIN)],
-                  healthcheck_script=static("scripts/aicluster-gpu-healthcheck"),
-                  task_prolog_script=static("scripts/aicluster-task-prolog"),
-                  node_name_script=static("scripts/aicluster-tpu-node-name"),
-                  bootstrap_script=static("scripts/aicluster-gcp-node-bootstrap"),
+                  healthcheck_script=program_text("aicluster-gpu-healthcheck"),
+                  task_prolog_script=program_text("aicluster-task-prolog"),
+                  node_name_script=program_text("aicluster-tpu-node-name"),
+                  bootstrap_script=program_text("aicluster-gcp-node-bootstrap"),
                   mount_script=render("scripts/mount-storage.sh.j2", mounts=mounts))
 
 

@@ -3,7 +3,7 @@ nodes' health check on every GPU node and marks the node (aicluster/node/health_
 its least-privilege identity, and the repair limits the EKS node groups share.
 
 Objects (kube-system, all named aicluster-node-health...):
-- ConfigMap: the check itself (templates/scripts/aicluster-gpu-healthcheck, the very file the Slurm
+- ConfigMap: the check itself (aicluster/node/bin/aicluster-gpu-healthcheck, the very file the Slurm
   nodes install), the agent, and per GPU pool the check's expectations (`<pool>.env`).
 - ServiceAccount + ClusterRole + ClusterRoleBinding: nodes get/list/patch and nodes/status patch,
   nothing else (no wildcard; the agent reads no secret, runs no pod).
@@ -26,8 +26,8 @@ import pulumi
 
 from aicluster.kubernetes.objects import builtin_resource
 from aicluster.design.kubernetes import POOL_LABEL, KubernetesPool
-from aicluster.render.node_programs import module_source
-from aicluster.render.templates import static
+from aicluster.render.node_programs import module_source, program_text
+
 
 NAME = "aicluster-node-health"
 NAMESPACE = "kube-system"
@@ -126,7 +126,7 @@ def labels(cluster: str) -> dict[str, str]:
 
 
 def config_map(cluster: str, settings: NodeHealthSettings) -> dict:
-    data = {CHECK_FILE: static(f"scripts/{CHECK_FILE}"), AGENT_FILE: module_source("health_agent")}
+    data = {CHECK_FILE: program_text(CHECK_FILE), AGENT_FILE: module_source("health_agent")}
     data |= {f"{pool}.env": text for pool, text in sorted(settings.expectations.items())}
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": labels(cluster)}, "data": data}

@@ -21,6 +21,7 @@ from __future__ import annotations
 from aicluster.design.model import ClusterDesign
 from aicluster.design.kubernetes import versions
 from aicluster.render.templates import static
+from aicluster.render.node_programs import program_text
 
 # Restarts for the job's own failures: aicluster-resume-job's DEFAULT_MAX_RESTARTS on Slurm (a test
 # keeps them equal).
@@ -31,10 +32,12 @@ REPLICATED_JOB = "workers"
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
 CHECKPOINTS_DIR = "checkpoints"
-# ConfigMap key -> template of the scripts every GPU example job mounts: the training script, the
-# resume launcher and the newest-checkpoint rule it imports (the Slurm wrapper itself, as a module).
-GPU_JOB_SCRIPTS = {"allreduce.py": "k8s/allreduce.py", "resume.py": "k8s/resume.py",
-                   "aicluster_resume_job.py": "scripts/aicluster-resume-job"}
+# ConfigMap key -> the scripts every GPU example job mounts: the training script and the resume
+# launcher (templates), and the newest-checkpoint rule it imports (the Slurm wrapper itself, a node
+# program, as a module).
+GPU_JOB_TEMPLATES = {"allreduce.py": "k8s/allreduce.py", "resume.py": "k8s/resume.py"}
+RESUME_MODULE = "aicluster_resume_job.py"
+GPU_JOB_SCRIPTS = (*GPU_JOB_TEMPLATES, RESUME_MODULE)
 _SCRATCH = ("SCRATCH",)      # FSx deployment types that keep no second copy of the data
 
 
@@ -59,4 +62,5 @@ def jobset_values(design: ClusterDesign, job: str) -> dict:
 
 def gpu_job_scripts() -> dict[str, str]:
     """ConfigMap entries: the scripts the GPU example jobs run."""
-    return {key: static(template) for key, template in GPU_JOB_SCRIPTS.items()}
+    return {**{key: static(template) for key, template in GPU_JOB_TEMPLATES.items()},
+            RESUME_MODULE: program_text("aicluster-resume-job")}

@@ -3,7 +3,7 @@
 
 Runs as a DaemonSet on every GPU node (components/aicluster/kubernetes/health.py renders it) and, every
 AICLUSTER_HEALTH_INTERVAL seconds, runs the very health check the Slurm nodes run
-(templates/scripts/aicluster-gpu-healthcheck: GPU count, ECC, row remapping, NVLink, fatal Xids,
+(aicluster/node/bin/aicluster-gpu-healthcheck: GPU count, ECC, row remapping, NVLink, fatal Xids,
 EFA / RDMA device count) in the host's mount and network namespaces (nsenter into PID 1: the
 host's nvidia-smi, fi_info, kernel log and sysfs), in its "manual" role: it reports and never
 drains anything. The expectations (AICLUSTER_GPUS, AICLUSTER_FABRIC_KIND, AICLUSTER_FABRIC_DEVICES)
@@ -64,7 +64,7 @@ STARTUP_TAINT_KEY = "startup-taint.cluster-autoscaler.kubernetes.io/aicluster-gp
 FAIL_AFTER_TIMEOUT = 2
 # A failed node needs this many passing runs in a row before jobs may land on it again.
 PASS_AFTER = 3
-# The check bounds each command itself (about 25 s in all, templates/scripts/aicluster-gpu-healthcheck);
+# The check bounds each command itself (about 25 s in all, aicluster/node/bin/aicluster-gpu-healthcheck);
 # this bounds the whole run, nsenter included.
 CHECK_TIMEOUT_S = 120
 SCRIPT_NAME = "aicluster-gpu-healthcheck"

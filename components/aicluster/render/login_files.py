@@ -21,8 +21,8 @@ from __future__ import annotations
 import json
 
 from aicluster.render.node_local_files import CONTAINERS_PROGRAM, node_local_programs
-from aicluster.render.node_programs import node_files
-from aicluster.render.templates import render, static
+from aicluster.render.node_programs import node_files, program_text
+from aicluster.render.templates import render
 from aicluster.render.slurm_config import SLURMCTLD_PORT, node_domain
 from aicluster.render.slurm_files import BIN, CONFIG_PREFIX, BootFile, digest as content_digest
 from aicluster.render.slurm_monitoring import LOGIN_POOL
@@ -39,7 +39,7 @@ HEAD_KEYS_READ = (MOUNT_SCRIPT_KEY, NCCL_CHECK_KEY, CLUSTER_JSON_KEY)
 # AWS: the login nodes' own programs, at content-addressed keys under this prefix.
 LOGIN_PREFIX = "login/"
 FETCH_LIST = "/etc/aicluster/login-files.json"
-_PROGRAMS = {"aicluster-login-bootstrap": "scripts/aicluster-login-bootstrap"}
+_PROGRAMS = {"aicluster-login-bootstrap": "aicluster-login-bootstrap"}
 # The login node's programs of aicluster.node (render/node_programs.py): the secret helper.
 _NODE_PROGRAMS = ("aicluster-secret",)
 
@@ -48,7 +48,7 @@ def _program_texts() -> dict[str, str]:
     """{name: text} of the login node's own shell programs: its set-up, the compute nodes'
     container installer (node_local_files: the catalog's pins, nothing of the spec) and what
     watches it (slurm_monitoring: the same program as every Slurm VM's, role login)."""
-    texts = {name: static(template) for name, template in _PROGRAMS.items()}
+    texts = {name: program_text(source) for name, source in _PROGRAMS.items()}
     texts[CONTAINERS_PROGRAM] = node_local_programs()[CONTAINERS_PROGRAM]
     return texts | monitoring_programs()
 

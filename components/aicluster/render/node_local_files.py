@@ -20,7 +20,8 @@ from typing import Any
 from aicluster.catalog import load_catalog
 from aicluster.catalog.node_local import SCRATCH, Containers, containers, local_nvme
 from aicluster.catalog.slurm_release import slurm_release
-from aicluster.render.templates import render, static
+from aicluster.render.templates import render
+from aicluster.render.node_programs import program_text
 from aicluster.render.slurm_monitoring import node_programs as monitoring_programs
 
 SCRATCH_PROGRAM = "aicluster-scratch"
@@ -79,7 +80,7 @@ def _render_build(c: Containers) -> str:
 def node_local_programs() -> dict[str, str]:
     """{program name: text} of the programs a node installs in its bin directory: also what watches
     it (aicluster-monitoring and aicluster-node-metrics, slurm_monitoring.py)."""
-    return {SCRATCH_PROGRAM: static("scripts/aicluster-scratch"),
+    return {SCRATCH_PROGRAM: program_text("aicluster-scratch"),
             CONTAINERS_PROGRAM: containers_program(),
             **monitoring_programs()}
 

@@ -53,6 +53,16 @@ DEPENDS: dict[str, tuple[str, ...]] = {
 }
 
 
+# The node's programs that are no module of the package (bash, and the metrics collector), each
+# installed as the file it is: aicluster/node/bin/<name>.
+PROGRAM_FILES_DIR = NODE_PACKAGE_DIR / "bin"
+
+
+def program_text(name: str) -> str:
+    """The text of aicluster/node/bin/<name>, as a node installs it."""
+    return (PROGRAM_FILES_DIR / name).read_text(encoding="utf-8")
+
+
 def module_source(module: str) -> str:
     """The text of aicluster/node/<module>.py."""
     return (NODE_PACKAGE_DIR / f"{module}.py").read_text(encoding="utf-8")

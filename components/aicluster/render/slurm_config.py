@@ -41,7 +41,7 @@ SUSPEND_TIMEOUT_S = 300
 HEALTH_CHECK_INTERVAL_S = 300
 
 # The prolog's opt-in DCGM diagnostic runs at most this long (DCGM_MAX_TIMEOUT in
-# templates/scripts/aicluster-gpu-healthcheck, which the tests check against this number); the
+# aicluster/node/bin/aicluster-gpu-healthcheck, which the tests check against this number); the
 # other checks each run under their own timeout, well under a minute all together.
 DCGM_MAX_TIMEOUT_S = 300
 PROLOG_FAST_CHECKS_S = 60

@@ -30,8 +30,8 @@ from aicluster.design.parts import PoolDesign
 from aicluster.mounts import Mount
 from aicluster.render.node_local_files import PYXIS_BUILD_PROGRAM, pyxis_build_program
 from aicluster.render.node_artifact import NodeArtifact
-from aicluster.render.node_programs import INSTALL_DIR, artifact, node_files
-from aicluster.render.templates import render, static
+from aicluster.render.node_programs import INSTALL_DIR, artifact, node_files, program_text
+from aicluster.render.templates import render
 from aicluster.render.slurm_config import (POWER_LOG, RECONCILE_LOG, SLURM_CONFIG_FILES, SlurmRuntime, node_domain,
                                     render_slurm_configs)
 from aicluster.render.slurm_monitoring import HEAD_MONITORING_KEYS, head_monitoring_files
@@ -51,9 +51,9 @@ RECONCILE_POOL_REPLACING_FRACTION = 0.25
 # Programs of aicluster.node every head runs, beside its cloud's (render/node_programs.py).
 HEAD_NODE_PROGRAMS = ("aicluster-secret",)
 # Shell programs every head runs (published name -> template).
-HEAD_PROGRAMS = {"aicluster-accounting": "scripts/aicluster-accounting",
+HEAD_PROGRAMS = {"aicluster-accounting": "aicluster-accounting",
                  # The fabric check users run (docs/fabric-check.md); its expectations: cluster.json.
-                 "aicluster-nccl-check": "scripts/aicluster-nccl-check"}
+                 "aicluster-nccl-check": "aicluster-nccl-check"}
 LIBRARY_MODE, PROGRAM_MODE, DATA_MODE = "0644", "0755", "0644"
 PYXIS_BUILD_KEY = f"bin/{PYXIS_BUILD_PROGRAM}"
 
@@ -226,7 +226,7 @@ def published_files(design: ClusterDesign, *, controller_addr: str, cluster: dic
         Published("aicluster/cluster.json", "/etc/aicluster/cluster.json", _json(facts)),
         # The archive before the entry points that run it.
         *[Published(_key(path), path, text, mode) for path, text, mode in node_files([*programs, *HEAD_NODE_PROGRAMS], BIN)],
-        *[Published(f"bin/{name}", f"{BIN}/{name}", static(path), PROGRAM_MODE) for name, path in HEAD_PROGRAMS.items()],
+        *[Published(f"bin/{name}", f"{BIN}/{name}", program_text(source), PROGRAM_MODE) for name, source in HEAD_PROGRAMS.items()],
         # After the programs, so the set-up they ask for is installed. The mount script runs
         # whenever it changes (a filesystem added); the fstab lines it writes mount at boot.
         Published("bin/aicluster-mount-storage", MOUNT_SCRIPT, render("scripts/mount-storage.sh.j2", mounts=list(mounts)),

@@ -13,7 +13,7 @@ the head runs it when aicluster-sync installs the published monitoring env file
 
 What runs where (every exporter listens on 127.0.0.1 only: the node's own agent scrapes it):
 - every node: node_exporter (release tarball, SHA-256 checked) with its textfile directory, and
-  aicluster-node-metrics's timer (EFA and Lustre counters, templates/scripts);
+  aicluster-node-metrics's timer (EFA and Lustre counters, aicluster/node/bin);
 - GPU nodes: dcgm-exporter, the image Kubernetes runs, under enroot as root;
 - the head: the Slurm exporter, built from its tagged Go module (checked by sum.golang.org);
 - AWS: Prometheus in agent mode remote-writes to AMP with SigV4 as the instance role, and the
@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from aicluster.catalog import dump_yaml
 from aicluster.catalog.observability import SlurmNodeAgents, counters_csv, exporters, scrape, slurm_node_agents, \
     textfile_directory
-from aicluster.render.templates import render, static
+from aicluster.render.node_programs import program_text
+from aicluster.render.templates import render
 from aicluster.render.slurm_config import POWER_LOG, RECONCILE_LOG, SlurmRuntime
 from aicluster.design.telemetry_backend import amp_remote_write, log_group_name, log_id
 
@@ -56,7 +57,7 @@ KERNEL_LOG = "/var/log/kern.log"
 SYSLOG = "/var/log/syslog"
 # The NVIDIA driver's XID lines ("NVRM: Xid (PCI:...): 79, ..."): the only kernel lines shipped.
 XID_PATTERN = "NVRM: Xid"
-HEALTH_CHECK_TAG = "aicluster-gpu-healthcheck"     # its syslog tag (templates/scripts)
+HEALTH_CHECK_TAG = "aicluster-gpu-healthcheck"     # its syslog tag (aicluster/node/bin)
 
 
 @dataclass(frozen=True)
@@ -228,11 +229,11 @@ def head_monitoring_files(cloud: str, cluster: str, write_url: str | None) -> li
     run = tuple(setup_command(cloud, "head", HEAD_ENV))
     settings = f"AICLUSTER_CLUSTER={cluster}\nAICLUSTER_POOL={HEAD_POOL}\nAICLUSTER_GPUS=0\n" + node_env_lines(write_url)
     metrics_key, env_key, program_key = HEAD_MONITORING_KEYS
-    return [(metrics_key, f"{BIN}/{NODE_METRICS_PROGRAM}", static(f"scripts/{NODE_METRICS_PROGRAM}"), "0755", ()),
+    return [(metrics_key, f"{BIN}/{NODE_METRICS_PROGRAM}", program_text(NODE_METRICS_PROGRAM), "0755", ()),
             (env_key, HEAD_ENV, settings, "0644", run),
             (program_key, f"{BIN}/{PROGRAM}", monitoring_program(), "0755", run)]
 
 
 def node_programs() -> dict[str, str]:
     """{name: text} of the programs every Slurm compute node installs in its bin directory."""
-    return {PROGRAM: monitoring_program(), NODE_METRICS_PROGRAM: static(f"scripts/{NODE_METRICS_PROGRAM}")}
+    return {PROGRAM: monitoring_program(), NODE_METRICS_PROGRAM: program_text(NODE_METRICS_PROGRAM)}
