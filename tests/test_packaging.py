@@ -30,7 +30,12 @@ def test_every_code_folder_is_a_listed_package_and_the_data_folders_ship():
     listed = set(setup["packages"])
     code = {".".join(p.parent.relative_to(SOURCE_ROOT).parts) for p in SOURCE_ROOT.rglob("__init__.py")
             if "__pycache__" not in p.parts}
-    assert code == {p for p in listed if not p.startswith(("aicluster.templates", "aicluster.policies"))}
+    ours = {p for p in listed if not p.startswith(("aicluster.templates", "aicluster.policies"))}
+    # Data folders inside the package (aicluster.node.bin: the node programs installed as they are)
+    # are listed too, without an __init__, and ship all their files as package data.
+    data = {p for p in ours if not SOURCE_ROOT.joinpath(*p.split("."), "__init__.py").exists()}
+    assert all(setup["package-data"].get(p) == ["*"] for p in data), sorted(data)
+    assert code == ours - data
     pack = {".".join(("aicluster", "policies", *p.parent.relative_to(ROOT / "policies").parts))
             for p in (ROOT / "policies").rglob("__init__.py") if "__pycache__" not in p.parts}
     assert pack <= listed, f"policy pack folders missing from packages: {sorted(pack - listed)}"
