@@ -200,6 +200,34 @@ def test_gcp_nodes_fetch_pyxis_from_cloud_storage(node, tmp_path):
         fake.stop()
 
 
+def test_gcp_nodes_read_the_bucket_with_the_archive_installed_last(node, tmp_path):
+    """An update installs a new aicluster-node-<sha12>.pyz beside the old one: the bucket reader is
+    the newest archive (the one the entry points run), not whichever name sorts last."""
+    import os
+    import zipfile
+
+    from tests.support.fake_gcp import FakeGcp
+
+    lib = Path(node.script).parent.parent / "lib"
+    stale = lib / "aicluster-node-ffffffffffff.pyz"      # sorts after any real name
+    with zipfile.ZipFile(stale, "w") as archive:
+        archive.writestr("aicluster/__init__.py", "")
+        archive.writestr("aicluster/node/__init__.py", "")
+        archive.writestr("aicluster/node/gcp.py", "raise SystemExit('read with a stale archive')\n")
+    os.utime(stale, (1_000_000_000, 1_000_000_000))
+    fake = FakeGcp().start()
+    try:
+        fake.objects[(BUCKET, KEY)] = PLUGIN
+        fake.objects[(BUCKET, KEY + ".sha256")] = f"{hashlib.sha256(PLUGIN).hexdigest()}  spank_pyxis.so\n".encode()
+        (node.root / "etc" / "aicluster" / "node.env").write_text(
+            f"AICLUSTER_GPUS=8\nAICLUSTER_CLOUD=gcp\nAICLUSTER_BUCKET={BUCKET}\nAICLUSTER_REGION=us-central1\n")
+        r = node(**fake.env())
+        assert r.returncode == 0, r.stderr
+        assert "stale archive" not in r.stderr and plugin(node).read_bytes() == PLUGIN
+    finally:
+        fake.stop()
+
+
 def test_without_scratch_enroot_lives_under_var_tmp(node, s3):
     publish(s3)
     r = node()
