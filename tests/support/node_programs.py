@@ -7,28 +7,30 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from aicluster.render.node_programs import LIB, PROGRAMS, SINGLE_FILE, artifact, artifact_file, entry_point, node_files
+from aicluster.render.node_programs import PROGRAMS, SINGLE_FILE, artifact, artifact_file, entry_point, module_source
 
 
 def install(bin_dir: Path, programs: tuple[str, ...] | list[str], python: str = sys.executable) -> None:
     """Write `programs` (installed names: aicluster-power.py, aicluster-sync, ...) into bin_dir and
-    the archive they run into bin_dir/../lib."""
+    the archive they run into bin_dir/../lib, as node_files gives a node both."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     install_modules(bin_dir, programs)
-    for path, content, _mode in node_files(programs, str(bin_dir)):
-        if not path.startswith(f"{LIB}/"):
-            program = Path(path).name
-            target = bin_dir / program
-            target.write_text(content if program in SINGLE_FILE else entry_point(program, python))
-            target.chmod(0o755)
+    archive = artifact(programs)
+    for program in programs:
+        target = bin_dir / program
+        target.write_text(module_source(PROGRAMS[program]) if program in SINGLE_FILE
+                          else entry_point(program, python, archive=archive))
+        target.chmod(0o755)
 
 
 def install_modules(bin_dir: Path, programs: tuple[str, ...] | list[str]) -> None:
-    """Only the archive `programs` run from, in bin_dir/../lib (what a node's shell programs import)."""
+    """Only the archive `programs` run from (their modules), in bin_dir/../lib: what a node's
+    shell programs import."""
     if any(p not in SINGLE_FILE for p in programs):
         lib = bin_dir.parent / "lib"
         lib.mkdir(parents=True, exist_ok=True)
-        (lib / artifact().name).write_bytes(artifact().data)
+        archive = artifact(programs)
+        (lib / archive.name).write_bytes(archive.data)
 
 
 def module_command(module: str) -> list[str]:
