@@ -76,6 +76,11 @@ class TpuSpec(_Model):
                                        "(v5p 2x2x2, 4x4x4, ...; v5e and v6e 2x4, 4x8, 8x8, ...).")
 
 
+# A budget of nodes: a count (2) or a percentage of the pool's max_nodes ("10%").
+MaxUnavailable = Annotated[int, Field(strict=True, ge=1, le=100_000)] | Annotated[
+    str, Field(strict=True, pattern=r"^([1-9][0-9]?|100)%$")]
+
+
 class PoolSpec(_Model):
     name: Name
     instance_type: Text | None = Field(None, description="An instance/machine type (p5.48xlarge) or an "
@@ -99,6 +104,20 @@ class PoolSpec(_Model):
                                           "PartitionName line (MaxTime, DefaultTime, PriorityTier, AllowAccounts, "
                                           "...; a value replaces aicluster's own). Not Nodes, Default, State or the "
                                           "power-saving keys. Slurm only.")
+    max_unavailable: MaxUnavailable = Field(
+        "10%", description="Rolling updates: how many of the pool's nodes may be out of service at once while "
+                           "they move to a new image or launch template, as a count (2) or a percentage of "
+                           "max_nodes (\"10%\", the default; at least one node). Slurm: the reconcile loop "
+                           "replaces nodes on the old version only when they have no job, this many at a time "
+                           "(docs/operating.md, Rolling updates). EKS (aws): the node group's update_config; GKE (gcp): the "
+                           "node pool's surge upgrade.")
+
+    def unavailable_budget(self) -> int:
+        """`max_unavailable` in nodes: at least one, at most max_nodes."""
+        value = self.max_unavailable
+        if isinstance(value, str):
+            value = self.max_nodes * int(value.rstrip("%")) // 100
+        return max(1, min(int(value), self.max_nodes))
 
     @field_validator("capacity", mode="before")
     @classmethod
@@ -173,6 +192,20 @@ class HeadNodeSpec(_Model):
                            "Default: private, reached through SSM Session Manager on aws, IAP on gcp.")
 
 
+class NodeImageSpec(_Model):
+    """The image the Slurm compute and login nodes boot (docs/images.md)."""
+
+    build: Annotated[bool, Field(strict=True)] = Field(
+        False, description="Bake the nodes' image in this stack (EC2 Image Builder on aws, a builder VM and a "
+                           "Compute Engine image on gcp) with the pinned Slurm, munge, enroot, pyxis, the "
+                           "exporters and the on-node programs, and boot the GPU pools and login nodes from it: "
+                           "their boot then installs nothing.")
+    id: Text | None = Field(
+        None, description="An image you baked with aicluster's image build (`aicluster-node-install --bake`, "
+                          "docs/images.md) for this cluster's pins: an AMI id (ami-...) on aws, an image or image "
+                          "family self link on gcp. Not with build.")
+
+
 class SlurmSpec(_Model):
     suspend_idle_min: Annotated[float, Field(ge=1, le=1440)] = Field(
         10, description="Idle minutes before a dynamic node powers down (SuspendTime).")
@@ -191,6 +224,9 @@ class SlurmSpec(_Model):
                         "zones for the RDS DB subnet group (RDS needs two zones; in a VPC it creates, aicluster "
                         "makes them in the VPC's free last quarter).")
     head_node: HeadNodeSpec = HeadNodeSpec()
+    node_image: NodeImageSpec = Field(
+        NodeImageSpec(), description="Baked node images (docs/images.md). Default: none, every node installs its "
+                                     "pinned software at boot, each download checked against its SHA-256.")
     login: LoginSpec = Field(LoginSpec(), description="Login nodes (login_spec.py): count, instance_type, root_volume_gib.")
     settings: SlurmSettings = Field(
         default_factory=dict, description="slurm.conf(5) parameters merged into slurm.conf (ParallelCluster's "
@@ -485,12 +521,29 @@ def _slurm_problems(spec: ClusterSpec) -> list[Problem]:
                                 "false with network.existing (aicluster only knows the private subnet)"))
     problems += login_problems(spec.cloud, spec.slurm.login, controllers)
     problems += _accounting_problems(spec)
+    problems += _node_image_problems(spec)
     problems += settings_problems(spec.slurm.settings, "slurm.settings")
     for i, pool in enumerate(spec.pools):
         problems += settings_problems(pool.slurm_settings, f"pools[{i}].slurm_settings", partition=True)
         if pool.slurm_settings and spec.scheduler != "slurm":
             problems.append(Problem(f"pools[{i}].slurm_settings", "<section>", "leave it out unless scheduler is slurm"))
     return problems
+
+
+def _node_image_problems(spec: ClusterSpec) -> list[Problem]:
+    """One source of the baked image, in the form of the cluster's cloud."""
+    image, at = spec.slurm.node_image, "slurm.node_image"
+    if image.build and image.id is not None:
+        return [Problem(f"{at}.id", image.id, "leave it out with build: true (the stack bakes the image itself)")]
+    if image.id is None:
+        return []
+    if spec.cloud == "aws" and not re.fullmatch(r"ami-[0-9a-f]{8,17}", image.id):
+        return [Problem(f"{at}.id", image.id, "an AMI id (ami- and 8 or 17 hex digits)")]
+    if spec.cloud == "gcp" and not re.search(r"(^|/)(global/images/|images/family/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$",
+                                              image.id):
+        return [Problem(f"{at}.id", image.id, "an image or image family: a name or projects/P/global/images/NAME "
+                                              "(or .../images/family/FAMILY)")]
+    return []
 
 
 def _accounting_problems(spec: ClusterSpec) -> list[Problem]:
