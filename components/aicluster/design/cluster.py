@@ -19,7 +19,8 @@ from aicluster.design.accounting import design_accounting
 from aicluster.design.login import design_login
 from aicluster.design.model import ClusterDesign
 from aicluster.design.parts import (GcpNetwork, GcpNic, GcpSubnet, NetworkDesign, NetworkInterface, Placement, PoolDesign,
-                                    SlurmDesign, SlurmNodeSet, StorageDesign, node_hostlist)
+                                    NodeImageDesign, SlurmDesign, SlurmNodeSet, StorageDesign,
+                                    node_hostlist)
 from aicluster.errors import Problem, SpecError, join_path
 from aicluster.spec.cluster import ClusterSpec, PoolSpec, StorageSpec
 from aicluster.spec.slurm_settings import rendered_settings
@@ -264,7 +265,26 @@ def _design_slurm(spec: ClusterSpec, pools: tuple[PoolDesign, ...], vpc_cidr: st
         head_public_ip=head.public_ip,
         login=design_login(spec.cloud, spec.slurm.login),
         settings=rendered_settings(spec.slurm.settings),
+        node_image=_node_image(spec, pools),
     )
+
+
+def _node_image(spec: ClusterSpec, pools: tuple[PoolDesign, ...]) -> NodeImageDesign | None:
+    """The baked image and the pools that boot it: GPU pools on the catalog's GPU image (the bake
+    starts from that image, so its driver and fabric stack stay). A pool with an image of its own,
+    a TPU slice or a Trainium pool keeps installing at boot."""
+    wanted = spec.slurm.node_image
+    if not wanted.build and wanted.id is None:
+        return None
+    catalog = load_catalog()
+    if spec.cloud == "aws":
+        base = f"resolve:ssm:{catalog.images['gpu']['ssm_parameter']}"
+    else:
+        base = catalog.gcp_images["accelerator"].image
+    own_image = {p.name for p in spec.pools if p.image is not None}
+    baked = tuple(p.name for p in pools if p.tpu is None and p.name not in own_image and p.image == base
+                  and p.instance.accelerator.kind == "gpu")
+    return NodeImageDesign(build=wanted.build, image_id=wanted.id, base_image=base, pools=baked)
 
 
 def _tpu_nodeset(pool: PoolDesign) -> SlurmNodeSet:

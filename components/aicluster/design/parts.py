@@ -183,6 +183,17 @@ class SlurmNodeSet:
     partition_settings: tuple[tuple[str, str], ...] = ()   # pools[].slurm_settings (slurm_settings.py)
 
 @dataclass(frozen=True)
+class NodeImageDesign:
+    """The baked image of the Slurm GPU pools and login nodes (slurm.node_image; docs/images.md).
+    Either this stack bakes it (`build`) or it boots one baked before (`image_id`); either way those
+    nodes' boot installs nothing."""
+    build: bool
+    image_id: str | None                # an image baked before: AMI id, GCP image or family
+    base_image: str                     # what the bake starts from: the GPU pools' own image
+    pools: tuple[str, ...]              # the pools that boot it: GPU pools on the catalog's image
+
+
+@dataclass(frozen=True)
 class SlurmDesign:
     """The Slurm configuration of the design."""
     nodesets: tuple[SlurmNodeSet, ...]
@@ -197,6 +208,7 @@ class SlurmDesign:
     # slurm.accounting when on: the database (RDS / Cloud SQL, or None: MariaDB on the head), the
     # default account and QoS (accounting_design.py); None when accounting is off
     accounting_settings: AccountingDesign | None = None
+    node_image: NodeImageDesign | None = None   # slurm.node_image; None: every node installs at boot
 
     @property
     def suspend_exc_nodes(self) -> tuple[str, ...]:
