@@ -1,6 +1,7 @@
 """AIC-SEC-003: volumes and filesystems are encrypted at rest.
 
-Judged where encryption is optional: EBS volumes in launch templates (blockDeviceMappings[].ebs),
+Judged where encryption is optional: EBS volumes in launch templates and EC2 Image Builder image
+recipes (blockDeviceMappings[].ebs: a baked image's snapshots),
 instances (root and EBS block devices), aws:ebs/volume, aws:efs/fileSystem, and RDS databases
 (aws:rds/instance, aws:rds/cluster: `storageEncrypted`, unset means unencrypted, except that Aurora
 Serverless v1, engineMode serverless, is always encrypted). FSx for Lustre, every GCP disk and
@@ -17,8 +18,8 @@ from ._base import schema
 from ._props import get, is_unknown, items, kind, plain, truthy
 
 ID = "AIC-SEC-003"
-SUPPORTED = ("aws:ec2/launchTemplate", "aws:ec2/instance", "aws:ebs/volume", "aws:efs/fileSystem", "aws:rds/instance",
-             "aws:rds/cluster")
+SUPPORTED = ("aws:ec2/launchTemplate", "aws:imagebuilder/imageRecipe", "aws:ec2/instance", "aws:ebs/volume",
+             "aws:efs/fileSystem", "aws:rds/instance", "aws:rds/cluster")
 # An RDS database created from another one (a read replica, a snapshot or cluster restore) inherits
 # its source's encryption when storageEncrypted is left unset.
 _RDS_SOURCES = ("replicateSourceDb", "snapshotIdentifier", "replicationSourceIdentifier", "restoreToPointInTime",
@@ -36,7 +37,7 @@ def validate(args, report_violation) -> None:
         if not is_unknown(value) and truthy(value) is not True:
             plain_text.append(f"{label} ({'unset' if value is None else repr(value)})")
 
-    if k == "aws:ec2/launchTemplate":
+    if k in ("aws:ec2/launchTemplate", "aws:imagebuilder/imageRecipe"):
         for i, m in enumerate(items(p, "blockDeviceMappings")):
             if get(m, "ebs") is not None:
                 judge(f"blockDeviceMappings[{i}] {get(m, 'deviceName', default='')}".rstrip(), get(m, "ebs", "encrypted"))
@@ -59,8 +60,8 @@ def validate(args, report_violation) -> None:
 POLICY = ResourceValidationPolicy(
     name=ID,
     display_name="storage-encrypted",
-    description="EBS volumes (in launch templates, instances or on their own), EFS filesystems and RDS databases are "
-                "encrypted at rest.",
+    description="EBS volumes (in launch templates, image recipes, instances or on their own), EFS filesystems and "
+                "RDS databases are encrypted at rest.",
     severity=Severity.HIGH,
     enforcement_level=EnforcementLevel.MANDATORY,
     remediation_steps=(

@@ -73,3 +73,27 @@ def test_cloud_sql_is_always_encrypted_and_not_judged():
         net, _ = hw.gcp_network()
         hw.cloud_sql("hw-sql", net)
     assert hw.check(RULE, program).status == "n/a"
+
+
+def _recipe(encrypted):
+    aws.imagebuilder.ImageRecipe(
+        "recipe", name="node", version="1.0.0", parent_image="ssm:/aws/service/example/ami-id",
+        components=[aws.imagebuilder.ImageRecipeComponentArgs(component_arn="arn:aws:imagebuilder:us-east-1:aws:"
+                                                                            "component/update-linux/x.x.x")],
+        block_device_mappings=[aws.imagebuilder.ImageRecipeBlockDeviceMappingArgs(
+            device_name="/dev/sda1", ebs=aws.imagebuilder.ImageRecipeBlockDeviceMappingEbsArgs(
+                volume_size=100, volume_type="gp3", encrypted=encrypted))])
+
+
+def test_encrypted_image_recipe_passes():
+    verdict = hw.check(RULE, lambda: _recipe("true"))
+    assert verdict.status == "pass" and verdict.judged == 1
+
+
+@pytest.mark.parametrize("encrypted, shown", [("false", "'false'"), (None, "unset")])
+def test_unencrypted_image_recipe_fails(encrypted, shown):
+    """A baked image's snapshots are what every node boots: they are judged like a launch template's."""
+    verdict = hw.check(RULE, lambda: _recipe(encrypted))
+    assert verdict.status == "fail"
+    assert f"aws:imagebuilder/imageRecipe 'recipe' has unencrypted storage: blockDeviceMappings[0] /dev/sda1 ({shown})" \
+        in hw.messages(verdict)
