@@ -120,7 +120,7 @@ def test_heads_of_both_clouds_share_their_cloud_config(rendered):
         heads[stack.split("-")[0]] = yaml.safe_load(files[name])
     assert set(heads) == {"aws", "gcp"}
     aws, gcp = heads["aws"], heads["gcp"]
-    def packages(head):   # a pinned package is [name, version] (catalog/slurm_release.yaml)
+    def packages(head):   # Slurm is no package: aicluster-install-slurm builds it (catalog/slurm_release.yaml)
         return {p if isinstance(p, str) else tuple(p) for p in head["packages"]}
 
     assert packages(aws) - packages(gcp) == {"python3-boto3"}

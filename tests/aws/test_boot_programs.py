@@ -24,7 +24,7 @@ import boto3
 import pytest
 import yaml
 
-from aicluster.render.node_programs import artifact
+from aicluster.render.node_programs import NODE_PROGRAMS, artifact
 from tests.support import STACK_NAMES, stack_spec
 from tests.support.stack_plans import stack_result
 from tests.support.bucket_objects import as_bytes, s3_objects
@@ -33,7 +33,8 @@ STACK = "aws-p5-slurm"
 REGION = "us-east-1"
 OBJECT = "aws:s3/bucketObjectv2:BucketObjectv2"
 # The programs of aicluster.node each role's archive runs (aws/slurm.py).
-PACKAGED_BY_ROLE = {"head": ["aicluster-sync", "aicluster-secret"], "compute": ["aicluster-secret"]}
+PACKAGED_BY_ROLE = {"head": ["aicluster-sync", "aicluster-secret", "aicluster-install-slurm"],
+                    "compute": list(NODE_PROGRAMS)}
 FAKE_AWS = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
@@ -104,15 +105,15 @@ def test_fetch_installs_exactly_the_pinned_programs(node, tmp_path, role):
     # One archive of aicluster.node for every program of the package (render/node_programs.py).
     assert [e["path"] for e in listing["files"] if e["path"].startswith("/opt/aicluster/lib/")] == \
         [f"/opt/aicluster/lib/{artifact(PACKAGED_BY_ROLE[role]).name}"]
-    expected = {"head": {"aicluster-sync", "aicluster-secret"},
-                "compute": {"aicluster-secret", "aicluster-node-bootstrap", "aicluster-gpu-healthcheck",
+    expected = {"head": {"aicluster-sync", "aicluster-secret", "aicluster-install-slurm"},
+                "compute": {*NODE_PROGRAMS, "aicluster-node-bootstrap", "aicluster-gpu-healthcheck",
                             "aicluster-mount-storage", "aicluster-resume-job", "aicluster-task-prolog",
                             "aicluster-scratch", "aicluster-containers",
                             # what watches the node (slurm_monitoring), started after slurmd
                             "aicluster-monitoring", "aicluster-node-metrics"}}[role]
     assert {Path(e["path"]).name for e in listing["files"] if not e["path"].startswith("/opt/aicluster/lib/")} == expected
     # The entry points run aicluster.node's programs from the archive they were fetched beside.
-    for program in ("aicluster-secret", "aicluster-sync") if role == "head" else ("aicluster-secret",):
+    for program in ("aicluster-secret", "aicluster-sync") if role == "head" else NODE_PROGRAMS:
         ran = subprocess.run([str(tmp_path / "root" / "opt" / "aicluster" / "bin" / program), "--help"],
                              capture_output=True, text=True, timeout=60, env={"PATH": os.environ.get("PATH", "")})
         assert ran.returncode == 0 and "usage:" in ran.stdout, ran.stderr

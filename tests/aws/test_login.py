@@ -12,7 +12,7 @@ import yaml
 
 from aicluster.errors import SpecError
 from aicluster.offline.capture import reveal
-from aicluster.render.node_programs import artifact
+from aicluster.render.node_programs import NODE_PROGRAMS, artifact
 from tests.support.bucket_objects import as_bytes, s3_objects
 from aicluster.spec.cluster import parse_spec
 from tests.support import BASE_SPEC, run_spec
@@ -112,9 +112,9 @@ def test_user_data_fetches_exactly_the_programs_in_the_bucket(plan):
     assert sorted(e["key"] for e in listing["files"]) == sorted(objects)
     for entry in listing["files"]:
         assert hashlib.sha256(as_bytes(objects[entry["key"]])).hexdigest() == entry["sha256"]
-    assert {e["path"] for e in listing["files"]} == {"/opt/aicluster/bin/aicluster-secret",
-                                                     # the archive of aicluster.node it runs
-                                                     f"/opt/aicluster/lib/{artifact(['aicluster-secret']).name}",
+    assert {e["path"] for e in listing["files"]} == {*(f"/opt/aicluster/bin/{p}" for p in NODE_PROGRAMS),
+                                                     # the archive of aicluster.node they run
+                                                     f"/opt/aicluster/lib/{artifact(NODE_PROGRAMS).name}",
                                                      "/opt/aicluster/bin/aicluster-login-bootstrap",
                                                      "/opt/aicluster/bin/aicluster-containers",
                                                      # what watches the node (slurm_monitoring)
@@ -174,10 +174,12 @@ def test_user_data_joins_with_sackd_never_slurmd_and_holds_no_secret(plan):
     text = reveal(node.inputs["userData"])
     doc = yaml.safe_load(text)
     names = {p[0] if isinstance(p, list) else p for p in doc["packages"]}
-    assert {"munge", "slurm-client", "sackd"} <= names and not {"slurmd", "slurmctld"} & names
-    # The one pinned Slurm of the head and compute nodes (catalog/slurm_release.yaml).
-    assert ["sackd", slurm_release().package_version] in doc["packages"]
+    assert {"munge", "python3-boto3"} <= names and not {"slurmd", "slurmctld", "slurm-client", "sackd"} & names
     env = next(f["content"] for f in doc["write_files"] if f["path"] == "/etc/aicluster/login.env")
+    # The one pinned Slurm of the head and compute nodes (catalog/slurm_release.yaml), which the
+    # bootstrap builds with aicluster-install-slurm (sackd among it).
+    r = slurm_release()
+    assert f"AICLUSTER_SLURM_VERSION={r.version}\n" in env and f"AICLUSTER_SLURM_SHA256={r.sha256}\n" in env
     head_ip = plan.named("demo-slurm-head", INSTANCE).outputs["privateIp"]
     assert f"AICLUSTER_CONTROLLER={head_ip}:6817" in env
     assert "AICLUSTER_MUNGE_SECRET=arn:aws:secretsmanager:" in env

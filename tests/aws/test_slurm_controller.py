@@ -274,10 +274,11 @@ def test_programs_are_fetched_from_the_bucket_at_content_addressed_keys(plan_spe
     node_text = base64.b64decode(plan.named("demo-gpu-template", LT).inputs["userData"]).decode()
     lists = {"head/boot/": fetch_list(head(plan).inputs["userData"], "/etc/aicluster/head-files.json"),
              "compute/": fetch_list(node_text, "/etc/aicluster/node-files.json")}
-    boot_archive = artifact(["aicluster-sync", "aicluster-secret"])      # what the head's boot programs run
+    boot_archive = artifact(["aicluster-sync", "aicluster-secret", "aicluster-install-slurm"])   # the head boot programs
     archive = f"/opt/aicluster/lib/{boot_archive.name}"
     assert {f["path"] for f in lists["head/boot/"]["files"]} == {
-        "/opt/aicluster/bin/aicluster-sync", "/opt/aicluster/bin/aicluster-secret", archive}   # the archive they run
+        "/opt/aicluster/bin/aicluster-sync", "/opt/aicluster/bin/aicluster-secret",
+        "/opt/aicluster/bin/aicluster-install-slurm", archive}   # the archive they run
     for prefix, listing in lists.items():
         assert (listing["bucket"], listing["region"]) == (bucket, "us-east-1")
         for entry in listing["files"]:
@@ -345,7 +346,7 @@ def test_routine_edits_leave_the_head_node_untouched(plan_spec, base_spec, edit)
     # Nor its launch template (a new version would be a new head node) or its programs.
     assert head_template(after_plan).inputs == head_template(before_plan).inputs
     boot = {r.name: r.inputs for r in before_plan.of_type(OBJECT) if r.inputs["key"].startswith("head/boot/")}
-    assert len(boot) == 3              # aicluster-sync and aicluster-secret, and the archive they run
+    assert len(boot) == 4              # aicluster-sync, -secret, -install-slurm, and the archive they run
     assert boot == {r.name: r.inputs for r in after_plan.of_type(OBJECT) if r.inputs["key"].startswith("head/boot/")}
 
 

@@ -88,8 +88,9 @@ def test_user_data_joins_with_sackd_and_passes_the_schema(plan, tmp_path):
     text = reveal(node.inputs["metadata"]["user-data"])
     doc = yaml.safe_load(text)
     names = {p[0] if isinstance(p, list) else p for p in doc["packages"]}
-    assert "sackd" in names and not {"slurmd", "slurmctld"} & names
+    assert "munge" in names and not {"slurmd", "slurmctld", "sackd"} & names      # Slurm: built at boot
     env = next(f["content"] for f in doc["write_files"] if f["path"] == "/etc/aicluster/login.env")
+    assert "AICLUSTER_SLURM_SHA256=" in env and "AICLUSTER_SLURM_URLS=https://github.com/SchedMD/" in env
     assert "AICLUSTER_CLOUD=gcp" in env and "AICLUSTER_MUNGE_SECRET=projects/" in env
     path = tmp_path / "login.yaml"
     path.write_text(text)

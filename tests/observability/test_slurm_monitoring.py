@@ -443,3 +443,49 @@ def test_a_role_with_no_such_configuration_says_so(tmp_path):
     done = node.run("--cloud", "aws", "--role", "head")
     assert done.returncode == 1 and "no prometheus configuration for role head (GPUs: true)" in done.stderr
     assert not (node.root / "etc/aicluster/monitoring/prometheus-agent.yml").exists()
+
+
+# --- a baked node image (docs/images.md) ---------------------------------------------------------
+
+
+def _installed_packages(node) -> None:
+    """dpkg-query answers that every package is installed (the CloudWatch agent the bake put in)."""
+    node._stub("dpkg-query", '#!/bin/bash\necho "install ok installed"\n')
+
+
+def test_install_only_installs_every_binary_and_configures_nothing(tmp_path):
+    """What `aicluster-node-install --bake` runs: no env file, nothing configured or started."""
+    node = Node(tmp_path)
+    node.env.unlink()
+    done = node.run("--install-only", "--cloud", "aws", "--role", "compute")
+    assert done.returncode == 0, done.stderr
+    dest = node.root / "opt/aicluster/monitoring"
+    assert (dest / "node_exporter").exists() and (dest / "prometheus").exists() and (dest / "promtool").exists()
+    assert (dest / "dcgm-exporter.sqsh.version").read_text().strip() == slurm_node_agents().dcgm_image
+    assert any(c.startswith("dpkg -i ") for c in node.calls_of("dpkg"))          # the CloudWatch agent
+    assert not (node.root / "etc/systemd/system").exists() or not list((node.root / "etc/systemd/system").iterdir())
+    assert not node.calls_of("systemctl") and not (node.root / "etc/aicluster/monitoring").exists()
+
+
+def test_a_baked_node_starts_its_monitoring_and_downloads_nothing(tmp_path):
+    node = Node(tmp_path)
+    assert node.run("--install-only", "--cloud", "aws", "--role", "compute").returncode == 0
+    _installed_packages(node)
+    node.env.write_text(node.env.read_text() + "AICLUSTER_IMAGE_CONTENTS=0123456789abcdef\n")
+    node.calls.write_text("")
+    done = node.run("--cloud", "aws", "--role", "compute")
+    assert done.returncode == 0, done.stderr
+    assert not node.calls_of("curl") and not node.calls_of("apt-get") and not node.calls_of("dpkg")
+    assert not [c for c in node.calls_of("enroot") if " import " in c]
+    started = " ".join(node.calls_of("systemctl"))
+    assert "restart aicluster-node-exporter.service" in started and "restart aicluster-metrics-agent.service" in started
+
+
+def test_a_baked_node_that_lacks_a_binary_says_so_and_downloads_nothing(tmp_path):
+    node = Node(tmp_path)
+    node.env.write_text(node.env.read_text() + "AICLUSTER_IMAGE_CONTENTS=0123456789abcdef\n")
+    done = node.run("--cloud", "aws", "--role", "compute")
+    assert done.returncode == 1
+    assert (f"the baked image (contents 0123456789abcdef) lacks node_exporter {slurm_node_agents().node_exporter.version}"
+            in done.stderr)
+    assert not node.calls_of("curl")

@@ -263,6 +263,9 @@ def head(tmp_path, s3):
     (root / "etc" / "aicluster").mkdir(parents=True)
     (root / "etc" / "aicluster" / "sync.json").write_text(
         json.dumps({"bucket": BUCKET, "prefix": "head/", "region": "us-east-1"}))
+    # The headers aicluster-install-slurm installs with the cluster's Slurm (24.11.5: 0x180b05).
+    (root / "usr/include/slurm").mkdir(parents=True)
+    (root / "usr/include/slurm/slurm_version.h").write_text(slurm_version_h(slurm_release().version))
     script = programs / "aicluster-pyxis-build"
     script.write_text(pyxis_build_program(pins(archive)))
     script.chmod(0o755)
@@ -270,7 +273,7 @@ def head(tmp_path, s3):
     def run(*args: str, **env: str) -> subprocess.CompletedProcess:
         full = {"PATH": f"{stubs}:/usr/bin:/bin", "AICLUSTER_ROOT": str(root), "AICLUSTER_BIN": str(programs),
                 "CALLS": str(tmp_path / "calls"), "HOME": str(tmp_path), "FAKE_DOWNLOADS": str(downloads),
-                "LIBSLURM_VERSION": slurm_release().package_version, "AWS_ENDPOINT_URL": s3.endpoint,
+                "AWS_ENDPOINT_URL": s3.endpoint,
                 **FAKE_AWS, **env}
         return subprocess.run(["bash", str(script), *args], env=full, capture_output=True, text=True, timeout=120)
 
@@ -299,13 +302,23 @@ def test_the_head_builds_pyxis_once_and_publishes_it_with_its_sha256(head, node,
     assert plugin(node).read_bytes() == built
 
 
-def test_the_head_installs_the_clusters_slurm_headers_at_its_pinned_version(head, s3):
-    r = head(LIBSLURM_VERSION="")
-    # The stub still answers nothing after apt-get: the build refuses other headers than the cluster's.
-    assert r.returncode == 1 and "libslurm-dev is missing" in r.stderr
-    assert f"apt-get install -y -q -o DPkg::Lock::Timeout=300 --no-install-recommends " \
-           f"libslurm-dev={slurm_release().package_version}" in calls(head.calls)
-    assert "make" not in calls(head.calls)
+def slurm_version_h(version: str) -> str:
+    major, minor, micro = (int(p) for p in version.split("."))
+    return f"#ifndef _SLURM_VERSION_H_\n#define SLURM_VERSION_NUMBER 0x{major:02x}{minor:02x}{micro:02x}\n#endif\n"
+
+
+def test_the_head_builds_only_against_the_clusters_slurm_headers(head, s3):
+    """The headers of another Slurm (or none) are refused: nothing installed, nothing built."""
+    header = head.root / "usr/include/slurm/slurm_version.h"
+    header.write_text(slurm_version_h("24.11.4"))
+    r = head()
+    assert r.returncode == 1
+    assert f"the Slurm headers in /usr/include/slurm are 0x180b04, the cluster runs {slurm_release().version} " \
+           "(0x180b05): not built" in r.stderr
+    header.unlink()
+    r = head()
+    assert r.returncode == 1 and "the Slurm headers in /usr/include/slurm are missing" in r.stderr
+    assert "apt-get" not in calls(head.calls) and "make" not in calls(head.calls)
 
 
 def test_a_tampered_pyxis_source_archive_is_refused_and_nothing_is_built_or_published(head, s3):
@@ -420,7 +433,7 @@ def test_the_artifact_lives_where_the_grants_allow():
     # aicluster-sync publishes only there (it refuses any other key).
     sync = module_source("sync")
     assert f'ARTIFACT_PREFIX = "{ARTIFACT_PREFIX}"' in sync
-    assert f"slurm-{slurm_release().package_version}" in pyxis_artifact_dir()
+    assert f"slurm-{slurm_release().version}" in pyxis_artifact_dir()
     assert f"PYXIS_DIR={pyxis_artifact_dir()}\n" in containers_program()
     assert f"PYXIS_DIR={pyxis_artifact_dir()}\n" in pyxis_build_program()
 
@@ -466,3 +479,62 @@ def test_only_the_head_writes_artifacts_and_nodes_read_only_pyxis():
     config = plan.named(f"{name}-slurm-config", "gcp:storage/bucket:Bucket").outputs["name"]
     writers = [n for n, g in grants.items() if g["bucket"] == config and g["role"] != "roles/storage.objectViewer"]
     assert writers == [f"{name}-slurm-artifacts-head"], writers
+
+
+# --- a baked node image (docs/images.md) ---------------------------------------------------------
+
+
+def baked(node, contents: str = "0123456789abcdef") -> None:
+    env = node.root / "etc" / "aicluster" / "node.env"
+    env.write_text(env.read_text() + f"AICLUSTER_IMAGE_CONTENTS={contents}\n")
+
+
+def test_a_baked_node_with_both_installs_nothing_not_even_a_check_of_the_bucket(node, s3):
+    plugin(node).parent.mkdir(parents=True)
+    plugin(node).write_bytes(PLUGIN)
+    (plugin(node).parent / (plugin(node).name + ".version")).write_text(KEY + "\n")   # as pyxis-build --install
+    baked(node)
+    r = node(DPKG_VERSION=f"{C.enroot.version}-1")
+    assert r.returncode == 0, r.stderr
+    assert not node.calls.exists(), node.calls.read_text()
+    assert (node.root / "etc" / "enroot" / "enroot.conf").exists()      # configured, as every boot
+
+
+def test_a_baked_node_that_lacks_enroot_installs_nothing_and_says_what_is_missing(node, s3):
+    baked(node)
+    r = node()
+    assert r.returncode == 1
+    assert "the baked image (contents 0123456789abcdef) lacks https://github.com/NVIDIA/enroot/" in r.stderr
+    assert not node.calls.exists() or "curl" not in node.calls.read_text()
+
+
+def test_a_baked_node_without_pyxis_never_reads_the_bucket(node, s3):
+    publish(s3)
+    baked(node)
+    r = node(DPKG_VERSION=f"{C.enroot.version}-1")
+    assert r.returncode == 1 and "lacks pyxis" in r.stderr
+    assert not plugin(node).exists()
+
+
+def test_install_only_installs_enroot_and_configures_nothing(node, s3):
+    (node.root / "etc" / "aicluster" / "node.env").unlink()           # a builder has no node.env
+    r = node("--install-only")
+    assert r.returncode == 0, r.stderr
+    done = calls(node.calls)
+    for package in C.enroot.packages:
+        assert C.enroot.url(package) in done
+    assert "apt-get install" in done
+    assert not (node.root / "etc" / "enroot").exists() and not plugin(node).exists()
+
+
+def test_the_bake_builds_pyxis_here_with_the_record_a_node_reads(head, node, s3):
+    """aicluster-pyxis-build --install: the same build, installed on this machine (a baked image)
+    with the record aicluster-containers checks, nothing published."""
+    r = head("--install")
+    assert r.returncode == 0, r.stderr
+    installed = head.root / C.pyxis.plugin.lstrip("/")
+    assert installed.read_text().strip() == FAKE_PLUGIN_LINE
+    assert (installed.parent / (installed.name + ".version")).read_text().strip() == KEY
+    assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET)
+    head.calls.unlink()
+    assert head("--install").returncode == 0 and "make" not in calls(head.calls)     # once

@@ -257,3 +257,93 @@ def test_starts_its_monitoring_in_the_background_and_a_failure_is_not_fatal(s3, 
     login_env = Path(env["AICLUSTER_ROOT"]) / "etc/aicluster/login.env"
     assert started == [f"aicluster-monitoring --cloud aws --role login --env {login_env} --background"]
     assert ("this node is not monitored" in result.stderr) == bool(rc)
+
+
+# --- a baked image: the login node's boot installs nothing (docs/images.md) -----------------------
+
+# Anything that installs, downloads or builds: recorded, never run (curl and apt-get already are).
+INSTALLERS = ("apt-get", "apt-mark", "curl", "wget", "git", "make", "gcc", "cc", "docker", "ctr", "configure",
+              "aicluster-install-slurm")
+
+
+def baked_login(tmp: Path, endpoint: str, contents: str | None, *, sackd: bool = True) -> tuple[dict, Path]:
+    """A login node whose image holds what the bake installs: sackd, munge, the pinned enroot (dpkg
+    answers its version) and pyxis with the record the bake writes; the real aicluster-node-install,
+    and the image's manifest naming `contents` (none: a stock image, nothing installed yet)."""
+    from aicluster.render.node_image import MANIFEST
+    from tests.support import node_programs
+
+    env, stubs = node(tmp, endpoint)
+    root, programs = Path(env["AICLUSTER_ROOT"]), Path(env["AICLUSTER_BIN"])
+    node_programs.install(programs, ["aicluster-node-install"], python=sys.executable)
+    node_programs.record_slurm_install(programs, stubs / "calls")
+    for name in INSTALLERS:
+        if not name.startswith("aicluster-"):
+            (stubs / name).write_text(f'#!/bin/bash\necho "{name} $*" >> "{stubs}/calls"\n')
+            (stubs / name).chmod(0o755)
+    if not sackd:
+        (stubs / "sackd").unlink()
+    plugin = root / PINS.pyxis.plugin.lstrip("/")
+    plugin.parent.mkdir(parents=True)
+    plugin.write_bytes(PYXIS)
+    Path(f"{plugin}.version").write_text(PYXIS_KEY + "\n")
+    env["DPKG_VERSION"] = f"{PINS.enroot.version}-1"
+    if contents:
+        login_env = root / "etc/aicluster/login.env"
+        login_env.write_text(login_env.read_text() + f"AICLUSTER_IMAGE_CONTENTS={contents}\n")
+        (root / MANIFEST.lstrip("/")).write_text(json.dumps({
+            "contents": contents, "built_at": "2026-11-28T07:00:00Z",
+            "found": {"slurmd": "slurm 24.11.5", "nvidia_driver": ""}}))
+    return env, stubs
+
+
+def installs(stubs: Path) -> list[str]:
+    calls = (stubs / "calls").read_text().splitlines() if (stubs / "calls").exists() else []
+    return [c for c in calls if c.split()[0] in INSTALLERS]
+
+
+def test_a_login_node_on_its_baked_image_joins_and_installs_nothing(s3, tmp_path):
+    from aicluster.render.node_image import contents_key
+
+    endpoint, client = s3
+    publish_everything(client)
+    key = contents_key("aws")
+    env, stubs = baked_login(tmp_path, endpoint, key)
+    result = run(env)
+    assert result.returncode == 0, result.stderr
+    assert installs(stubs) == []
+    assert f"baked image: contents {key}" in result.stderr
+    assert "systemctl restart sackd" in (stubs / "calls").read_text()
+
+
+def test_the_same_login_boot_without_a_baked_image_does_install(s3, tmp_path):
+    """The control: a stock image (no sackd) installs munge and builds Slurm, and the recorders see it."""
+    from aicluster.catalog.slurm_release import slurm_release
+
+    endpoint, client = s3
+    publish_everything(client)
+    env, stubs = baked_login(tmp_path, endpoint, None, sackd=False)
+    r = slurm_release()
+    login_env = Path(env["AICLUSTER_ROOT"]) / "etc/aicluster/login.env"
+    login_env.write_text(login_env.read_text() + f"AICLUSTER_SLURM_VERSION={r.version}\n"
+                         f"AICLUSTER_SLURM_SHA256={r.sha256}\nAICLUSTER_SLURM_SIZE={r.size}\n"
+                         f"AICLUSTER_SLURM_URLS={' '.join(r.urls)}\n")
+    run(env)
+    seen = installs(stubs)
+    assert "apt-get install -y -q munge" in seen
+    assert f"aicluster-install-slurm {r.install_args()}" in seen
+
+
+def test_a_login_node_on_another_image_never_joins(s3, tmp_path):
+    endpoint, client = s3
+    publish_everything(client)
+    env, stubs = baked_login(tmp_path, endpoint, "00000000deadbeef")
+    login_env = Path(env["AICLUSTER_ROOT"]) / "etc/aicluster/login.env"
+    from aicluster.render.node_image import contents_key
+    login_env.write_text(login_env.read_text().replace("AICLUSTER_IMAGE_CONTENTS=00000000deadbeef",
+                                                       f"AICLUSTER_IMAGE_CONTENTS={contents_key('aws')}"))
+    result = run(env)
+    assert result.returncode == 1 and installs(stubs) == []
+    assert f"baked for contents 00000000deadbeef, this cluster's pins are {contents_key('aws')}" in result.stderr
+    calls = stubs / "calls"
+    assert not calls.exists() or "sackd" not in calls.read_text()      # never joined

@@ -32,7 +32,7 @@ STUBS = {
     "munge": '#!/bin/bash\necho "MUNGE:credential"\n',
     # `slurmd -V` answers the cluster's pinned Slurm (catalog/slurm_release.yaml), or slurmd.version.
     "slurmd": '#!/bin/bash\n[[ ${1:-} != -V ]] || cat "${0%/*}/slurmd.version" 2>/dev/null || '
-              f'echo "slurm-wlm {slurm_release().upstream_version}"\n',
+              f'echo "slurm {slurm_release().version}"\n',
 }
 RECORDERS = ("systemctl", "hostnamectl", "install", "logger", "apt-get", "apt-mark")
 
@@ -115,7 +115,9 @@ class Node:
         path.chmod(0o755)
 
     def node_env(self, **values: str) -> None:
-        values = {"AICLUSTER_SLURM_VERSION": slurm_release().package_version, **values}
+        r = slurm_release()
+        values = {"AICLUSTER_SLURM_VERSION": r.version, "AICLUSTER_SLURM_SHA256": r.sha256,
+                  "AICLUSTER_SLURM_SIZE": str(r.size), "AICLUSTER_SLURM_URLS": " ".join(r.urls), **values}
         (self.root / "etc" / "aicluster" / "node.env").write_text("".join(f"{k}={v}\n" for k, v in values.items()))
 
     def fstab(self, *entries: tuple[str, str, str], mounted: tuple[str, ...] = ()) -> None:

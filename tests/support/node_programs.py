@@ -38,3 +38,15 @@ def module_command(module: str) -> list[str]:
     does (argv[0] the program's installed name); the arguments follow."""
     program = next(p for p, m in PROGRAMS.items() if m == module)
     return [sys.executable, artifact_file(), program, program]
+
+
+def record_slurm_install(bin_dir: Path, calls: Path, body: str = "exit 0\n") -> None:
+    """Make bin_dir's aicluster-node-install (installed first) record a `--slurm ARGS` call as the line
+    "aicluster-install-slurm ARGS" in `calls` and run `body` (bash) in place of building Slurm; its
+    other modes (--check, --bake) run the real program. A test never downloads or builds Slurm."""
+    real = bin_dir / "aicluster-node-install"
+    real.rename(bin_dir / "aicluster-node-install.real")
+    real.write_text('#!/bin/bash\nif [[ ${1:-} == --slurm ]]; then\n  shift\n'
+                    f'  echo "aicluster-install-slurm $*" >> "{calls}"\n{body}fi\n'
+                    'exec "${0%/*}/aicluster-node-install.real" "$@"\n')
+    real.chmod(0o755)

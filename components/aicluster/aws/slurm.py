@@ -31,7 +31,7 @@ from aicluster.design.model import Cluster, ClusterContext, ClusterDesign
 from aicluster.design.parts import SlurmDesign
 from aicluster.mounts import Mount
 from aicluster.render.node_local_files import ARTIFACT_PREFIX, PYXIS_ARTIFACT_PREFIX, node_local_programs
-from aicluster.render.node_programs import PROGRAM_MODE, node_files, program_text
+from aicluster.render.node_programs import NODE_PROGRAMS, PROGRAM_MODE, node_files, program_text
 from aicluster.render.templates import render
 from aicluster.render.slurm_config import node_domain
 from aicluster.slurm.controller import SlurmConfigurationShape, SlurmControllerShape, pool_facts
@@ -54,8 +54,8 @@ HEAD_BOOT_PREFIX = f"{CONFIG_PREFIX}boot/"    # the head's own programs, fetched
 COMPUTE_PREFIX = "compute/"                   # the compute nodes' programs: all that they may read
 # Programs fetched at boot, installed in BIN: of aicluster.node (with the modules they need,
 # render/node_programs.py), and shell programs (name -> template).
-_HEAD_PROGRAMS = ("aicluster-secret", "aicluster-sync")
-_NODE_NODE_PROGRAMS = ("aicluster-secret",)
+_HEAD_PROGRAMS = ("aicluster-secret", "aicluster-sync", "aicluster-install-slurm")
+_NODE_NODE_PROGRAMS = NODE_PROGRAMS
 _NODE_PROGRAMS = {"aicluster-node-bootstrap": "aicluster-node-bootstrap",
                   "aicluster-gpu-healthcheck": "aicluster-gpu-healthcheck",
                   # slurm.conf TaskProlog: the NCCL environment of every task.
@@ -100,7 +100,8 @@ def published_body(key: str, content: pulumi.Output) -> dict:
 
 
 def head_boot_files() -> list[tuple[dict, str | bytes]]:
-    """(entry, content) of the head node's own programs: the sync and the secret helper."""
+    """(entry, content) of the head node's own programs: the sync, the secret helper and the Slurm
+    installer."""
     return [(boot_file(HEAD_BOOT_PREFIX, _boot_name(path), path, text, mode), text)
             for path, text, mode in node_files(_HEAD_PROGRAMS, BIN)]
 

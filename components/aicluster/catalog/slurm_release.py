@@ -1,10 +1,11 @@
 """Two pinned facts about Slurm on the nodes, each from its own sourced YAML beside this module:
 
-- slurm_release.yaml: the one Slurm package every role installs (head, login, compute), so no node
-  ever runs a slurmd newer than the slurmctld it talks to (docs/config-sync.md, "Upgrading Slurm");
+- slurm_release.yaml: the one Slurm every role builds from SchedMD's source archive (head, login,
+  compute; aicluster-install-slurm), so no node ever runs a slurmd newer than the slurmctld it
+  talks to (docs/config-sync.md, "Upgrading Slurm");
 - nccl_check.yaml: the all_reduce_perf bus bandwidth aicluster-nccl-check expects per instance type.
 
-Pure: no Pulumi, no spec. The renderer puts the first into every role's install lines; slurm_files
+Pure: no Pulumi, no spec. The renderer puts the first into every role's install command; slurm_files
 puts the second into cluster.json for the cluster's own instance types.
 """
 from __future__ import annotations
@@ -34,48 +35,47 @@ def _sourced(entry: dict, where: str) -> str:
 
 @dataclass(frozen=True)
 class SlurmRelease:
-    """The pinned Slurm release of the catalog."""
-    release: str                    # Slurm's release, "23.11": what the upgrade rules count in
-    upstream_version: str           # "23.11.4"
-    package_version: str            # the Debian package version apt installs: slurmd=<this>
-    source_package: str             # the apt pin covers every binary of this source package
-    packages: Mapping[str, tuple[str, ...]]   # role -> what it installs at package_version
+    """The pinned Slurm release of the catalog: SchedMD's source archive every role builds."""
+    release: str                    # Slurm's release, "24.11": what the upgrade rules count in
+    version: str                    # "24.11.5": what `slurmd -V` answers
+    urls: tuple[str, ...]           # where the archive is, tried in turn
+    sha256: str                     # the archive's SHA-256: anything else is refused
+    size: int                       # its size in bytes
+    top_folder: str                 # the archive's one top folder
     distribution: str
     source: str
-
-    def install_args(self, role: str) -> str:
-        """`slurmd=23.11.4-1.2ubuntu5` ...: the role's packages at the pinned version, for apt-get."""
-        return " ".join(f"{p}={self.package_version}" for p in self.packages[role])
-
-    def hold_args(self, role: str) -> str:
-        """What `apt-mark hold` keeps at the pin: the role's packages and the plugins they need."""
-        return " ".join((*self.packages[role], "slurm-wlm-basic-plugins"))
+    archive_source: str
 
     @property
-    def apt_preferences(self) -> str:
-        """/etc/apt/preferences.d/aicluster-slurm: priority > 1000 makes apt take (even downgrade
-        to) the pinned version of every binary of the source package, whoever asks for it
-        (slurmdbd in aicluster-accounting, an operator's `apt-get install sackd`, unattended
-        upgrades); apt_preferences(5), "src:" names a source package."""
-        return (f"# aicluster: one Slurm on every node ({self.upstream_version}); catalog/slurm_release.yaml\n"
-                f"Package: src:{self.source_package}\n"
-                f"Pin: version {self.package_version}\n"
-                "Pin-Priority: 1001\n")
+    def upstream_version(self) -> str:
+        return self.version
+
+    def install_args(self) -> str:
+        """aicluster-install-slurm's arguments for the pinned archive (node/install_slurm.py)."""
+        return " ".join(("--version", self.version, "--sha256", self.sha256, "--size", str(self.size), *self.urls))
+
+    def pins(self) -> dict:
+        """The pin as JSON-ready data (the baked image's pins, render/node_image.py)."""
+        return {"release": self.release, "version": self.version, "urls": list(self.urls), "sha256": self.sha256,
+                "size": self.size, "top_folder": self.top_folder}
 
 
 @functools.lru_cache(maxsize=1)
 def slurm_release() -> SlurmRelease:
     e = _read("slurm_release.yaml")["slurm"]
     where = "slurm_release.yaml slurm"
-    packages = {role: tuple(e["packages"][role]) for role in ROLES}
-    version = str(e["package_version"])
-    if not version.startswith(str(e["upstream_version"])):
-        raise CatalogError(f"{where}: package_version {version!r} is not a build of {e['upstream_version']!r}")
-    if not str(e["upstream_version"]).startswith(str(e["release"]) + "."):
-        raise CatalogError(f"{where}: upstream_version {e['upstream_version']!r} is not of release {e['release']!r}")
-    return SlurmRelease(release=str(e["release"]), upstream_version=str(e["upstream_version"]), package_version=version,
-                        source_package=e["source_package"], packages=packages, distribution=e["distribution"],
-                        source=_sourced(e, where))
+    a = e["archive"]
+    if not str(e["version"]).startswith(str(e["release"]) + "."):
+        raise CatalogError(f"{where}: version {e['version']!r} is not of release {e['release']!r}")
+    sha256 = str(a["sha256"])
+    if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
+        raise CatalogError(f"{where}.archive: sha256 {sha256!r} is not 64 lowercase hex digits")
+    urls = tuple(str(u) for u in a["urls"])
+    if not urls or any(not u.startswith(("https://", "http://")) for u in urls):
+        raise CatalogError(f"{where}.archive: urls {urls!r} must be one or more http(s) URLs")
+    return SlurmRelease(release=str(e["release"]), version=str(e["version"]), urls=urls, sha256=sha256,
+                        size=int(a["size"]), top_folder=str(a["top_folder"]), distribution=e["distribution"],
+                        source=_sourced(e, where), archive_source=_sourced(a, where + ".archive"))
 
 
 @dataclass(frozen=True)

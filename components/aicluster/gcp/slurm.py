@@ -252,9 +252,9 @@ def published_body(key: str, content: pulumi.Output) -> dict:
 
 
 def head_user_data(context: ClusterContext, *, bucket: str, munge_secret: str) -> str:
-    """Metadata holds 256 KB: cloud-init writes the head's programs itself (the secret helper and
-    the sync, with the Google REST module they import: render/node_programs.py)."""
-    programs = [BootFile(path, text, mode) for path, text, mode in node_files(("aicluster-secret", "aicluster-sync"), BIN)]
+    """Metadata holds 256 KB: cloud-init writes the head's programs itself (the secret helper, the
+    sync and the Slurm installer, with the Google REST module they import: render/node_programs.py)."""
+    programs = [BootFile(path, text, mode) for path, text, mode in node_files(("aicluster-secret", "aicluster-sync", "aicluster-install-slurm"), BIN)]
     return _head_user_data(context, cloud="gcp", bucket=bucket, munge_secret=munge_secret, sync={"storage": "gcs"},
                            boot_files=programs)
 

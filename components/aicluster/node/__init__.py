@@ -11,6 +11,8 @@ and each program as a thin entry point in /opt/aicluster/bin (aicluster.render.n
   fetch.py          aicluster-fetch: a node installs its programs, each checked by its SHA-256
   secret.py         aicluster-secret: a secret into a file, never through argv
   lustre_import.py  aicluster-gcp-lustre-import: start Managed Lustre imports once each
+  image.py          aicluster-node-install: bake a node image; check at boot it is the cluster's
+  install_slurm.py  aicluster-install-slurm: build the pinned Slurm from SchedMD's source archive
   health_agent.py   the Kubernetes GPU node health agent (a DaemonSet pod runs it)
 
 May import: the standard library, boto3/botocore and each other (absolute: `from aicluster.node

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 
 from aicluster.render.node_local_files import CONTAINERS_PROGRAM, node_local_programs
-from aicluster.render.node_programs import node_files, program_text
+from aicluster.render.node_programs import NODE_PROGRAMS, node_files, program_text
 from aicluster.render.templates import render
 from aicluster.render.slurm_config import SLURMCTLD_PORT, node_domain
 from aicluster.render.slurm_files import BIN, CONFIG_PREFIX, BootFile, digest as content_digest
@@ -40,8 +40,9 @@ HEAD_KEYS_READ = (MOUNT_SCRIPT_KEY, NCCL_CHECK_KEY, CLUSTER_JSON_KEY)
 LOGIN_PREFIX = "login/"
 FETCH_LIST = "/etc/aicluster/login-files.json"
 _PROGRAMS = {"aicluster-login-bootstrap": "aicluster-login-bootstrap"}
-# The login node's programs of aicluster.node (render/node_programs.py): the secret helper.
-_NODE_PROGRAMS = ("aicluster-secret",)
+# The login node's programs of aicluster.node (render/node_programs.py): the secret helper and the
+# baked image's check.
+_NODE_PROGRAMS = NODE_PROGRAMS
 
 
 def _program_texts() -> dict[str, str]:
@@ -72,11 +73,13 @@ def login_programs() -> list[tuple[dict, str | bytes]]:
 
 
 def login_user_data(*, cloud: str, cluster: str, region: str, hostname: str, controller_addr: str,
-                    munge_secret: str, bucket: str, metrics_write_url: str | None = None) -> str:
+                    munge_secret: str, bucket: str, metrics_write_url: str | None = None,
+                    image_contents: str = "") -> str:
     """A login node's cloud-config. controller_addr: the head's private address (slurmctld);
     munge_secret: the munge key's ARN (aws) or projects/<p>/secrets/<id> (gcp); bucket: the
     configuration bucket the head's files are published to; metrics_write_url: aws, the AMP
-    workspace's remote-write URL (the node's metrics agent writes there)."""
+    workspace's remote-write URL (the node's metrics agent writes there); image_contents: the baked
+    image's contents key when the node boots one (it then installs nothing, docs/images.md)."""
     programs = _program_texts()
     fetch_list = json.dumps({"bucket": bucket, "region": region, "files": [e for e, _ in login_programs()]},
                             indent=1) + "\n"
@@ -90,4 +93,4 @@ def login_user_data(*, cloud: str, cluster: str, region: str, hostname: str, con
                   bootstrap_script=programs["aicluster-login-bootstrap"],
                   containers_script=programs[CONTAINERS_PROGRAM],
                   monitoring_programs=monitoring_programs() if cloud == "gcp" else {},
-                  login_pool=LOGIN_POOL, metrics_write_url=metrics_write_url or "")
+                  login_pool=LOGIN_POOL, metrics_write_url=metrics_write_url or "", image_contents=image_contents)

@@ -43,7 +43,7 @@ def pyxis_artifact_dir(pins: Containers | None = None) -> str:
     pyxis's version and source digest and by the Slurm package version it is built against, so a
     new pin of either is a new key, built again, never a rewrite of one a node may be reading."""
     c = pins or containers()
-    return f"{PYXIS_ARTIFACT_PREFIX}{c.pyxis.version}-{c.pyxis.sha256[:12]}/slurm-{slurm_release().package_version}"
+    return f"{PYXIS_ARTIFACT_PREFIX}{c.pyxis.version}-{c.pyxis.sha256[:12]}/slurm-{slurm_release().version}"
 
 
 def containers_program(pins: Containers | None = None) -> str:
@@ -58,7 +58,7 @@ def _catalog_containers() -> str:
 
 def _render_containers(pins: Containers) -> str:
     return render("scripts/aicluster-containers.sh.j2", c=pins, scratch=SCRATCH, pyxis_dir=pyxis_artifact_dir(pins),
-                  slurm_version=slurm_release().package_version, unit=PYXIS_FETCH_UNIT)
+                  slurm_version=slurm_release().version, unit=PYXIS_FETCH_UNIT)
 
 
 def pyxis_build_program(pins: Containers | None = None) -> str:
@@ -74,7 +74,7 @@ def _catalog_build() -> str:
 
 def _render_build(c: Containers) -> str:
     return render("scripts/aicluster-pyxis-build.sh.j2", c=c, pyxis_dir=pyxis_artifact_dir(c),
-                  slurm_version=slurm_release().package_version, unit=PYXIS_BUILD_UNIT)
+                  slurm_version=slurm_release().version, unit=PYXIS_BUILD_UNIT)
 
 
 def node_local_programs() -> dict[str, str]:

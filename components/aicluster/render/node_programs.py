@@ -36,11 +36,17 @@ PROGRAMS: dict[str, str] = {
     "aicluster-fetch": "fetch",
     "aicluster-secret": "secret",
     "aicluster-gcp-lustre-import": "lustre_import",
+    "aicluster-node-install": "image",
+    "aicluster-install-slurm": "install_slurm",
 }
 # Installed as the module's own file, not as an entry point: aicluster-fetch is what installs the
 # rest, from EC2's 16 KB of user data, so it needs nothing beside it (it imports nothing of the package).
 SINGLE_FILE = ("aicluster-fetch",)
 PACKAGED = tuple(p for p in PROGRAMS if p not in SINGLE_FILE)
+# What of the package a compute or login node runs: the secret helper (the munge key) and
+# aicluster-node-install: the baked image's check (docs/images.md), and the Slurm installer
+# (`--slurm`, aicluster-install-slurm's arguments) on the install-at-boot path.
+NODE_PROGRAMS = ("aicluster-secret", "aicluster-node-install")
 # What each module imports of the package (tests/scripts/test_node_programs.py checks it against
 # the modules' own imports, so a new import cannot ship a program without its module).
 DEPENDS: dict[str, tuple[str, ...]] = {
@@ -50,6 +56,7 @@ DEPENDS: dict[str, tuple[str, ...]] = {
     "sync": ("gcp",),
     "secret": ("gcp",),
     "lustre_import": ("gcp",),
+    "image": ("install_slurm",),
 }
 
 

@@ -49,7 +49,9 @@ POWER_LINKS = ("aicluster-resume", "aicluster-suspend", "aicluster-resume-fail",
 RECONCILE_REPLACE_FRACTION = 0.10
 RECONCILE_POOL_REPLACING_FRACTION = 0.25
 # Programs of aicluster.node every head runs, beside its cloud's (render/node_programs.py).
-HEAD_NODE_PROGRAMS = ("aicluster-secret",)
+# aicluster-install-slurm: the head's Slurm (cloud-init runs it at first boot; published too, so
+# the head has the one that matches the catalog's pin).
+HEAD_NODE_PROGRAMS = ("aicluster-secret", "aicluster-install-slurm")
 # Shell programs every head runs (published name -> template).
 HEAD_PROGRAMS = {"aicluster-accounting": "aicluster-accounting",
                  # The fabric check users run (docs/fabric-check.md); its expectations: cluster.json.
