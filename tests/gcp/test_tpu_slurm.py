@@ -18,7 +18,7 @@ import pytest
 from aicluster.catalog import load_catalog
 from aicluster.design.cluster import design_cluster
 from aicluster.errors import SpecError
-from aicluster.render.node_programs import artifact, entry_point, program_text
+from aicluster.render.node_programs import NODE_PROGRAMS, artifact, entry_point, program_text
 from aicluster.commands.planner import rendered_files
 from aicluster.spec.cluster import parse_spec
 from tests.support import GCP_MIN, GCP_PROJECT, ROOT
@@ -126,7 +126,10 @@ def test_startup_script_installs_the_node_programs_unchanged(plan):
     embedded = {path: body for path, _, body in re.findall(r"cat > (\S+) <<'(\w+)'\n(.*?)\n\2\n", script, re.S)}
     # aicluster-secret: the entry point, and the archive of aicluster.node it runs, base64 in the
     # script and decoded back to the built bytes (`base64 -d`, as the VM's startup does).
-    archive = artifact(["aicluster-secret"])      # the secret helper's modules only (render/node_programs.py)
+    # The secret helper and aicluster-node-install (its Slurm installer), as every node (render/node_programs.py).
+    archive = artifact(NODE_PROGRAMS)
+    assert embedded["/opt/aicluster/bin/aicluster-node-install"].rstrip("\n") == \
+        entry_point("aicluster-node-install", archive=archive).rstrip("\n")
     assert embedded["/opt/aicluster/bin/aicluster-secret"].rstrip("\n") == \
         entry_point("aicluster-secret", archive=archive).rstrip("\n")
     decoded = dict(re.findall(r"base64 -d > (\S+) <<'(?:\w+)'\n(.*?)\n\w+\n", script, re.S))
@@ -226,3 +229,14 @@ def test_policy_pack_passes_a_slurm_cluster_with_tpu_slices(plan):
     assert [r for r, v in verdicts.items() if v.status in ("fail", "warn")] == []
     for rule in ("AIC-NET-004", "AIC-SEC-002", "AIC-SEC-005", "AIC-CST-001", "AIC-CMP-001"):
         assert verdicts[rule].status == "pass", (rule, verdicts[rule].not_applicable)
+
+
+def test_tpu_hosts_build_the_clusters_one_slurm(plan):
+    """The pin the bootstrap hands to aicluster-node-install --slurm (catalog/slurm_release.yaml)."""
+    from aicluster.catalog.slurm_release import slurm_release
+
+    (script,) = [c for n, c in rendered_files(plan).items() if n == "startup-scripts/test-v5p-0.sh"]
+    env = script.split("<<'AICLUSTER_NODE_ENV'\n", 1)[1].split("\nAICLUSTER_NODE_ENV\n", 1)[0].splitlines()
+    r = slurm_release()
+    assert {f"AICLUSTER_SLURM_VERSION={r.version}", f"AICLUSTER_SLURM_SHA256={r.sha256}",
+            f"AICLUSTER_SLURM_SIZE={r.size}", f"AICLUSTER_SLURM_URLS={' '.join(r.urls)}"} <= set(env)

@@ -23,7 +23,7 @@ import pulumi_gcp as gcp
 from aicluster.design.model import ClusterContext, ClusterDesign
 from aicluster.design.parts import PoolDesign
 from aicluster.mounts import Mount
-from aicluster.render.node_programs import node_files, program_text
+from aicluster.render.node_programs import NODE_PROGRAMS, node_files, program_text
 from aicluster.render.slurm_files import BIN, BootFile
 from aicluster.render.templates import render
 from aicluster.render.slurm_config import node_domain
@@ -40,7 +40,7 @@ def startup_script(design: ClusterDesign, pool: PoolDesign, mounts: list[Mount],
     return render("scripts/aicluster-tpu-startup.sh.j2", cluster=design.name, pool=pool.name,
                   tpu=pool.tpu.describe(), tpu_type=pool.tpu.name, topology=pool.tpu.topology,
                   controller=controller, munge_secret=munge_secret, dns_domain=node_domain(design.name),
-                  node_files=[BootFile(path, text, mode) for path, text, mode in node_files(("aicluster-secret",), BIN)],
+                  node_files=[BootFile(path, text, mode) for path, text, mode in node_files(NODE_PROGRAMS, BIN)],
                   healthcheck_script=program_text("aicluster-gpu-healthcheck"),
                   task_prolog_script=program_text("aicluster-task-prolog"),
                   node_name_script=program_text("aicluster-tpu-node-name"),
