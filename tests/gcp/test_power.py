@@ -217,7 +217,9 @@ def test_resume_bulk_inserts_the_pool_from_its_template_into_its_placement(scont
     assert body["perInstanceProperties"][f"{A3MEGA}gpu-4"] == {"name": f"{A3MEGA}gpu-4"}
     # The compact placement policy, and the labels every instance is born with: no setLabels.
     assert body["instanceProperties"] == {"resourcePolicies": [PLACEMENT], "labels": {
-        "aicluster-cluster": "a3mega-train", "aicluster-pool": "gpu", "aicluster-resume-id": request_id}}
+        "aicluster-cluster": "a3mega-train", "aicluster-pool": "gpu", "aicluster-resume-id": request_id,
+        # The pool's version (cluster.json: the template's name), for the reconcile loop's roll.
+        "aicluster-node-version": "gpu-tmpl"}}
     assert not compute.made("set_labels") and not compute.made("get")
     assert addressed(scontrol()) == {f"gpu-{n}": (f"10.0.7.{n + 7}", f"{A3MEGA}gpu-{n}") for n in (3, 4, 5)}
 

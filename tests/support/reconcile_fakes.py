@@ -36,8 +36,9 @@ class FileCloud(core.Cloud):
 
     launching, deleting = "launching", "terminating"
 
-    def __init__(self, path: str | os.PathLike, cluster: str | None = None):
+    def __init__(self, path: str | os.PathLike, cluster: str | None = None, config: dict | None = None):
         self.path, self.cluster = Path(path), cluster
+        self.config = config or {}          # cluster.json: a launch carries its pool's version
 
     @contextmanager
     def _state(self):
@@ -54,7 +55,7 @@ class FileCloud(core.Cloud):
 
     def add(self, node: str | None, *, launched_at: float | None = None, events=(), bootstrap_error=None,
             pool: str | None = None, resume_id: str | None = None, cluster: str | None = None,
-            role: str | None = None) -> str:
+            role: str | None = None, version: str | None = None) -> str:
         """A running instance; `cluster` defaults to the FileCloud's, the pool to the node's."""
         with self._state() as data:
             iid = f"i-{data['next']:04d}"
@@ -63,7 +64,7 @@ class FileCloud(core.Cloud):
                                       "state": "running", "launched_at": time.time() if launched_at is None
                                       else launched_at, "events": list(events), "bootstrap_error": bootstrap_error,
                                       "resume_id": resume_id, "cluster": cluster or self.cluster, "role": role,
-                                      "address": address_of(iid)}
+                                      "address": address_of(iid), "version": version}
         return iid
 
     def set(self, iid: str, **fields) -> None:
@@ -90,7 +91,8 @@ class FileCloud(core.Cloud):
     # --- the Cloud contract ---
 
     def launch(self, pool: str, nodes: list[str], request_id: str = "") -> dict[str, str]:
-        return {node: self.add(node, pool=pool, resume_id=request_id) for node in nodes}
+        version = core.pool_version(self.config, pool)
+        return {node: self.add(node, pool=pool, resume_id=request_id, version=version) for node in nodes}
 
     def locate(self, launched: dict[str, str]):
         """Each instance's address (address_of), its id as the host name."""
@@ -120,7 +122,7 @@ class FileCloud(core.Cloud):
                               launched_at=item["launched_at"], resume_id=item.get("resume_id"),
                               events=tuple(item.get("events") or ()), bootstrap_error=item.get("bootstrap_error"),
                               cluster=item.get("cluster"), role=item.get("role"),
-                              address=item.get("address") or address_of(iid))
+                              address=item.get("address") or address_of(iid), version=item.get("version"))
                 for iid, item in sorted(self.live().items())]
 
 
@@ -213,5 +215,5 @@ def install_power_programs(bin_dir: Path, env: dict[str, str]) -> dict[str, Path
 
 if __name__ == "__main__":
     sys.exit(core.main(["fake-power", *sys.argv[1:]], "fake-power", ("cluster", "pools"),
-                       lambda config: (FileCloud(os.environ["AICLUSTER_FAKE_CLOUD"], config["cluster"]), None),
+                       lambda config: (FileCloud(os.environ["AICLUSTER_FAKE_CLOUD"], config["cluster"], config), None),
                        reconcile.main))

@@ -513,13 +513,14 @@ class SlurmConfiguration(SlurmConfigurationShape):
     def __init__(self, name: str, args: SlurmConfigurationArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aicluster:aws:SlurmConfiguration", name, opts)
         design, controller, child = args.design, args.controller, self.child
-        pools = pool_facts(args.pools, "launch_template_id", "placement_group_name")
+        pools = pool_facts(args.pools, "launch_template_id", "placement_group_name", "launch_template_version")
         files = pulumi.Output.all(controller.controller_addr, args.subnet_id, pools,
                                   controller.accounting_secret_arn or "", args.mounts, controller.dns_zone_id,
                                   args.accounting_endpoint, args.metrics_write_url).apply(
             lambda a: published_files(design, controller_addr=a[0], subnet_id=a[1],
                                       launch_templates=a[2]["launch_template_id"],
                                       placement_groups=a[2]["placement_group_name"],
+                                      launch_template_versions=a[2]["launch_template_version"],
                                       accounting_secret=a[3] or None, mounts=list(a[4]), hosted_zone_id=a[5],
                                       accounting_endpoint=a[6], metrics_write_url=a[7]))
         self.publish(PUBLISHED_KEYS, files, lambda key, content: aws.s3.BucketObjectv2(
@@ -544,7 +545,13 @@ PUBLISHED_KEYS = published_keys(_PROGRAMS)
 def published_files(design: ClusterDesign, *, controller_addr: str, subnet_id: str, launch_templates: dict,
                     placement_groups: dict, accounting_secret: str | None, hosted_zone_id: str,
                     mounts: list[Mount] = (), accounting_endpoint: dict | None = None,
-                    metrics_write_url: str | None = None) -> dict[str, str]:
+                    metrics_write_url: str | None = None,
+                    launch_template_versions: dict | None = None) -> dict[str, str]:
+    """The head's published files. `launch_template_versions`: pool -> its launch template's
+    latest_version (`pulumi up` makes a new one for every change of image, user data or type): the
+    version the resume program launches exactly and the reconcile loop rolls the pool's nodes to
+    (aicluster.node.reconcile, roll_nodes); None launches "$Latest" and rolls nothing."""
+    versions = launch_template_versions or {}
     cluster = {
         "cluster_tag": CLUSTER_TAG, "node_tag": NODE_TAG, "pool_tag": POOL_TAG, "hosted_zone_id": hosted_zone_id,
         "pools": {p.name: {
@@ -552,6 +559,8 @@ def published_files(design: ClusterDesign, *, controller_addr: str, subnet_id: s
             "subnet_id": subnet_id, "placement_group": placement_groups[p.name] or None,
             "capacity": p.capacity.type, "reservation_id": p.capacity.reservation_id,
             "min_nodes": p.min_nodes, "max_nodes": p.max_nodes,
+            "version": str(versions[p.name]) if versions.get(p.name) not in (None, "") else None,
+            "max_unavailable": p.max_unavailable,
         } for p in slurm_pools(design)},
     }
     return _published_files(design, controller_addr=controller_addr, cluster=cluster, programs=_PROGRAMS,

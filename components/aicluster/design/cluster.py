@@ -144,7 +144,7 @@ def _design_tpu_pool(spec: ClusterSpec, pool: PoolSpec) -> PoolDesign:
         name=pool.name, instance=host_instance(tpu), min_nodes=min_nodes, max_nodes=pool.max_nodes,
         capacity=pool.capacity, efa=False, interfaces=(), placement=placement,
         image=tpu.generation.runtime_version or "", root_device="", root_volume_gib=pool.root_volume_gib,
-        tpu=tpu)
+        tpu=tpu, max_unavailable=pool.unavailable_budget())
 
 
 def _design_pool(spec: ClusterSpec, index: int, pool: PoolSpec) -> PoolDesign:
@@ -171,7 +171,7 @@ def _design_pool(spec: ClusterSpec, index: int, pool: PoolSpec) -> PoolDesign:
             capacity=pool.capacity, efa=False, interfaces=(), placement=placement,
             image=pool.image or (gcp_image.image if gcp_image else ""), root_device="",
             root_volume_gib=pool.root_volume_gib, nics=gcp_nics(instance),
-            boot_disk_type=instance.boot_disk_type or "pd-ssd")
+            boot_disk_type=instance.boot_disk_type or "pd-ssd", max_unavailable=pool.unavailable_budget())
     role = "trainium" if instance.accelerator.kind == "trainium" else "gpu"
     # AWS images only; GCP images per machine family arrive with the GCP components.
     image_facts = catalog.images.get(role, {}) if spec.cloud == "aws" else {}
@@ -193,6 +193,7 @@ def _design_pool(spec: ClusterSpec, index: int, pool: PoolSpec) -> PoolDesign:
         image=image,
         root_device=image_facts.get("root_device", "/dev/sda1"),
         root_volume_gib=pool.root_volume_gib,
+        max_unavailable=pool.unavailable_budget(),
     )
 
 

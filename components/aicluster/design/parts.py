@@ -80,6 +80,9 @@ class PoolDesign:
     nics: tuple[GcpNic, ...] = ()           # GCP: every NIC of the instance template, in order
     boot_disk_type: str | None = None       # GCP boot disk type
     tpu: TpuSlice | None = None             # a Cloud TPU pool: its slice; instance is one host
+    # Rolling updates: how many nodes may be out of service at once (PoolSpec.unavailable_budget):
+    # the Slurm reconcile loop's roll, the EKS node group's update_config, the GKE surge upgrade.
+    max_unavailable: int = 1
 
     @property
     def slices(self) -> int:

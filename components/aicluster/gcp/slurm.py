@@ -349,6 +349,12 @@ _LUSTRE_IMPORTS = "aicluster/lustre-imports.json"
 PUBLISHED_KEYS = published_keys(_PROGRAMS, [_LUSTRE_IMPORTS])
 
 
+def template_version(template: str) -> str | None:
+    """An instance template's self link (or name) -> its name: a label value (lower-case letters,
+    digits, '-'; at most 63: name_prefix keeps it there), unique to that template."""
+    return template.rstrip("/").rsplit("/", 1)[-1] or None if template else None
+
+
 def published_files(design: ClusterDesign, *, project_id: str, controller_addr: str, templates: dict,
                     placements: dict, accounting_secret: str | None, lustre_imports: list,
                     mounts: list[Mount] = (), dns_zone: str | None = None,
@@ -362,6 +368,10 @@ def published_files(design: ClusterDesign, *, project_id: str, controller_addr: 
             "placement_policy": placements[p.name] or None, "capacity": p.capacity.type,
             "reservation": p.capacity.reservation_id if p.capacity.type == "reservation" else None,
             "min_nodes": p.min_nodes, "max_nodes": p.max_nodes,
+            # What a node is created from: the instance template's name (a changed template is a new
+            # one, name_prefix), the label the resume program puts on each instance and the version
+            # the reconcile loop rolls the pool's nodes to (aicluster.node.reconcile, roll_nodes).
+            "version": template_version(templates[p.name]), "max_unavailable": p.max_unavailable,
         } for p in slurm_pools(design)},                  # TPU slices are Pulumi's, never launched by Slurm
     }
     imports = Published(_LUSTRE_IMPORTS, "/etc/aicluster/lustre-imports.json",

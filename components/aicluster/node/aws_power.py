@@ -58,6 +58,10 @@ CONFIG_KEYS = ("cluster", "region", "cluster_tag", "node_tag", "pool_tag", "pool
 LIVE_STATES = ("pending", "running", "stopping", "stopped")
 RESUME_ID_TAG = "aicluster-resume-id"   # the resume request (ClientToken) that launched an instance
 ROLE_TAG = "aicluster-role"             # compute on the pools' instances (their launch templates); head, login
+# What EC2 itself tags an instance launched from a launch template with: the version it came from
+# (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-launch-templates.html, "aws:ec2launchtemplate:version").
+# Read when an instance lacks core.VERSION_TAG (launched by a resume program from before it).
+EC2_TEMPLATE_VERSION_TAG = "aws:ec2launchtemplate:version"
 IP_WAIT_S = 90              # DescribeInstances is eventually consistent after CreateFleet
 # DescribeInstances takes at most 200 values per filter
 # (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeInstances.html); one spare.
@@ -133,14 +137,21 @@ def fleet_request(config: dict, pool_name: str, count: int, request_id: str | No
     every instance, so an instance whose node-name tag never arrived is still found."""
     pool = config["pools"][pool_name]
     capacity = pool.get("capacity") or "on-demand"
+    # The pool's version in cluster.json (the launch template version `pulumi up` made), exactly:
+    # "$Latest" would launch whatever the template holds at the moment of the call, even a version
+    # the head's cluster.json does not know yet. Only a cluster.json from before versions has none.
+    version = core.pool_version(config, pool_name)
     tags = [{"Key": config["cluster_tag"], "Value": config["cluster"]}, {"Key": config["pool_tag"], "Value": pool_name}]
     if request_id:
         tags.append({"Key": RESUME_ID_TAG, "Value": request_id})
+    if version:
+        tags.append({"Key": core.VERSION_TAG, "Value": version})
     all_or_nothing = {"MinTargetCapacity": count, "SingleInstanceType": True, "SingleAvailabilityZone": True}
     request = {
         "Type": "instant",
         "LaunchTemplateConfigs": [{
-            "LaunchTemplateSpecification": {"LaunchTemplateId": pool["launch_template_id"], "Version": "$Latest"},
+            "LaunchTemplateSpecification": {"LaunchTemplateId": pool["launch_template_id"],
+                                            "Version": version or "$Latest"},
             "Overrides": [{"InstanceType": pool["instance_type"]}],
         }],
         "TargetCapacitySpecification": {
@@ -314,7 +325,8 @@ class Ec2(core.Cloud):
             state=instance.get("State", {}).get("Name", "unknown"), launched_at=epoch(instance.get("LaunchTime")),
             resume_id=tags.get(RESUME_ID_TAG), bootstrap_error=tags.get(core.BOOTSTRAP_ERROR_TAG),
             cluster=tags.get(self.config["cluster_tag"], ""), role=tags.get(ROLE_TAG),
-            address=instance.get("PrivateIpAddress"))
+            address=instance.get("PrivateIpAddress"),
+            version=tags.get(core.VERSION_TAG) or tags.get(EC2_TEMPLATE_VERSION_TAG))
 
     def ours(self, instances: list[dict], what: str) -> list[dict]:
         """Those of `instances` the core may end (core.not_ours: this cluster's tag value, checked

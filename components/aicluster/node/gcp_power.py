@@ -245,8 +245,21 @@ def launch_labels(config: dict, pool_name: str, request_id: str) -> dict[str, st
     the launch's request id. The node needs no label: it is in the instance name, which is set
     at creation too (bulkInsert's per-instance properties take a name and a host name only:
     https://cloud.google.com/compute/docs/reference/rest/v1/instances/bulkInsert)."""
-    return {config["cluster_label"]: config["cluster"], config.get("pool_label", DEFAULT_POOL_LABEL): pool_name,
-            RESUME_ID_LABEL: request_id}
+    labels = {config["cluster_label"]: config["cluster"], config.get("pool_label", DEFAULT_POOL_LABEL): pool_name,
+              RESUME_ID_LABEL: request_id}
+    version = core.pool_version(config, pool_name)
+    if version:
+        # The pool's version (cluster.json: the name of the instance template the launch uses),
+        # so the reconcile loop's roll knows which nodes run an older template.
+        labels[core.VERSION_TAG] = label_value(version)
+    return labels
+
+
+def label_value(text: str) -> str:
+    """`text` as a label value: at most 63 lower-case letters, digits, '-' and '_'
+    (https://cloud.google.com/compute/docs/labeling-resources#requirements). An instance
+    template's name already is one."""
+    return re.sub(r"[^a-z0-9_-]", "-", text.lower())[:63]
 
 
 def bulk_insert_request(config: dict, pool_name: str, nodes: list[str], request_id: str) -> dict:
@@ -577,7 +590,8 @@ class Gce(core.Cloud):
             state=STATES.get(instance.get("status"), "stopping"),
             launched_at=timestamp(instance.get("creationTimestamp", "")),
             resume_id=labels.get(RESUME_ID_LABEL), events=instance_events(instance),
-            cluster=self.owner(instance), role=labels.get(ROLE_LABEL), address=nics[0].get("networkIP"))
+            cluster=self.owner(instance), role=labels.get(ROLE_LABEL), address=nics[0].get("networkIP"),
+            version=labels.get(core.VERSION_TAG))
 
     def bootstrap_errors(self, instances: list[core.Instance]) -> dict[str, str]:
         """name -> the bootstrap error a running instance wrote (guest attribute

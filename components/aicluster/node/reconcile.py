@@ -52,6 +52,8 @@ import fcntl
 import os
 import re
 import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 
@@ -70,7 +72,11 @@ POOL_REPLACING_FRACTION = 0.25
 # ResumeTimeout when cluster.json carries none (aicluster's default: large GPU nodes boot slowly).
 FALLBACK_RESUME_TIMEOUT_S = 1800
 # Reasons aicluster sets on the nodes it may replace (aicluster.node.slurm).
-OUR_REASONS = (core.HEALTH_REASON, core.EVENT_REASON, core.BOOTSTRAP_REASON)
+OUR_REASONS = (core.HEALTH_REASON, core.EVENT_REASON, core.BOOTSTRAP_REASON, core.ROLL_REASON)
+# The roll's gauges, in the head's node_exporter textfile directory (catalog/observability.yaml
+# exporters.node_exporter.textfile_directory; cluster.json "reconcile" textfile_dir overrides).
+TEXTFILE_DIR = "/var/lib/node_exporter/textfile"
+ROLL_METRICS_FILE = "aicluster-roll.prom"
 # Node state flags that mean a job holds the node (`scontrol show node`: the base state, or the
 # COMPLETING flag while its epilog runs).
 JOB_STATES = frozenset({"ALLOCATED", "MIXED", "COMPLETING"})
@@ -574,7 +580,198 @@ def power_down(run: Pass, name: str, why: str, still) -> bool:
         run.fail("could not power down %s", name)
         return False
     run.replaced += 1
+    # On its way down from now on: the later steps' caps count it.
+    run.nodes[name] = Node(name, (now.states - {"DRAIN", "DOWN"}) | {"POWERING_DOWN"}, now.reason, now.addr)
     return True
+
+
+# --- the roll: nodes on an older version of their pool, replaced as they become idle -----------
+
+
+@dataclass
+class PoolRoll:
+    """One pool's roll as a pass sees it: its version, its budget and its nodes by kind."""
+    pool: str
+    version: str
+    budget: int
+    current: list[str] = field(default_factory=list)      # up, every instance on the pool's version
+    idle: list[str] = field(default_factory=list)         # up on an older version, no job, not drained
+    busy: list[str] = field(default_factory=list)         # on an older version, with a job, not drained
+    draining: list[str] = field(default_factory=list)     # drained by the roll, still up
+    out: int = 0                    # out of service: powering down, always-on and not back up, draining
+    old_versions: dict[str, str] = field(default_factory=dict)     # node -> the version it runs
+
+    @property
+    def old(self) -> int:
+        return len(self.idle) + len(self.busy) + len(self.draining)
+
+
+def roll_budget(config: dict, pool: str) -> int:
+    """cluster.json pools[].max_unavailable (nodes, at least one; 1 when absent)."""
+    try:
+        return max(1, int(((config.get("pools") or {}).get(pool) or {}).get("max_unavailable") or 1))
+    except (TypeError, ValueError):
+        return 1
+
+
+def node_version(run: Pass, name: str) -> str | None:
+    """The version a node's instances run, "" when they disagree or one is unknown (old, whatever
+    the pool's version), None when it has no instance in the listing (nothing to judge)."""
+    versions = {i.version or "" for i in run.instances if i.node == name}
+    if not versions:
+        return None
+    return versions.pop() if len(versions) == 1 else ""
+
+
+def is_roll_drain(node: Node) -> bool:
+    return node.drained and core.reason_code(node.reason) == core.ROLL_REASON
+
+
+def roll_state(run: Pass) -> dict[str, PoolRoll]:
+    """pool -> its roll, for every pool of cluster.json with a version (none: nothing to roll)."""
+    rolls: dict[str, PoolRoll] = {}
+    for pool in sorted(run.config.get("pools") or {}):
+        version = core.pool_version(run.config, pool)
+        if version:
+            rolls[pool] = PoolRoll(pool, version, roll_budget(run.config, pool))
+    for node in sorted(run.nodes.values(), key=node_order):
+        roll = rolls.get(core.pool_of(node.name) or "")
+        if roll is None:
+            continue
+        if replacing(run, node) or (is_roll_drain(node) and not node.powered_down):
+            roll.out += 1
+        if node.powering_down or node.powering_up or "POWERED_DOWN" in node.states:
+            continue                    # off or on its way: boots the pool's version when resumed
+        version = node_version(run, node.name)
+        if version is None:
+            continue
+        if version == roll.version:
+            roll.current.append(node.name)
+            continue
+        roll.old_versions[node.name] = version or "unknown"
+        if is_roll_drain(node):
+            roll.draining.append(node.name)
+        elif node.by_hand or node.down or node.drained:
+            continue                    # an operator's, or a failure replace_nodes sees to
+        elif run.in_use(node.name):
+            roll.busy.append(node.name)
+        else:
+            roll.idle.append(node.name)
+    return rolls
+
+
+def roll_reason(roll: PoolRoll, name: str) -> str:
+    return core.reason_text(core.ROLL_REASON, f"version {roll.old_versions.get(name, 'unknown')} -> {roll.version}")
+
+
+def roll_nodes(run: Pass) -> None:
+    """Nodes whose instance runs an older version than their pool's (cluster.json pools[].version),
+    replaced as they become idle, at most the pool's max_unavailable out of service at once:
+    an idle one is powered down (checked again just before; an always-on one is powered up again
+    by power_up_static, on the new version); when the budget has room and no idle one is left, a
+    busy one is drained (`aicluster-roll: version X -> Y`), so it takes no new job, and replaced
+    once its job ends. A job is never stopped. A roll drain whose node is on the pool's version
+    again (the version was set back) is cleared."""
+    per_pass = max(1, int(len(run.nodes) * float(run.settings.get("replace_fraction", REPLACE_FRACTION))))
+    rolls = roll_state(run)
+    for name, node in sorted(run.nodes.items()):
+        roll = rolls.get(core.pool_of(name) or "")
+        if roll is not None and is_roll_drain(node) and name in roll.current:
+            log.info("reconcile: %s runs its pool's version %s again: clearing its roll drain", name, roll.version)
+            if run.slurm.update(name, "state=resume"):
+                run.nodes[name] = Node(name, node.states - {"DRAIN"}, "", node.addr)
+                roll.out -= 1
+            else:
+                run.fail("could not clear the roll drain of %s", name)
+    for roll in rolls.values():
+        if roll.old:
+            log.info("reconcile: rolling pool %s to version %s: %d current, %d old (%d idle, %d busy, %d draining), "
+                     "%d of %d out of service", roll.pool, roll.version, len(roll.current), roll.old, len(roll.idle),
+                     len(roll.busy), len(roll.draining), roll.out, roll.budget)
+        # Drained by the roll and idle now: already counted out of service.
+        for name in roll.draining:
+            if run.in_use(name) or run.replaced >= per_pass:
+                continue
+            power_down(run, name, roll_reason(roll, name), lambda now: is_roll_drain(now) and not run.in_use(now.name))
+        for name in roll.idle:
+            if roll.out >= roll.budget or run.replaced >= per_pass:
+                log.info("reconcile: pool %s: roll budget full (%d of %d out of service, %d powered down this "
+                         "pass): %s wait", roll.pool, roll.out, roll.budget, run.replaced,
+                         compress_hostlist(roll.idle[roll.idle.index(name):]))
+                break
+            if power_down(run, name, roll_reason(roll, name),
+                          lambda now: not now.drained and not now.down and not run.in_use(now.name)):
+                roll.out += 1
+        else:
+            for name in roll.busy:
+                if roll.out >= roll.budget:
+                    break
+                drain_for_roll(run, roll, name)
+
+
+def drain_for_roll(run: Pass, roll: PoolRoll, name: str) -> None:
+    """Drain an old node that runs a job: it takes no new one and is replaced once idle."""
+    now = run.fresh(name)
+    if now is None or now.drained or now.down or now.powering_down or "POWERED_DOWN" in now.states:
+        return
+    reason = roll_reason(roll, name)
+    log.warning("reconcile: draining %s for the roll: %s (its job runs on)", name, reason)
+    if run.slurm.update(name, "state=drain", f'reason="{reason}"'):
+        run.nodes[name] = Node(name, now.states | {"DRAIN"}, reason, now.addr)
+        roll.out += 1
+    else:
+        run.fail("could not drain %s", name)
+
+
+def write_roll_metrics(run: Pass, rolls: dict[str, PoolRoll]) -> None:
+    """aicluster_roll_nodes{pool, version="current|old"} in node_exporter's textfile directory,
+    written atomically (a temporary file renamed over it: the collector never reads half a file)."""
+    directory = run.settings.get("textfile_dir") or os.environ.get("AICLUSTER_TEXTFILE_DIR") or TEXTFILE_DIR
+    lines = ["# HELP aicluster_roll_nodes Slurm nodes that are up, on their pool's current version or an older one.",
+             "# TYPE aicluster_roll_nodes gauge"]
+    for roll in rolls.values():
+        lines.append(f'aicluster_roll_nodes{{pool="{roll.pool}",version="current"}} {len(roll.current)}')
+        lines.append(f'aicluster_roll_nodes{{pool="{roll.pool}",version="old"}} {roll.old}')
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{ROLL_METRICS_FILE}.")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write("\n".join(lines) + "\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, os.path.join(directory, ROLL_METRICS_FILE))
+    except OSError as err:
+        log.warning("reconcile: cannot write the roll metrics in %s: %s", directory, err)
+
+
+def roll_metrics(run: Pass) -> None:
+    """The step that writes the gauges, from the state the pass leaves (none when no pool has a
+    version: a cluster.json rendered before rolling updates)."""
+    rolls = roll_state(run)
+    if rolls:
+        write_roll_metrics(run, rolls)
+
+
+def status_text(run: Pass) -> str:
+    """`aicluster-reconcile --status`: per pool, its version and budget, and its nodes on it and on
+    older ones."""
+    rolls = roll_state(run)
+    lines = []
+    for pool in sorted(run.config.get("pools") or {}):
+        roll = rolls.get(pool)
+        if roll is None:
+            lines.append(f"pool {pool}: no version in cluster.json (rendered before rolling updates): nothing to roll")
+            continue
+        state = "rolling" if roll.old else "up to date"
+        lines.append(f"pool {pool}: version {roll.version}, {state}; budget {roll.out} of {roll.budget} out of service")
+        lines.append(f"  current: {len(roll.current)} {compress_hostlist(roll.current)}".rstrip())
+        for kind in ("idle", "busy", "draining"):
+            names = getattr(roll, kind)
+            versions = sorted({roll.old_versions[n] for n in names})
+            lines.append(f"  old {kind}: {len(names)} {compress_hostlist(names)}"
+                         + (f" (versions {', '.join(versions)})" if versions else ""))
+    if os.path.exists(pause_path()):
+        lines.append(f"paused: {pause_path()} exists")
+    return "\n".join(lines) + "\n"
 
 
 def power_up_static(run: Pass) -> None:
@@ -603,7 +800,7 @@ def run_pass(cloud: core.Cloud, config: dict, dns: core.NodeRecords | None = Non
     log.info("reconcile: %d instances, %d nodes (%d with jobs)", len(run.instances), len(run.nodes),
              sum(run.in_use(n) for n in run.nodes))
     for step in (handle_bootstrap_errors, drain_for_events, terminate_orphans, end_duplicates,
-                 retry_pending_suspends, replace_nodes, power_up_static):
+                 retry_pending_suspends, roll_nodes, replace_nodes, power_up_static, roll_metrics):
         try:
             step(run)
         except Exception:  # noqa: BLE001 - one step's fault (a bug too) never stops the others
@@ -620,9 +817,20 @@ def pause_path() -> str:
     return os.path.join(os.path.dirname(os.environ.get("AICLUSTER_CONFIG", core.DEFAULT_CONFIG)), PAUSE_FILE)
 
 
-def main(cloud: core.Cloud, config: dict, dns: core.NodeRecords | None = None) -> int:
+def status(cloud: core.Cloud, config: dict, slurm: Slurm | None = None, out=None) -> int:
+    """`aicluster-reconcile --status`: the roll of every pool on stdout; acts on nothing."""
+    run = Pass(cloud, config, None, slurm or Slurm(), time.time())
+    if not read_cluster(run):
+        return 1
+    (out or sys.stdout).write(status_text(run))
+    return 0
+
+
+def main(cloud: core.Cloud, config: dict, dns: core.NodeRecords | None = None, show_status: bool = False) -> int:
     """The `aicluster-reconcile` action (aicluster.node.slurm.main): logging to the reconcile log, the
-    pause switch, one pass at a time."""
+    pause switch, one pass at a time. `show_status` (`--status`): print the roll, act on nothing."""
+    if show_status:
+        return status(cloud, config)
     if not os.environ.get("AICLUSTER_LOG"):
         core.setup_logging((config.get("reconcile") or {}).get("log_file") or DEFAULT_LOG)
     if os.path.exists(pause_path()):

@@ -31,12 +31,19 @@ DEFAULT_CONFIG = "/etc/aicluster/cluster.json"
 DEFAULT_LOG = "/var/log/aicluster/power.log"
 ACTIONS = ("resume", "suspend", "resume-fail")
 RECONCILE = "reconcile"                 # the fourth action: no hostlist (aicluster.node.reconcile)
+STATUS_FLAG = "--status"                # `aicluster-reconcile --status`: print the roll, act on nothing
 DEFAULT_STATE_DIR = "/var/lib/aicluster"
 # Drain and DOWN reasons aicluster sets start with these, so the reconcile loop knows what it may
 # replace: a node an administrator drained by hand (any other reason) is never touched.
 HEALTH_REASON = "aicluster-health"      # the health check failed (aicluster-gpu-healthcheck)
 EVENT_REASON = "aicluster-event"        # a scheduled event, spot interruption, maintenance, preemption
 BOOTSTRAP_REASON = "aicluster-bootstrap"  # the node's set-up failed before slurmd started
+ROLL_REASON = "aicluster-roll"          # a rolling update: the node's instance runs an older version
+# The tag or label the resume programs put on every instance they launch: the version of its pool
+# it was launched from (cluster.json pools[].version: the launch template version on AWS, the
+# instance template's name on GCP), so the reconcile loop knows from the listing which nodes run
+# an older one (the roll, aicluster.node.reconcile).
+VERSION_TAG = "aicluster-node-version"
 # Where a node that failed its set-up says why: an EC2 tag on its own instance, a GCE guest attribute.
 BOOTSTRAP_ERROR_TAG = "aicluster-bootstrap-error"
 BOOTSTRAP_ERROR_ATTRIBUTE = ("aicluster", "bootstrap-error")    # (namespace, key)
@@ -233,6 +240,13 @@ def reason_text(code: str, message: str) -> str:
     return text if len(text) <= MAX_REASON else text[:MAX_REASON - 3] + "..."
 
 
+def pool_version(config: dict, pool: str) -> str | None:
+    """The version a pool's nodes should run (cluster.json pools[].version, as a string), or None
+    for a cluster.json rendered before pools carried one: launch from the latest, roll nothing."""
+    version = ((config.get("pools") or {}).get(pool) or {}).get("version")
+    return None if version in (None, "") else str(version)
+
+
 def reason_code(reason: str) -> str | None:
     """The code of a reason in reason_text's form (`<code>: <message>`, or `<code>:` with no
     message), else None: `aicluster-health: xid 79` -> `aicluster-health`; an operator's
@@ -277,10 +291,10 @@ def parse_args(argv: list[str]) -> tuple[str, str] | None:
     """(action, hostlist) from the link name (aicluster-resume HOSTLIST) or from the first
     argument (aicluster-power.py resume HOSTLIST); None when neither fits."""
     name = os.path.basename(argv[0])
-    if name == f"aicluster-{RECONCILE}" and len(argv) == 1:
-        return RECONCILE, ""
-    if len(argv) == 2 and argv[1] == RECONCILE:
-        return RECONCILE, ""
+    if name == f"aicluster-{RECONCILE}" and (len(argv) == 1 or argv[1:] == [STATUS_FLAG]):
+        return RECONCILE, " ".join(argv[1:])
+    if argv[1:2] == [RECONCILE] and argv[2:] in ([], [STATUS_FLAG]):
+        return RECONCILE, " ".join(argv[2:])
     if name.startswith("aicluster-") and name[len("aicluster-"):] in ACTIONS and len(argv) >= 2:
         return name[len("aicluster-"):], ",".join(argv[1:])
     if len(argv) >= 3 and argv[1] in ACTIONS:
@@ -298,7 +312,7 @@ def start(argv: list[str], program: str, load_config, default_config: str,
     parsed = parse_args(argv)
     if parsed is None:
         print(f"usage: {program} {'|'.join(ACTIONS)} HOSTLIST | {RECONCILE}, or through the links "
-              f"aicluster-resume, aicluster-suspend, aicluster-resume-fail HOSTLIST and aicluster-{RECONCILE}",
+              f"aicluster-resume, aicluster-suspend, aicluster-resume-fail HOSTLIST and aicluster-{RECONCILE} [{STATUS_FLAG}]",
               file=sys.stderr)
         return 2
     action, expr = parsed
@@ -313,7 +327,7 @@ def start(argv: list[str], program: str, load_config, default_config: str,
         if config is None:
             log.error("%s: %s", action, problem)
             return 1
-        return action, [], config
+        return action, [expr] if expr else [], config
 
     try:
         nodes = expand_hostlist(expr)
@@ -508,6 +522,7 @@ class Instance:
     cluster: str | None = None
     role: str | None = None              # its aicluster-role tag or label (compute, head, login); None: none
     address: str | None = None           # its private IP: the NodeAddr slurmctld has for its node, if in use
+    version: str | None = None           # its pool's version it was launched from (VERSION_TAG); None: unknown
 
 
 def not_ours(instance: Instance, config: dict) -> str | None:
@@ -963,6 +978,8 @@ def main(argv: list[str], program: str, required, connect, reconcile) -> int:
     cloud, dns = connect(config)
     if action == RECONCILE:
         # The loop is handed in by the power program: it imports this module, so this one cannot import it.
+        if nodes == [STATUS_FLAG]:
+            return reconcile(cloud, config, dns, show_status=True)
         return reconcile(cloud, config, dns)
     return run_action(action, nodes, lambda: resume(cloud, config, nodes, dns),
                       lambda: suspend(cloud, nodes, action, dns))
