@@ -209,3 +209,60 @@ def test_the_loop_says_what_it_leaves_alone(fleet, caplog, monkeypatch):
     errors = {r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR}
     assert errors == {f"reconcile: the listing returned {theirs}, which is not this cluster's: it carries cluster "
                       f"'other', not '{CLUSTER}'; never touched"}
+
+
+# --- the roll: launch the pool's version exactly, tagged (issue 26, item 4) ---------------------
+
+
+def new_version(fleet, image: str) -> str:
+    """A new version of the gpu template, booting `image` (what `pulumi up` makes of an image edit)."""
+    return str(fleet.ec2.create_launch_template_version(
+        LaunchTemplateId=fleet.aws.templates["gpu"], SourceVersion="1",
+        LaunchTemplateData={"ImageId": image})["LaunchTemplateVersion"]["VersionNumber"])
+
+
+def image_of(fleet, iid: str) -> str:
+    return fleet.ec2.describe_instances(InstanceIds=[iid])["Reservations"][0]["Instances"][0]["ImageId"]
+
+
+def test_resume_launches_the_pools_version_not_the_latest_and_tags_it(fleet):
+    images = [i["ImageId"] for i in fleet.ec2.describe_images(Owners=["amazon"])["Images"]]
+    second, third = [i for i in images if i != fleet.aws.image][:2]     # moto has dozens
+    assert new_version(fleet, second) == "2"
+    new_version(fleet, third)           # a version `pulumi up` made that cluster.json does not name yet
+    fleet.config["pools"]["gpu"]["version"] = "2"
+    assert power.fleet_request(fleet.config, "gpu", 1, "r-1")["LaunchTemplateConfigs"][0][
+        "LaunchTemplateSpecification"]["Version"] == "2"
+    assert power.core.resume(fleet.cloud(), fleet.config, ["gpu-1"]) == 0
+    (iid,) = [iid for iid, t in fleet.live().items() if t.get("aicluster-node") == "gpu-1"]
+    assert image_of(fleet, iid) == second
+    assert fleet.live()[iid]["aicluster-node-version"] == "2"
+    (listed,) = [i for i in fleet.cloud().list_cluster() if i.node == "gpu-1"]
+    assert listed.version == "2"
+
+
+def test_a_cluster_json_without_versions_launches_latest_untagged(fleet):
+    assert power.fleet_request(fleet.config, "gpu", 1)["LaunchTemplateConfigs"][0][
+        "LaunchTemplateSpecification"]["Version"] == "$Latest"
+    assert power.core.resume(fleet.cloud(), fleet.config, ["gpu-1"]) == 0
+    (tags,) = [t for t in fleet.live().values() if t.get("aicluster-node") == "gpu-1"]
+    assert "aicluster-node-version" not in tags
+
+
+def test_an_idle_node_on_the_old_version_is_replaced_by_one_on_the_new(fleet):
+    fleet.config["pools"]["gpu"].update(version="1", max_unavailable=1)
+    assert power.core.resume(fleet.cloud(), fleet.config, ["gpu-1", "gpu-2"]) == 0
+    old = {t["aicluster-node"]: iid for iid, t in fleet.live().items() if "aicluster-node" in t}
+    images = [i["ImageId"] for i in fleet.ec2.describe_images(Owners=["amazon"])["Images"]]
+    fleet.config["pools"]["gpu"]["version"] = new_version(fleet, next(i for i in images if i != fleet.aws.image))
+    slurm = FakeSlurm({"gpu-1": UP, "gpu-2": "ALLOCATED+CLOUD"}, busy={"gpu-2"})
+    assert fleet.reconcile(slurm) == 0
+    assert slurm.actions() == [("gpu-1", "state=power_down_force")]      # budget 1: gpu-2's job runs on
+    # slurmctld's SuspendProgram, then the node's next resume.
+    assert power.core.suspend(fleet.cloud(), ["gpu-1"]) == 0
+    assert power.core.resume(fleet.cloud(), fleet.config, ["gpu-1"]) == 0
+    live = fleet.live()
+    (new,) = [iid for iid, t in live.items() if t.get("aicluster-node") == "gpu-1"]
+    assert old["gpu-1"] not in live and old["gpu-2"] in live
+    assert live[new]["aicluster-node-version"] == "2" and live[old["gpu-2"]]["aicluster-node-version"] == "1"
+    assert fleet.broken(FakeSlurm({"gpu-1": UP, "gpu-2": "ALLOCATED+CLOUD"})) == []
