@@ -62,6 +62,10 @@ def _parser() -> argparse.ArgumentParser:
                                            "or the spec reference in Markdown (docs/spec-reference.md)")
     schema.add_argument("--format", "-f", choices=("json", "markdown"), default="json")
     sub.add_parser("stacks", help="list the stacks in stacks/")
+    bake = sub.add_parser("bake-files", help="write the tar an image builder unpacks at / and bakes a node image "
+                                             "from (docs/images.md, bringing your own image)")
+    bake.add_argument("--cloud", choices=("aws", "gcp"), required=True)
+    bake.add_argument("--out", "-o", metavar="FILE", type=Path, required=True, help="where to write the tar")
     return parser
 
 
@@ -126,6 +130,19 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_bake_files(args: argparse.Namespace) -> int:
+    from aicluster.render import image_bake, node_image
+
+    if args.out.is_dir():
+        raise SpecError.one("--out", str(args.out), "a file to write the tar to (this is a directory)",
+                            subject="argument")
+    args.out.write_bytes(image_bake.bake_tar(args.cloud))
+    print(f"contents {node_image.contents_key(args.cloud)}: wrote {args.out}; on the machine to bake, as root:")
+    for line in image_bake.bake_lines(args.cloud, str(args.out)):
+        print(f"  {line}")
+    return EXIT_OK
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
     from aicluster.commands.check import render, run_check
 
@@ -171,7 +188,7 @@ def _cmd_stacks(args: argparse.Namespace) -> int:
 
 
 _COMMANDS = {"plan": _cmd_plan, "check": _cmd_check, "catalog": _cmd_catalog, "estimate": _cmd_estimate,
-             "schema": _cmd_schema, "stacks": _cmd_stacks}
+             "schema": _cmd_schema, "stacks": _cmd_stacks, "bake-files": _cmd_bake_files}
 
 if __name__ == "__main__":
     sys.exit(main())

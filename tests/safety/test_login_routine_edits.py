@@ -53,7 +53,12 @@ def test_every_slurm_stack_has_a_login_node():
         assert login_instances(plan_with_spec(stack, stack_spec_data(stack))), stack
 
 
-@pytest.mark.parametrize("edit", EDITS, ids=[e.id for e in EDITS])
+# Booting a new node image replaces the login nodes by design (docs/images.md, Updating); every
+# other routine edit leaves them alone.
+KEEPS_LOGIN = [e for e in EDITS if not e.new_login_image]
+
+
+@pytest.mark.parametrize("edit", KEEPS_LOGIN, ids=[e.id for e in KEEPS_LOGIN])
 @pytest.mark.parametrize("stack", SLURM_STACKS)
 def test_routine_edit_leaves_login_nodes_untouched(stack, edit):
     try:

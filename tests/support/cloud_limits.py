@@ -663,6 +663,12 @@ def gcp_names(variant: str, result) -> list[Breach]:
                     or "\r" in name or "\n" in name:
                 out.append(Breach(variant, r.urn, "name", name, "1-1024 bytes of UTF-8, no CR or LF",
                                   "gcs_object_name_bytes"))
+        elif t == "gcp:compute/image:Image":
+            for field in ("name", "family"):
+                path, name = autoname(r, field) if field == "name" else (field, i.get(field))
+                if name is not None and not fullmatch("gce_image_name", str(name)):
+                    out.append(Breach(variant, r.urn, path, name, "RFC 1035: 1-63 lowercase letters, digits and -",
+                                      "gce_image_name"))
         elif t == "gcp:compute/subnetwork:Subnetwork" and i.get("ipCidrRange"):
             ranges = [("ipCidrRange", i["ipCidrRange"])] + [(p, c) for p, c in at(i, "secondaryIpRanges[].ipCidrRange")]
             for path, cidr in ranges:
@@ -685,6 +691,54 @@ def gcp_names(variant: str, result) -> list[Breach]:
             if not fullmatch("gcp_resource_name", prefix + node):
                 out.append(Breach(variant, f"<instance of node {node}, created at boot>", "name", prefix + node,
                                   "RFC 1035, 1-63 characters", "gcp_resource_name"))
+    return out
+
+
+# --- 5b. EC2 Image Builder (the baked node image) ------------------------------------------------------
+
+_IMAGEBUILDER_NAMED = ("aws:imagebuilder/component:Component", "aws:imagebuilder/imageRecipe:ImageRecipe",
+                       "aws:imagebuilder/infrastructureConfiguration:InfrastructureConfiguration",
+                       "aws:imagebuilder/distributionConfiguration:DistributionConfiguration")
+BUILD_DATE = "{{ imagebuilder:buildDate }}"
+
+
+def imagebuilder(variant: str, result) -> list[Breach]:
+    """Image Builder resources: names, semantic versions (each number <= 2^30-1), the component's
+    inline document, the AMI name (with the build date), tags (30 at most) and volume sizes."""
+    out = []
+    defaults = _default_tags(result)
+    for r in resources(result, "aws:imagebuilder/"):
+        i = inputs(r)
+        if r.type in _IMAGEBUILDER_NAMED:
+            path, name = autoname(r)
+            if not fullmatch("imagebuilder_resource_name", name):
+                out.append(Breach(variant, r.urn, path, name, "3-128 of letters, digits, - _ and spaces",
+                                  "imagebuilder_resource_name"))
+        if "version" in i:
+            match = re.fullmatch(value("imagebuilder_semantic_version"), str(i["version"]))
+            if not match or any(int(n) > 2**30 - 1 for n in match.groups()):
+                out.append(Breach(variant, r.urn, "version", i["version"], "major.minor.patch, each <= 1073741823",
+                                  "imagebuilder_semantic_version"))
+        data = i.get("data")
+        if isinstance(data, str) and not 1 <= len(data) <= value("imagebuilder_component_data_chars"):
+            out.append(Breach(variant, r.urn, "data", f"{len(data)} characters",
+                              f"1 to {value('imagebuilder_component_data_chars')} characters",
+                              "imagebuilder_component_data_chars"))
+        for path, name in at(i, "distributions[].amiDistributionConfiguration.name"):
+            if not fullmatch("imagebuilder_ami_name", str(name)) or BUILD_DATE not in str(name):
+                out.append(Breach(variant, r.urn, path, name, f"1-127 characters, with {BUILD_DATE}",
+                                  "imagebuilder_ami_name"))
+        for path, size in at(i, "blockDeviceMappings[].ebs.volumeSize"):
+            if not 1 <= int(size) <= value("imagebuilder_volume_gib"):
+                out.append(Breach(variant, r.urn, path, size, f"1 to {value('imagebuilder_volume_gib')} GiB",
+                                  "imagebuilder_volume_gib"))
+        maps = [("tags (tags_all)", {**defaults.get(r.provider, defaults[None]), **(i.get("tags") or {})})]
+        maps += [("resourceTags", i["resourceTags"])] if isinstance(i.get("resourceTags"), dict) else []
+        maps += list(at(i, "distributions[].amiDistributionConfiguration.amiTags"))
+        for path, tags in maps:
+            if isinstance(tags, dict) and len(tags) > value("imagebuilder_tags_per_resource"):
+                out.append(Breach(variant, r.urn, path, f"{len(tags)} tags",
+                                  f"at most {value('imagebuilder_tags_per_resource')}", "imagebuilder_tags_per_resource"))
     return out
 
 
@@ -932,6 +986,7 @@ CHECKS: dict[str, Check] = {
     "gcp-iam-custom-roles-and-accounts": gcp_iam,
     "aws-names": aws_names,
     "gcp-names": gcp_names,
+    "aws-image-builder": imagebuilder,
     "ec2-network-interfaces-and-efa": ec2_interfaces,
     "gce-network-interfaces": gce_interfaces,
     "kubernetes-objects": k8s_objects,

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from aicluster.catalog import load_catalog
 from aicluster.design.cluster import design_cluster
 from aicluster.errors import SpecError
-from aicluster.spec.cluster import ClusterSpec, PoolSpec, parse_spec, user_tag_budget
+from aicluster.spec.cluster import ClusterSpec, PoolSpec, imagebuilder_tag_budget, parse_spec, user_tag_budget
 from tests.support.run_cache import shared
 from tests.support.stack_plans import STACK_NAMES, result_with_spec, stack_result, stack_spec_data
 
@@ -144,6 +144,15 @@ def _maximal(spec: dict) -> dict:
     return out
 
 
+def _with_node_image(spec: dict) -> dict:
+    """The spec with slurm.node_image.build, its tags cut to what Image Builder takes."""
+    out = copy.deepcopy(spec)
+    out.setdefault("slurm", {})["node_image"] = {"build": True}
+    if out["cloud"] == "aws" and out.get("tags"):
+        out["tags"] = dict(list(out["tags"].items())[:imagebuilder_tag_budget()])
+    return out
+
+
 def _with_pool0(spec: dict, **keys) -> dict:
     out = copy.deepcopy(spec)
     pool = out["pools"][0]
@@ -187,6 +196,11 @@ def _edits() -> list[tuple[str, str, dict]]:
     out: list[tuple[str, str, dict]] = []
     for stack in STACK_NAMES:
         out.append((f"{stack}+max", stack, _maximal(stack_spec_data(stack))))
+        if stack_spec_data(stack).get("scheduler", "slurm") == "slurm":
+            # The baked node image (aws/image.py, gcp/image.py), at the longest names and the most tags
+            # the spec takes with it.
+            out.append((f"{stack}+node-image", stack, _with_node_image(stack_spec_data(stack))))
+            out.append((f"{stack}+max+node-image", stack, _with_node_image(_maximal(stack_spec_data(stack)))))
     families: dict[tuple[str, str, str], str] = {}
     for stack in STACK_NAMES:
         families.setdefault(_kind(stack_spec_data(stack)), stack)

@@ -29,6 +29,8 @@ class Edit:
     make: Callable[[dict], Pair]
     # Tags and labels update in place on every stateful type: a tag edit may change only those keys.
     changes_tags: bool = False
+    # The login nodes boot a new image (docs/images.md): they are replaced, as a new image means to.
+    new_login_image: bool = False
 
 
 def _copy(spec: dict) -> dict:
@@ -222,6 +224,16 @@ def _idle_time(spec: dict) -> Pair:
     return spec, after
 
 
+def _node_image(spec: dict) -> Pair:
+    """Boot the GPU pools and login nodes from a baked image (built in the stack): new launch or
+    instance template versions and new login nodes, never a filesystem, the head or its state."""
+    _needs_slurm(spec)
+    before, after = _copy(spec), _copy(spec)
+    before.setdefault("slurm", {})["node_image"] = {"build": False}
+    after.setdefault("slurm", {})["node_image"] = {"build": True}
+    return before, after
+
+
 def _accounting(spec: dict) -> Pair:
     _needs_slurm(spec)
     before, after = _copy(spec), _copy(spec)
@@ -322,6 +334,7 @@ EDITS = [
     Edit("change-ssh-cidr", "network.ssh_ingress_cidrs[0] changed", _change_ssh_cidr),
     Edit("idle-time", "slurm.suspend_idle_min +35", _idle_time),
     Edit("accounting", "slurm.accounting false -> true", _accounting),
+    Edit("node-image", "slurm.node_image.build false -> true", _node_image, new_login_image=True),
     Edit("managed-accounting", "slurm.accounting true -> managed", _managed_accounting),
     Edit("capacity-type", "pools[0].capacity.type on-demand <-> spot", _capacity_type),
     Edit("slurm-settings", "slurm.settings and pools[0].slurm_settings added", _slurm_settings),

@@ -49,6 +49,8 @@ _EXPORTS = {
     "ObservabilityBackendArgs": "observability",
     "CollectorIdentity": "observability",
     "CollectorIdentityArgs": "observability",
+    "NodeImage": "image",
+    "NodeImageArgs": "image",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -68,6 +70,7 @@ if TYPE_CHECKING:
     from aicluster.aws.karpenter import Karpenter, KarpenterArgs
     from aicluster.aws.pod_identity import PodIdentities, PodIdentitiesArgs
     from aicluster.aws.observability import CollectorIdentity, CollectorIdentityArgs, ObservabilityBackend, ObservabilityBackendArgs
+    from aicluster.aws.image import NodeImage, NodeImageArgs
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

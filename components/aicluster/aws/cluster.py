@@ -15,6 +15,7 @@ from aicluster.render.alert_rules import rules_yaml
 from aicluster.design.model import ClusterDesign
 from aicluster.design.observability import monitoring_design
 from aicluster.render.node_local_files import local_nvme_devices
+from aicluster.render.node_image import booted_contents
 from aicluster.render.node_programs import node_files
 from aicluster.render.slurm_files import BootFile
 from aicluster.render.templates import render, static
@@ -48,6 +49,7 @@ def compute_user_data(design: ClusterDesign, pool_name: str, *, controller_addr:
         # Where the head publishes pyxis for aicluster-containers (node_local_files).
         "bucket": bucket,
         "region": design.region,
+        "image_contents": booted_contents(design, pool_name),   # a baked image: installs nothing
     }
     gpus = pool.instance.accelerator_count if pool.instance.accelerator.kind == "gpu" else 0
     return render("cloud-init/compute.yaml.j2", cluster=design.name, pool=pool.name, gpus=gpus,
@@ -110,6 +112,17 @@ def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
             context=design.context, kubernetes=design.kubernetes, vpc_id=network.vpc_id,
             subnet_id=network.subnet_id, node_role_name=nodes.role_name, node_role_arn=nodes.role_arn))
 
+    # The baked node image (aws/image.py): built here, or one baked before; None: nodes install at boot.
+    node_image = design.slurm.node_image if design.slurm else None
+    baked_image_id: pulumi.Input[str] | None = None
+    if node_image is not None and node_image.build:
+        from aicluster.aws.image import NodeImage, NodeImageArgs
+        image = NodeImage(f"{design.name}-node-image", NodeImageArgs(
+            context=design.context, image=node_image, vpc_id=network.vpc_id, subnet_id=network.subnet_id,
+            bucket_name=controller.bucket_name, bucket_arn=controller.bucket_arn))
+        baked_image_id = image.image_id
+    elif node_image is not None:
+        baked_image_id = node_image.image_id
     pools = {
         pool.name: GpuPool(f"{design.name}-{pool.name}", GpuPoolArgs(
             context=design.context, pool=pool, subnet_id=network.subnet_id,
@@ -120,10 +133,12 @@ def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
                 design, p, controller_addr=a[0], munge_secret=a[1], bucket=a[2], files=list(a[3]),
                 metrics_write_url=a[4]))
                        if eks is None else eks_node_user_data(design, pool.name)),
-            launcher="fleet" if eks is None else "eks"))
+            launcher="fleet" if eks is None else "eks",
+            image_id=baked_image_id if node_image and pool.name in node_image.pools else None))
         for pool in design.pools
     }
     outputs = {
+        **({"node_image": baked_image_id} if baked_image_id is not None else {}),
         "vpc_id": network.vpc_id,
         "subnet_id": network.subnet_id,
         "launch_templates": {name: p.launch_template_id for name, p in pools.items()},
@@ -164,7 +179,8 @@ def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
                 subnet_id=network.subnet_id, nodes_security_group_id=network.nodes_security_group_id,
                 controller_addr=controller.controller_addr, munge_secret_arn=controller.munge_secret_arn,
                 bucket_name=controller.bucket_name, bucket_arn=controller.bucket_arn,
-                ssh_ingress_cidrs=design.network.ssh_ingress_cidrs, metrics_write_url=observability.remote_write_url))
+                ssh_ingress_cidrs=design.network.ssh_ingress_cidrs, metrics_write_url=observability.remote_write_url,
+                image_id=baked_image_id))
             grant_shipping(f"{design.name}-login-observability", observability, login.role_name,
                            streams=role_streams("login"))
             outputs["login_nodes"] = login.private_ips

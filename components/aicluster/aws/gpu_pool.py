@@ -50,6 +50,9 @@ class GpuPoolArgs:
     # program) or "eks" (an EKS managed node group, which supplies the image by ami_type, the
     # instance profile, the subnet and spot, and refuses them in the template).
     launcher: Literal["fleet", "eks"] = "fleet"
+    # The image the nodes boot instead of the pool's own (`pool.image`): the baked node image
+    # (aws/image.py, an AMI id known once it is built), fleet launcher only.
+    image_id: pulumi.Input[str] | None = None
 
 
 class GpuPool(pulumi.ComponentResource):
@@ -73,7 +76,7 @@ class GpuPool(pulumi.ComponentResource):
             description=f"aicluster {cluster.name} pool {pool.name}: {pool.instance.name}, "
                         f"{pool.efa_devices} EFA devices",
             instance_type=pool.instance.name,
-            image_id=pool.image if args.launcher == "fleet" else None,
+            image_id=(args.image_id or pool.image) if args.launcher == "fleet" else None,
             update_default_version=True,
             ebs_optimized="true",
             network_interfaces=[

@@ -19,13 +19,16 @@ from aicluster.catalog import load_catalog
 
 
 def ubuntu_launch_template(name: str, *, description: str, root_volume_gib: int, keep_root_volume: bool,
-                           tags: Mapping[str, str], opts: pulumi.ResourceOptions) -> aws.ec2.LaunchTemplate:
-    """keep_root_volume: the root volume outlives the instance (the head's slurmctld state)."""
-    image = load_catalog().images["head"]   # the head's image: one Ubuntu, one Slurm release for both roles
+                           tags: Mapping[str, str], opts: pulumi.ResourceOptions,
+                           image_id: pulumi.Input[str] | None = None) -> aws.ec2.LaunchTemplate:
+    """keep_root_volume: the root volume outlives the instance (the head's slurmctld state).
+    image_id: the baked node image (aws/image.py) instead of Ubuntu's, for the login nodes; its
+    root device is the GPU image's, which the bake starts from."""
+    image = load_catalog().images["head" if image_id is None else "gpu"]
     return aws.ec2.LaunchTemplate(
         name,
         description=description,
-        image_id=f"resolve:ssm:{image['ssm_parameter']}",
+        image_id=image_id or f"resolve:ssm:{image['ssm_parameter']}",
         metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
             http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1),
         block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(

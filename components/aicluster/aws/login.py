@@ -26,6 +26,7 @@ import pulumi_aws as aws
 
 from aicluster.design.model import ClusterContext
 from aicluster.design.login import LoginDesign
+from aicluster.render import node_image
 from aicluster.render.login_files import HEAD_KEYS_READ, LOGIN_PREFIX, login_programs, login_user_data
 from aicluster.render.node_local_files import PYXIS_ARTIFACT_PREFIX
 from aicluster.aws.gpu_pool import within_user_data_limit
@@ -67,6 +68,8 @@ class LoginNodesArgs:
     metrics_write_url: the AMP workspace's remote-write URL (`ObservabilityBackend.remote_write_url`),
         where the nodes' metrics agent writes; None leaves them unmonitored (their set-up says so).
         Grant the role its writes with `observability.grant_shipping(..., role_name)`.
+    image_id: the baked node image (aws/image.py) to boot instead of Ubuntu's; None: Ubuntu, and the
+        login node installs its software at boot.
     """
     context: ClusterContext
     login: LoginDesign
@@ -79,6 +82,7 @@ class LoginNodesArgs:
     bucket_arn: pulumi.Input[str]
     ssh_ingress_cidrs: tuple[str, ...] = ()
     metrics_write_url: pulumi.Input[str] | None = None
+    image_id: pulumi.Input[str] | None = None
 
 
 class LoginNodes(pulumi.ComponentResource):
@@ -125,7 +129,8 @@ class LoginNodes(pulumi.ComponentResource):
         template = ubuntu_launch_template(
             f"{name}-template", description=f"aicluster {cluster.name}: Slurm login nodes (image, root volume, "
                                             "metadata options)",
-            root_volume_gib=login.root_volume_gib, keep_root_volume=False, tags=tags, opts=child)
+            root_volume_gib=login.root_volume_gib, keep_root_volume=False, tags=tags, opts=child,
+            image_id=args.image_id)
 
         self.instance_ids, self.private_ips = [], []
         for number, hostname in enumerate(login.names(cluster.name), start=1):
@@ -133,7 +138,8 @@ class LoginNodes(pulumi.ComponentResource):
                                           args.metrics_write_url).apply(
                 lambda a, h=hostname: within_user_data_limit(h, login_user_data(
                     cloud="aws", cluster=cluster.name, region=cluster.region, hostname=h, controller_addr=a[0],
-                    munge_secret=a[1], bucket=a[2], metrics_write_url=a[3])))
+                    munge_secret=a[1], bucket=a[2], metrics_write_url=a[3],
+                    image_contents=node_image.contents_key("aws") if args.image_id else "")))
             instance = aws.ec2.Instance(
                 f"{name}-{number}",
                 launch_template=aws.ec2.InstanceLaunchTemplateArgs(id=template.id,

@@ -14,6 +14,7 @@ from aicluster.design.parts import PoolDesign, StorageDesign
 from aicluster.errors import SpecError
 from aicluster.design.accounting import accounting_facts, accounting_plan_lines
 from aicluster.design.login import login_facts, login_plan_lines
+from aicluster.render import node_image
 from aicluster.render.node_local_files import pool_node_local_json, pool_plan_lines
 from aicluster.render.alert_rules import RULES_FILE
 from aicluster.render.dashboards import DASHBOARD_DIR
@@ -141,6 +142,7 @@ def text(result: PlanResult) -> list[str]:
         *([_storage_line(fs) for fs in d.storage] or ["  none"]),
         *_kubernetes_lines(d),
         *_login_lines(d),
+        *_node_image_lines(d),
         *_accounting_lines(d),
         "",
         f"Resources: {len(custom)} to create, in {len(plan.components())} components",
@@ -255,6 +257,7 @@ def to_json(result: PlanResult) -> dict[str, Any]:
             } for s in d.storage],
             "login": _login_json(d),
             "accounting": accounting_facts(d.slurm.accounting_settings) if d.slurm else None,
+            "node_image": _node_image_json(d),
         },
         "plan": result.plan.to_json(),
         "balance": to_dict(result.balance),
@@ -281,6 +284,34 @@ def _accounting_lines(d: ClusterDesign) -> list[str]:
 
 def _login_lines(d: ClusterDesign) -> list[str]:
     return login_plan_lines(d.name, d.cloud, d.slurm.login if d.slurm else None)
+
+
+def _node_image_json(d: ClusterDesign) -> dict[str, Any] | None:
+    """What the Slurm nodes boot (docs/images.md): the baked image and its contents key, or null
+    (every node installs at boot); null without Slurm."""
+    if d.slurm is None:
+        return None
+    image = d.slurm.node_image
+    if image is None:
+        return {"baked": False, "contents": node_image.contents_key(d.cloud)}
+    return {"baked": True, "build": image.build, "image_id": image.image_id, "base_image": image.base_image,
+            "pools": list(image.pools), "contents": node_image.contents_key(d.cloud)}
+
+
+def _node_image_lines(d: ClusterDesign) -> list[str]:
+    facts = _node_image_json(d)
+    if facts is None:
+        return []
+    key = facts["contents"]
+    if not facts["baked"]:
+        return ["", "Node image", "  none: every node installs its pinned software at boot, each download checked "
+                f"against its SHA-256 (contents {key}; slurm.node_image, docs/images.md)"]
+    where = ("baked in this stack" + (" by EC2 Image Builder" if d.cloud == "aws" else " on a builder VM")
+             if facts["build"] else f"{facts['image_id']}, baked before (its manifest must name this contents key)")
+    login = ["the login nodes"] if d.slurm.login and d.slurm.login.count else []
+    booted = ", ".join([*(f"pool {p}" for p in facts["pools"]), *login])
+    return ["", "Node image", f"  {where}, contents {key}, from {facts['base_image']}",
+            f"  booted by {booted or 'no pool'}: their boot installs nothing"]
 
 
 def _login_json(d: ClusterDesign) -> dict[str, Any] | None:

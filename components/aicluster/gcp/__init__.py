@@ -45,6 +45,8 @@ _EXPORTS = {
     "WorkloadIdentitiesArgs": "workload_identity",
     "ObservabilityBackend": "observability",
     "ObservabilityBackendArgs": "observability",
+    "NodeImage": "image",
+    "NodeImageArgs": "image",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -63,6 +65,7 @@ if TYPE_CHECKING:
     from aicluster.gcp.gke_addons import GkeAddons, GkeAddonsArgs
     from aicluster.gcp.workload_identity import WorkloadIdentities, WorkloadIdentitiesArgs
     from aicluster.gcp.observability import ObservabilityBackend, ObservabilityBackendArgs
+    from aicluster.gcp.image import NodeImage, NodeImageArgs
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -15,7 +15,8 @@ from aicluster.catalog.observability import scrape
 from aicluster.design.model import ClusterDesign
 from aicluster.mounts import Mount
 from aicluster.render.node_local_files import local_nvme_devices, node_local_programs
-from aicluster.render.node_programs import node_files, program_text
+from aicluster.render.node_image import booted_contents
+from aicluster.render.node_programs import NODE_PROGRAMS, node_files, program_text
 from aicluster.render.slurm_files import BIN, BootFile
 from aicluster.design.observability import monitoring_design
 from aicluster.render.templates import render
@@ -69,7 +70,7 @@ def compute_user_data(design: ClusterDesign, pool_name: str, mounts: list[Mount]
             "instance_prefix": instance_prefix(design),
             "dns_domain": node_domain(design.name),
             # The secret helper, with the Google REST module it imports (render/node_programs.py).
-            "node_files": [BootFile(path, text, mode) for path, text, mode in node_files(("aicluster-secret",), BIN)],
+            "node_files": [BootFile(path, text, mode) for path, text, mode in node_files(NODE_PROGRAMS, BIN)],
             "bootstrap_script": program_text("aicluster-gcp-node-bootstrap"),
             "healthcheck_script": program_text("aicluster-gpu-healthcheck"),
             "resume_job_script": program_text("aicluster-resume-job"),
@@ -78,6 +79,7 @@ def compute_user_data(design: ClusterDesign, pool_name: str, mounts: list[Mount]
             # pyxis as the head builds it, from the configuration bucket (node_local_files).
             "bucket": bucket,
             "region": design.region,
+            "image_contents": booted_contents(design, pool_name),   # a baked image: installs nothing
         }
     kind, devices = fabric_check(design, pool_name)
     gpus = pool.instance.accelerator_count if pool.instance.accelerator.kind == "gpu" else 0
@@ -136,11 +138,21 @@ def build_gcp_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
     else:
         node_inputs = pulumi.Output.all(mounts, None, None, None)
 
+    # The baked node image (gcp/image.py): built here, or one baked before; None: nodes install at boot.
+    node_image = design.slurm.node_image if design.slurm else None
+    baked_image: pulumi.Input[str] | None = None
+    if node_image is not None and node_image.build:
+        from aicluster.gcp.image import NodeImage, NodeImageArgs
+        baked_image = NodeImage(f"{design.name}-node-image", NodeImageArgs(
+            context=design.context, image=node_image, subnetwork=network.subnetwork_self_link)).image_id
+    elif node_image is not None:
+        baked_image = node_image.image_id
     pools = {
         pool.name: GpuPool(f"{design.name}-{pool.name}", GpuPoolArgs(
             context=design.context, pool=pool, nic_subnetworks=network.nic_subnetworks(pool),
             service_account_email=nodes.email,
-            user_data=node_inputs.apply(lambda a, p=pool.name: compute_user_data(design, p, list(a[0]), a[1], a[2], a[3]))))
+            user_data=node_inputs.apply(lambda a, p=pool.name: compute_user_data(design, p, list(a[0]), a[1], a[2], a[3])),
+            image=baked_image if node_image and pool.name in node_image.pools else None))
         for pool in design.pools if pool.tpu is None
     }
     if controller:
@@ -154,6 +166,7 @@ def build_gcp_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
                 startup_script=node_inputs.apply(lambda a, p=pool: startup_script(
                     design, p, list(a[0]), f"{a[1]}:{SLURMCTLD_PORT}", a[2]))))
     outputs = {
+        **({"node_image": baked_image} if baked_image is not None else {}),
         "network": network.network_id,
         "subnetwork": network.subnetwork_self_link,
         "fabric_networks": {key: f.network.self_link for key, f in network.fabric.items()},
@@ -190,6 +203,6 @@ def build_gcp_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
                 context=design.context, login=design.slurm.login, network=network.network_id,
                 subnetwork=network.subnetwork_self_link, controller_addr=controller.controller_addr,
                 munge_secret=controller.munge_secret, bucket_name=controller.bucket_name,
-                ssh_ingress_cidrs=design.network.ssh_ingress_cidrs))
+                ssh_ingress_cidrs=design.network.ssh_ingress_cidrs, image=baked_image))
             outputs["login_nodes"] = login.private_ips
     return outputs

@@ -39,12 +39,15 @@ class GpuPoolArgs:
     nic_subnetworks: one subnetwork per NIC of the design, in order (Network.nic_subnetworks).
     service_account_email: the nodes' service account.
     user_data: cloud-init text (metadata user-data).
+    image: the image the nodes boot instead of the pool's own (`pool.image`): the baked node image
+        (gcp/image.py), a self link known once it is built.
     """
     context: ClusterContext
     pool: PoolDesign
     nic_subnetworks: Sequence[pulumi.Input[str]]
     service_account_email: pulumi.Input[str]
     user_data: pulumi.Input[str] = "#cloud-config\n"
+    image: pulumi.Input[str] | None = None
 
 
 class GpuPool(pulumi.ComponentResource):
@@ -76,7 +79,7 @@ class GpuPool(pulumi.ComponentResource):
                         f"({pool.gpu_nics} for GPU traffic)",
             machine_type=pool.instance.name,
             disks=[gcp.compute.InstanceTemplateDiskArgs(
-                boot=True, auto_delete=True, source_image=pool.image, disk_size_gb=pool.root_volume_gib,
+                boot=True, auto_delete=True, source_image=args.image or pool.image, disk_size_gb=pool.root_volume_gib,
                 disk_type=pool.boot_disk_type, labels=pool_label_set)],
             network_interfaces=[gcp.compute.InstanceTemplateNetworkInterfaceArgs(
                 subnetwork=subnetwork, nic_type=nic.nic_type)               # no access_configs: no external IP

@@ -25,6 +25,7 @@ import pulumi_gcp as gcp
 from aicluster.catalog import load_catalog
 from aicluster.design.model import Cluster, ClusterContext
 from aicluster.design.login import LoginDesign
+from aicluster.render import node_image
 from aicluster.render.login_files import HEAD_KEYS_READ, login_user_data
 from aicluster.render.node_local_files import PYXIS_ARTIFACT_PREFIX
 from aicluster.gcp.common import grant_objects_under, labels, node_tag
@@ -67,6 +68,9 @@ class LoginNodesArgs:
     munge_secret: pulumi.Input[str]
     bucket_name: pulumi.Input[str]
     ssh_ingress_cidrs: tuple[str, ...] = ()
+    # The baked node image (gcp/image.py) to boot instead of Ubuntu's; None: Ubuntu, and the login
+    # node installs its software at boot.
+    image: pulumi.Input[str] | None = None
 
 
 class LoginNodes(pulumi.ComponentResource):
@@ -101,13 +105,15 @@ class LoginNodes(pulumi.ComponentResource):
                 description=f"aicluster {cluster.name}: SSH to the login nodes (network.ssh_ingress_cidrs)",
                 opts=child)
 
-        image = load_catalog().gcp_images["head"].image   # the head's image: the same Ubuntu, the same Slurm release
+        # The head's image (the same Ubuntu), or the baked node image (gcp/image.py).
+        image = args.image or load_catalog().gcp_images["head"].image
+        contents = node_image.contents_key("gcp") if args.image else ""   # a baked image: installs nothing
         self.private_ips = []
         for number, hostname in enumerate(login.names(cluster.name), start=1):
             user_data = pulumi.Output.all(args.controller_addr, args.munge_secret, args.bucket_name).apply(
                 lambda a, h=hostname: login_user_data(cloud="gcp", cluster=cluster.name, region=cluster.region,
                                                       hostname=h, controller_addr=a[0], munge_secret=a[1],
-                                                      bucket=a[2]))
+                                                      bucket=a[2], image_contents=contents))
             instance = gcp.compute.Instance(
                 f"{name}-{number}",
                 name=hostname,
@@ -126,9 +132,10 @@ class LoginNodes(pulumi.ComponentResource):
                 tags=[node_tag(cluster), login_tag(cluster)],
                 labels=node_labels,
                 # The image family resolves to a dated image at creation: a newer Ubuntu release is
-                # for a new login node, never a reason to replace this one. Its first boot reads the
-                # munge key and the published files: the grants exist before it is created.
+                # for a new login node, never a reason to replace this one (a new baked image is: it
+                # carries the cluster's pins). Its first boot reads the munge key and the published
+                # files: the grants exist before it is created.
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[munge_read, script_read, pyxis_read],
-                                            ignore_changes=["bootDisk.initializeParams.image"]))
+                                            ignore_changes=[] if args.image else ["bootDisk.initializeParams.image"]))
             self.private_ips.append(instance.network_interfaces.apply(lambda nics: nics[0].network_ip))
         self.register_outputs({"private_ips": self.private_ips})

@@ -493,6 +493,31 @@ def _amp_workspace(r: _Res):
                  "prometheusEndpoint": f"https://aps-workspaces.{r.region}.amazonaws.com/workspaces/{wid}/"}
 
 
+def _imagebuilder(kind: str):
+    """An Image Builder recipe, component, infrastructure or distribution configuration: its id is
+    its ARN, <kind>/<lower-case name>[/<version>/1] (build version 1), as Image Builder's."""
+    def handler(r: _Res):
+        name = r.given_name.lower()
+        version = f"/{r.get('version')}/1" if kind == "component" else (
+            f"/{r.get('version')}" if r.get("version") else "")
+        arn = r.arn("imagebuilder", f"{kind}/{name}{version}")
+        return arn, {**_tags(r), "arn": arn, "dateCreated": "2026-01-01T00:00:00Z"}
+    return handler
+
+
+def _imagebuilder_image(r: _Res):
+    """An Image Builder image: its AMI in output_resources, in the stack's region, named as the
+    distribution names it (with the build date filled in)."""
+    recipe = r.get("imageRecipeArn", "")
+    arn = r.arn("imagebuilder", f"image/{recipe.rsplit('/', 2)[-2] if '/' in recipe else r.name}/1.0.0/1")
+    ami = r.aws_id("ami")
+    return arn, {**_tags(r), "arn": arn, "name": r.name, "version": "1.0.0/1", "osVersion": "Ubuntu 24",
+                 "platform": "Linux",
+                 "outputResources": [{"amis": [{"accountId": ACCOUNT, "description": "", "image": ami,
+                                                "name": f"{r.name}-2026-01-01T00-00-00Z", "region": r.region}],
+                                      "containers": []}]}
+
+
 def _sns_topic(r: _Res):
     """An SNS topic: its id is its ARN (as the provider's)."""
     arn = r.arn("sns", r.given_name)
@@ -699,8 +724,10 @@ def _gcp_instance(r: _Res):
         nic.setdefault("name", f"nic{i}")
         nic["networkIp"] = nic.get("networkIp") or r.ip_in(subnet.get("ipCidrRange"), "10.128.0.0/20", f"nic{i}")
         nics.append(nic)
+    boot = dict(r.get("bootDisk") or {})
+    boot.setdefault("source", _gcp_link(r.project, "zones", zone, "disks", boot.get("deviceName") or name))
     return f"projects/{r.project}/zones/{zone}/instances/{name}", {
-        "name": name, "project": r.project, "zone": zone, "networkInterfaces": nics,
+        "name": name, "project": r.project, "zone": zone, "networkInterfaces": nics, "bootDisk": boot,
         "selfLink": _gcp_link(r.project, "zones", zone, "instances", name),
         "instanceId": r.digits(19), "currentStatus": "RUNNING", "cpuPlatform": "Intel Sapphire Rapids",
     }
@@ -953,6 +980,13 @@ RESOURCES: dict[str, Handler] = {
     "aws:amp/ruleGroupNamespace:RuleGroupNamespace": _amp_rule_group_namespace,
     "aws:amp/alertManagerDefinition:AlertManagerDefinition": _amp_alert_manager_definition,
     "aws:sns/topic:Topic": _sns_topic,
+    "aws:imagebuilder/component:Component": _imagebuilder("component"),
+    "aws:imagebuilder/imageRecipe:ImageRecipe": _imagebuilder("image-recipe"),
+    "aws:imagebuilder/infrastructureConfiguration:InfrastructureConfiguration": _imagebuilder(
+        "infrastructure-configuration"),
+    "aws:imagebuilder/distributionConfiguration:DistributionConfiguration": _imagebuilder(
+        "distribution-configuration"),
+    "aws:imagebuilder/image:Image": _imagebuilder_image,
     "aws:eks/cluster:Cluster": _eks_cluster,
     "aws:eks/nodeGroup:NodeGroup": _eks_node_group,
     "aws:eks/addon:Addon": _eks_addon,
@@ -997,6 +1031,7 @@ RESOURCES: dict[str, Handler] = {
     "gcp:compute/subnetwork:Subnetwork": _gcp_subnetwork,
     "gcp:compute/instance:Instance": _gcp_instance,
     "gcp:compute/instanceTemplate:InstanceTemplate": _gcp_instance_template,
+    "gcp:compute/image:Image": _gcp_global("images"),
     "gcp:compute/resourcePolicy:ResourcePolicy": _gcp_regional("resourcePolicies"),
     "gcp:compute/router:Router": _gcp_regional("routers"),
     "gcp:compute/routerNat:RouterNat": _gcp_router_nat,
@@ -1062,7 +1097,33 @@ def _availability_zones(cloud: "FakeCloud", args: dict) -> dict:
             "groupNames": [region], "state": args.get("state", "available")}
 
 
+def _gcp_instance_state(cloud: "FakeCloud", args: dict) -> dict:
+    project = args.get("project") or cloud.gcp_project
+    return cloud.lookup(f"projects/{project}/zones/{args.get('zone')}/instances/{args.get('name')}")
+
+
+def _gcp_get_instance(cloud: "FakeCloud", args: dict) -> dict:
+    """An instance this cloud created. An image builder (role image, gcp/image.py) has baked and
+    powered itself off, as its startup script does on a real VM."""
+    state = _gcp_instance_state(cloud, args)
+    if not state:
+        raise ValueError(f"gcp:compute/getInstance: no instance {args.get('name')!r} in this plan")
+    baker = (state.get("labels") or {}).get("aicluster-role") == "image"
+    return {**state, "currentStatus": "TERMINATED" if baker else state.get("currentStatus", "RUNNING")}
+
+
+def _gcp_guest_attributes(cloud: "FakeCloud", args: dict) -> dict:
+    """An image builder's guest attribute aicluster/bake: done with the contents key its labels name."""
+    state = _gcp_instance_state(cloud, args)
+    contents = (state.get("labels") or {}).get("aicluster-image-contents")
+    values = [{"namespace": "aicluster", "key": "bake", "value": f"done {contents}"}] if contents else []
+    return {"name": args.get("name"), "zone": args.get("zone"), "project": args.get("project") or cloud.gcp_project,
+            "queryPath": args.get("queryPath"), "queryValues": values}
+
+
 CALLS: dict[str, Callable[["FakeCloud", dict], dict]] = {
+    "gcp:compute/getInstance:getInstance": _gcp_get_instance,
+    "gcp:compute/getInstanceGuestAttributes:getInstanceGuestAttributes": _gcp_guest_attributes,
     "aws:index/getCallerIdentity:getCallerIdentity": _caller_identity,
     "aws:index/getRegion:getRegion": _region,
     "aws:index/getPartition:getPartition": _partition,

@@ -192,6 +192,10 @@ class HeadNodeSpec(_Model):
                            "Default: private, reached through SSM Session Manager on aws, IAP on gcp.")
 
 
+# The baked image's root volume (aws/image.py, gcp/image.py): what boots it needs at least this much.
+NODE_IMAGE_VOLUME_GIB = 100
+
+
 class NodeImageSpec(_Model):
     """The image the Slurm compute and login nodes boot (docs/images.md)."""
 
@@ -530,20 +534,46 @@ def _slurm_problems(spec: ClusterSpec) -> list[Problem]:
     return problems
 
 
+# Tags aicluster puts on the baked image's Image Builder resources: cluster, role, contents key.
+IMAGEBUILDER_AICLUSTER_TAGS = 3
+
+
+def imagebuilder_tag_budget() -> int:
+    from aicluster.catalog import load_limits
+
+    return int(load_limits()["imagebuilder_tags_per_resource"].value) - IMAGEBUILDER_AICLUSTER_TAGS
+
+
 def _node_image_problems(spec: ClusterSpec) -> list[Problem]:
     """One source of the baked image, in the form of the cluster's cloud."""
     image, at = spec.slurm.node_image, "slurm.node_image"
     if image.build and image.id is not None:
         return [Problem(f"{at}.id", image.id, "leave it out with build: true (the stack bakes the image itself)")]
-    if image.id is None:
+    if image.id is None and not image.build:
         return []
+    problems = []
+    if spec.cloud == "aws" and image.build and len(spec.tags) > imagebuilder_tag_budget():
+        problems.append(Problem("tags", f"{len(spec.tags)} tags",
+                                f"at most {imagebuilder_tag_budget()} with slurm.node_image.build on aws (Image Builder "
+                                f"takes {imagebuilder_tag_budget() + IMAGEBUILDER_AICLUSTER_TAGS} tags per resource, "
+                                f"{IMAGEBUILDER_AICLUSTER_TAGS} are aicluster's)"))
+    problems += [Problem(f"pools[{i}].root_volume_gib", pool.root_volume_gib,
+                        f"at least {NODE_IMAGE_VOLUME_GIB} (the baked node image's root volume) with slurm.node_image")
+                for i, pool in enumerate(spec.pools)
+                if pool.image is None and pool.tpu is None and pool.root_volume_gib < NODE_IMAGE_VOLUME_GIB]
+    if spec.slurm.login.count and spec.slurm.login.root_volume_gib < NODE_IMAGE_VOLUME_GIB:
+        problems.append(Problem("slurm.login.root_volume_gib", spec.slurm.login.root_volume_gib,
+                                f"at least {NODE_IMAGE_VOLUME_GIB} (the baked node image's root volume) with "
+                                "slurm.node_image"))
+    if image.id is None:
+        return problems
     if spec.cloud == "aws" and not re.fullmatch(r"ami-[0-9a-f]{8,17}", image.id):
-        return [Problem(f"{at}.id", image.id, "an AMI id (ami- and 8 or 17 hex digits)")]
+        return [*problems, Problem(f"{at}.id", image.id, "an AMI id (ami- and 8 or 17 hex digits)")]
     if spec.cloud == "gcp" and not re.search(r"(^|/)(global/images/|images/family/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$",
                                               image.id):
-        return [Problem(f"{at}.id", image.id, "an image or image family: a name or projects/P/global/images/NAME "
-                                              "(or .../images/family/FAMILY)")]
-    return []
+        return [*problems, Problem(f"{at}.id", image.id, "an image or image family: a name or "
+                                                         "projects/P/global/images/NAME (or .../images/family/FAMILY)")]
+    return problems
 
 
 def _accounting_problems(spec: ClusterSpec) -> list[Problem]:
