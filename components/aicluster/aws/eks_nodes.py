@@ -9,8 +9,9 @@ every capacity type keeps node groups from being replaced when a pool changes ho
 capacity.
 
 The AMI release is pinned (catalog/kubernetes.yaml ami_types.gpu.release_version). Bumping it, or
-the launch template, updates the group one node at a time (update_config max_unavailable 1): EKS
-starts a new node, cordons and drains an old one through the eviction API, which honours the
+the launch template, updates the group the pool's max_unavailable nodes at a time (update_config,
+1 by default, at most 100): EKS starts new nodes, cordons and drains old ones through the eviction
+API, which honours the
 PodDisruptionBudget of a running example job, and fails the update rather than forcing it
 (force_update_version false) when a budget still blocks the drain (docs/kubernetes-day-two.md,
 "Upgrades").
@@ -51,6 +52,19 @@ def eks_node_user_data(design: ClusterDesign, pool_name: str) -> str:
                           fabric_devices=kpool.efa, hugepages=kpool.hugepages_per_node)
     return render("k8s/node-user-data.mime.j2", boundary=MIME_BOUNDARY, node_config=node_config,
                   cloud_config=cloud_config)
+
+
+# EKS UpdateConfig MaxUnavailable: minimum 1, "The maximum number is 100"
+# (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-properties-eks-nodegroup-updateconfig.html;
+# "The maximum unavailable has a quota of 100 nodes",
+# https://docs.aws.amazon.com/eks/latest/userguide/managed-node-update-behavior.html; tests/contracts).
+UPDATE_MAX_UNAVAILABLE = 100
+
+
+def update_max_unavailable(pool: KubernetesPool) -> int:
+    """The node group's update_config max_unavailable: the pool's budget (pools[].max_unavailable),
+    within what EKS takes."""
+    return max(1, min(pool.max_unavailable, UPDATE_MAX_UNAVAILABLE))
 
 
 def node_repair_config() -> aws.eks.NodeGroupNodeRepairConfigArgs:
@@ -112,10 +126,11 @@ class EksNodeGroup(pulumi.ComponentResource):
                 version=pulumi.Output.from_input(args.launch_template_version).apply(str)),
             labels=dict(pool.labels),
             taints=[aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value, effect=t.eks_effect) for t in pool.taints],
-            # A version or template update replaces nodes one at a time, never the whole pool, and
-            # drains each with the eviction API: a node whose pods a PodDisruptionBudget protects
-            # (a running gang) fails the update instead of being killed (no forced update).
-            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+            # A version or template update replaces at most the pool's max_unavailable nodes at a
+            # time (1 by default), never the whole pool, and drains each with the eviction API: a
+            # node whose pods a PodDisruptionBudget protects (a running gang) fails the update
+            # instead of being killed (no forced update).
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=update_max_unavailable(pool)),
             force_update_version=False,
             # EKS node auto repair: reboots or replaces a node whose node monitoring agent condition
             # (AcceleratedHardwareReady: Xid, NVLink, DCGM) or Ready stays bad (docs/kubernetes-day-two.md,

@@ -157,7 +157,7 @@ def _kubernetes_pool(pool: "PoolDesign", gke: GkeNodePool) -> KubernetesPool:
         gpus=gke.gpus, efa=0, vcpu=vcpu, memory_gib=memory, hugepages_per_node=0, local_nvme=False,
         worker_cpu=max(1, vcpu - WORKER_CPU_MARGIN), worker_memory_gib=worker_memory,
         shm_gib=max(1, int(worker_memory * SHM_SHARE)), tpus=tpu.chips_per_host if tpu else 0,
-        bought_nodes=pool.capacity.nodes)
+        bought_nodes=pool.capacity.nodes, max_unavailable=pool.max_unavailable)
 
 
 def design_gke_kubernetes(spec: "ClusterSpec", pools: "tuple[PoolDesign, ...]",

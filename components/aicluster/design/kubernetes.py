@@ -145,6 +145,9 @@ class KubernetesPool:
     shm_gib: int
     tpus: int = 0                     # TPU chips per node (GKE TPU node pools)
     bought_nodes: int | None = None   # instances a reservation or capacity block holds (capacity.nodes)
+    # Rolling updates (pools[].max_unavailable, PoolDesign.max_unavailable): the EKS node group's
+    # update_config max_unavailable; the GKE node pool's surge (max_surge).
+    max_unavailable: int = 1
 
     @property
     def flavor(self) -> str:
@@ -379,4 +382,5 @@ def _pool(pool: "PoolDesign") -> KubernetesPool:
         worker_cpu=max(1, vcpu - WORKER_CPU_MARGIN),
         worker_memory_gib=worker_memory,
         shm_gib=max(1, int(worker_memory * SHM_SHARE)),
+        max_unavailable=pool.max_unavailable,
     )

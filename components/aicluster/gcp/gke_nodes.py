@@ -162,7 +162,7 @@ class GkeNodePools(pulumi.ComponentResource):
                 queued_provisioning=gcp.container.NodePoolQueuedProvisioningArgs(enabled=True) if flex else None,
                 placement_policy=gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT") if pool.compact else None,
                 # A new node first, none down before it is up: a running gang keeps its nodes.
-                upgrade_settings=gpu_upgrade_settings(),
+                upgrade_settings=gpu_upgrade_settings(kpool.max_unavailable),
                 opts=keep)
             self.node_pools[pool.names[0]] = node_pool.id
         else:

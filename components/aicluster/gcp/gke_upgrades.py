@@ -7,8 +7,8 @@
   a later `pulumi up` has nothing to change); control plane patches still land, inside the window.
   A node upgrade drains the node, which kills a gang job: an operator runs it between jobs.
 - gpu_upgrade_settings: how a GPU node pool is upgraded when an operator (or GKE, once the minor
-  version reaches its end of support) does: surge, one new node first (max_surge 1) and never a node
-  down before its replacement is up (max_unavailable 0), so the pool keeps its full size and a
+  version reaches its end of support) does: surge, new nodes first (max_surge: the pool's
+  max_unavailable, 1 by default) and never a node down before its replacement is up (max_unavailable 0), so the pool keeps its full size and a
   running gang keeps its nodes while GKE drains the old one (the drain respects the job's
   PodDisruptionBudget for up to an hour; GKE docs, node-pool-upgrade-strategies). Blue-green would
   need a second copy of the whole pool: GPU capacity, reservations in particular, rarely has one.
@@ -84,7 +84,9 @@ def maintenance_policy() -> gcp.container.ClusterMaintenancePolicyArgs:
                 scope=exclusion["scope"], end_time_behavior=exclusion["end_time_behavior"]))])
 
 
-def gpu_upgrade_settings() -> gcp.container.NodePoolUpgradeSettingsArgs:
-    """A GPU node pool's upgrade: surge one node, none unavailable (the module docstring says why)."""
-    return gcp.container.NodePoolUpgradeSettingsArgs(strategy="SURGE", max_surge=SURGE_NODES,
+def gpu_upgrade_settings(surge: int = SURGE_NODES) -> gcp.container.NodePoolUpgradeSettingsArgs:
+    """A GPU node pool's upgrade: surge `surge` nodes (the pool's max_unavailable, 1 by default),
+    none unavailable (the module docstring says why): at most that many nodes are being replaced at
+    once, and each only once its replacement is up."""
+    return gcp.container.NodePoolUpgradeSettingsArgs(strategy="SURGE", max_surge=max(1, surge),
                                                      max_unavailable=UNAVAILABLE_NODES)
