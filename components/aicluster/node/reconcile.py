@@ -21,16 +21,26 @@ jobs (`scontrol -o show nodes|jobs`), and then, logging every action with its re
    the grace period, every one but the instance at the node's NodeAddr is terminated;
 5. a suspend that did not finish (pending-suspend.json) of a node still powered down: retried; an
    entry of the wrong shape is moved to pending-suspend.rejected.json and the others go on;
-6. a node with no job that is DOWN, or drained by aicluster (health check, event, bootstrap),
+6. the roll (roll_nodes): a node that is up on an instance of an older version than its pool's
+   (cluster.json pools[].version: the launch template version on AWS, the instance template's name
+   on GCP; the instance's aicluster-node-version tag or label) is powered down once it has no job
+   (checked again just before), at most the pool's max_unavailable nodes out of service at once
+   (powering down, always-on and not back up, drained by the roll); when the budget has room and
+   no idle old node is left, a busy one is drained with `aicluster-roll: version X -> Y`, takes no
+   new job, and is powered down once its job ends. Each rolling pool gets one log line a pass, and
+   the pass writes aicluster_roll_nodes{pool, version="current|old"} to node_exporter's textfile
+   directory; `aicluster-reconcile --status` prints the same per pool and acts on nothing;
+7. a node with no job that is DOWN, or drained by aicluster (health check, event, bootstrap, roll),
    is powered down with `scontrol update state=power_down_force`, under the replacement cap;
-7. an always-on node (cluster.json static_nodes, SuspendExcNodes) that is powered down: DOWN or
+8. an always-on node (cluster.json static_nodes, SuspendExcNodes) that is powered down: DOWN or
    aicluster's drain cleared (`state=resume`), then powered up (`state=power_up`): slurmctld runs
    the ResumeProgram, which launches a new instance, and times it with ResumeTimeout.
 
 Never touched: an instance of a node with a job (ALLOCATED, MIXED, COMPLETING, or a node of a
 running job in `scontrol show jobs`), each such check repeated just before the action, except an
 extra instance of step 4, which slurmctld does not use; a node drained by hand (any reason not in
-the exact form aicluster writes, `aicluster-health: `, `aicluster-event: `, `aicluster-bootstrap: `);
+the exact form aicluster writes, `aicluster-health: `, `aicluster-event: `, `aicluster-bootstrap: `,
+`aicluster-roll: `);
 the head and login nodes, another cluster's instances, anything outside the Slurm pools.
 
 Why power_down_force and power_up rather than terminating and launching here: slurmctld then knows
