@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from aicluster.catalog.slurm_release import slurm_release
-from aicluster.node.install_slurm import BUILD_DEPENDS, STAMP, UNITS
+from aicluster.node.install_slurm import BUILD_DEPENDS, REQUIRED_PLUGINS, STAMP, UNITS
 from tests.support import node_programs
 
 VERSION = "24.11.5"
@@ -46,15 +46,16 @@ install: built
 \tchmod 0755 $(DESTDIR)/usr/sbin/slurmd
 \techo '/* spank */' > $(DESTDIR)/usr/include/slurm/spank.h
 \techo "#define SLURM_VERSION_NUMBER 0x180b05" > $(DESTDIR)/usr/include/slurm/slurm_version.h
-\ttouch $(DESTDIR)/usr/lib/slurm/select_cons_tres.so
+\tfor p in $(PLUGINS); do touch $(DESTDIR)/usr/lib/slurm/$$p.so; done
 """
 
 
-def fake_archive(version: str = VERSION) -> bytes:
+def fake_archive(version: str = VERSION, plugins=REQUIRED_PLUGINS) -> bytes:
     out = io.BytesIO()
     top = f"slurm-slurm-{version.replace('.', '-')}-1"
     with tarfile.open(fileobj=out, mode="w:gz") as tar:
-        for name, text, mode in (("configure", CONFIGURE, 0o755), ("Makefile", MAKEFILE, 0o644),
+        makefile = f"PLUGINS = {' '.join(plugins)}\n" + MAKEFILE
+        for name, text, mode in (("configure", CONFIGURE, 0o755), ("Makefile", makefile, 0o644),
                                  ("VERSION", version + "\n", 0o644)):
             info = tarfile.TarInfo(f"{top}/{name}")
             info.size, info.mode = len(text.encode()), mode
@@ -107,7 +108,7 @@ def test_it_builds_and_installs_the_pinned_slurm_in_the_products_paths(node):
     assert done.returncode == 0, done.stderr
     calls = node.calls()
     configure = next(c for c in calls if c.startswith("configure "))
-    assert "--prefix=/usr" in configure.split() and "--sysconfdir=/etc/slurm" in configure.split()
+    assert {"--prefix=/usr", "--sysconfdir=/etc/slurm", "--with-pmix"} <= set(configure.split())
     install = next(c for c in calls if c.startswith("apt-get install"))
     assert set(BUILD_DEPENDS) <= set(install.split()) and {"libmunge-dev", "libmariadb-dev", "libpmix-dev"} <= \
         set(install.split())
@@ -178,6 +179,15 @@ def test_a_slurmd_it_did_not_install_is_refused(node):
     done = node(node.file_url)
     assert done.returncode == 3 and "slurmd 23.11.4 is installed here, not by aicluster-install-slurm" in done.stderr
     assert node.calls() == []
+
+
+def test_a_build_without_a_plugin_the_configuration_loads_is_refused(node):
+    """configure leaves a plugin out when its library is missing (no libpmix-dev: no mpi/pmix)."""
+    archive = fake_archive(plugins=[p for p in REQUIRED_PLUGINS if p != "mpi_pmix"])
+    (node.root.parent / "slurm.tar.gz").write_bytes(archive)
+    done = node(node.file_url, sha256=hashlib.sha256(archive).hexdigest(), extra=("--size", str(len(archive))))
+    assert done.returncode == 1 and "the build has no mpi_pmix in /usr/lib/slurm" in done.stderr
+    assert not (node.root / STAMP.lstrip("/")).exists()
 
 
 def test_the_catalog_pins_the_source_archive_it_is_run_with():

@@ -59,10 +59,21 @@ BUILD_DEPENDS = (
     "libpam0g-dev", "libmariadb-dev", "libcurl4-openssl-dev", "libssl-dev", "liblz4-dev", "zlib1g-dev",
     "libnuma-dev", "libreadline-dev",
 )
-# Everything else is found by configure (PMIx in /usr/lib/<arch>/pmix2 among its defaults). make
-# builds the systemd units into etc/ (noinst_DATA): installed from there.
+# The plugins aicluster's rendered configuration loads (templates/slurm: slurm.conf, cgroup.conf),
+# slurmdbd's MariaDB storage, PMIx for MPI, and the GB200 NVL72 pair (switch/nvidia_imex,
+# topology/block): configure leaves out a plugin whose library is missing without failing, so a
+# build without one of these is refused rather than found out by the first job.
+REQUIRED_PLUGINS = (
+    "accounting_storage_slurmdbd", "accounting_storage_mysql", "auth_munge", "cgroup_v2", "jobacct_gather_cgroup",
+    "mpi_pmix", "priority_multifactor", "proctrack_cgroup", "select_cons_tres", "switch_nvidia_imex",
+    "task_affinity", "task_cgroup", "topology_block", "topology_tree",
+)
+PLUGIN_DIR = "/usr/lib/slurm"
+# --with-pmix: 24.11 builds mpi/pmix only when asked ("support for pmix is disabled by default");
+# it then finds libpmix-dev through pkg-config (/usr/lib/<arch>/pmix2). Everything else is found by
+# configure. make builds the systemd units into etc/ (noinst_DATA): installed from there.
 CONFIGURE = ("--prefix=/usr", "--sysconfdir=/etc/slurm", "--libdir=/usr/lib", "--localstatedir=/var",
-             "--runstatedir=/run", "--disable-static")
+             "--runstatedir=/run", "--disable-static", "--with-pmix")
 
 
 class Refused(Exception):
@@ -224,6 +235,9 @@ def build_and_install(source: str, jobs: int) -> None:
             raise Failed(f"configure generated no etc/{unit}.service")
         shutil.copyfile(generated, os.path.join(units, f"{unit}.service"))
         os.chmod(os.path.join(units, f"{unit}.service"), 0o644)
+    missing = [p for p in REQUIRED_PLUGINS if not os.path.exists(rooted(f"{PLUGIN_DIR}/{p}.so"))]
+    if missing:
+        raise Failed(f"the build has no {', '.join(missing)} in {PLUGIN_DIR} (a build dependency missing?)")
     if not os.path.exists(rooted("/usr/include/slurm/spank.h")):
         raise Failed("make install left no /usr/include/slurm/spank.h (pyxis builds against it)")
 
