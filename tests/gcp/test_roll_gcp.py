@@ -98,3 +98,17 @@ def test_idle_old_nodes_are_replaced_from_the_new_template(fake):
     text = said.getvalue()
     assert f"pool gpu: version {new['pools']['gpu']['version']}, rolling; budget 1 of 1 out of service" in text
     assert "old idle: 1 gpu-2" in text and "old busy: 1 gpu-3" in text
+
+
+def test_an_instance_without_the_label_is_judged_by_the_template_it_came_from(fake):
+    """Created by a resume program from before the label: its sourceInstanceTemplate says which."""
+    old = cluster_json(OLD_TEMPLATE)
+    assert power.core.resume(cloud(old), old, ["gpu-1"]) == 0
+    with fake.lock:
+        for instance in fake.instances.values():
+            instance["labels"].pop(core.VERSION_TAG)
+    (listed,) = cloud(old).list_cluster()
+    assert listed.version == old["pools"]["gpu"]["version"]
+    slurm = FakeSlurm({"gpu-1": UP, "gpu-2": OFF, "gpu-3": OFF, "gpu-4": OFF})
+    assert reconcile.run_pass(cloud(old), old, None, slurm, time.time() + 3600) == 0
+    assert slurm.actions() == []                # on its pool's version: nothing to roll

@@ -255,6 +255,14 @@ def launch_labels(config: dict, pool_name: str, request_id: str) -> dict[str, st
     return labels
 
 
+def template_name(link: str | None) -> str | None:
+    """The name of the instance template an instance reports it was created from (its
+    sourceInstanceTemplate link), as a version label would hold it: the version of an instance a
+    resume program from before the version label created. None when it reports none."""
+    name = (link or "").rstrip("/").rsplit("/", 1)[-1]
+    return label_value(name) if name else None
+
+
 def label_value(text: str) -> str:
     """`text` as a label value: at most 63 lower-case letters, digits, '-' and '_'
     (https://cloud.google.com/compute/docs/labeling-resources#requirements). An instance
@@ -591,7 +599,7 @@ class Gce(core.Cloud):
             launched_at=timestamp(instance.get("creationTimestamp", "")),
             resume_id=labels.get(RESUME_ID_LABEL), events=instance_events(instance),
             cluster=self.owner(instance), role=labels.get(ROLE_LABEL), address=nics[0].get("networkIP"),
-            version=labels.get(core.VERSION_TAG))
+            version=labels.get(core.VERSION_TAG) or template_name(instance.get("sourceInstanceTemplate")))
 
     def bootstrap_errors(self, instances: list[core.Instance]) -> dict[str, str]:
         """name -> the bootstrap error a running instance wrote (guest attribute
