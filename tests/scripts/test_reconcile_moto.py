@@ -266,3 +266,12 @@ def test_an_idle_node_on_the_old_version_is_replaced_by_one_on_the_new(fleet):
     assert old["gpu-1"] not in live and old["gpu-2"] in live
     assert live[new]["aicluster-node-version"] == "2" and live[old["gpu-2"]]["aicluster-node-version"] == "1"
     assert fleet.broken(FakeSlurm({"gpu-1": UP, "gpu-2": "ALLOCATED+CLOUD"})) == []
+
+
+def test_an_instance_without_the_version_tag_is_judged_by_ec2s_launch_template_tag():
+    """Launched by a resume program from before the tag: EC2's own aws:ec2launchtemplate:version says which."""
+    config = {"node_tag": "aicluster-node", "pool_tag": "aicluster-pool", "cluster_tag": "aicluster-cluster"}
+    tags = [{"Key": "aicluster-node", "Value": "gpu-1"}, {"Key": "aws:ec2launchtemplate:version", "Value": "3"}]
+    assert power.Ec2(None, config).instance_of({"InstanceId": "i-1", "Tags": tags}).version == "3"
+    tags.append({"Key": "aicluster-node-version", "Value": "4"})
+    assert power.Ec2(None, config).instance_of({"InstanceId": "i-1", "Tags": tags}).version == "4"
