@@ -42,6 +42,7 @@ import boto3  # noqa: E402
 from moto.server import ThreadedMotoServer  # noqa: E402
 
 from aicluster.catalog.slurm_release import slurm_release  # noqa: E402
+from aicluster.node.install_slurm import REQUIRED_PLUGINS  # noqa: E402
 from aicluster.render.node_image import MANIFEST, contents_key  # noqa: E402
 from plan_scaling import run_meta  # noqa: E402
 from tests.support import free_port, node_programs  # noqa: E402
@@ -144,6 +145,8 @@ def install(tmp: Path, meta: Metadata, endpoint: str, url: str, jobs: int | None
     out["slurmd_V"] = subprocess.run([str(slurmd), "-V"], capture_output=True, text=True,
                                      env={**os.environ, **extra}).stdout.strip() if slurmd.exists() else ""
     out["archive"] = {"url": url, "sha256": r.sha256, "size": r.size}
+    plugins = sorted(p.name[:-3] for p in (usr / "lib/slurm").glob("*.so"))
+    out["plugins"] = {"count": len(plugins), "required_missing": [p for p in REQUIRED_PLUGINS if p not in plugins]}
     return out
 
 
@@ -208,6 +211,9 @@ def report(res: dict) -> str:
               "aicluster-install-slurm's own steps on the install path (its `packages` step above):", "",
               "| install step | s |", "|---|---:|"]
     lines += [f"| {k} | {v:.1f} |" for k, v in i.get("install_slurm_steps_s", {}).items()]
+    if "plugins" in i:
+        lines += ["", f"Plugins built: {i['plugins']['count']} in /usr/lib/slurm; of the {len(REQUIRED_PLUGINS)} "
+                  f"aicluster requires, missing: {', '.join(i['plugins']['required_missing']) or 'none'}."]
     lines += ["", f"Archive: {i['archive']['url']} ({i['archive']['size']} bytes, SHA-256 {i['archive']['sha256']}).",
               f"Last line: {i.get('install_slurm_last_line')}", ""]
     return "\n".join(lines)
