@@ -95,7 +95,8 @@ def test_no_instance_combines_a_resolve_ssm_image_with_a_root_block_device(plan_
         assert not (str(i.get("ami", "")).startswith("resolve:ssm:") and i.get("rootBlockDevice")), instance.name
         assert "rootBlockDevice" not in i and "ami" not in i, instance.name
         (template,) = [lt for lt in plan.of_type(LT) if lt.id == i["launchTemplate"]["id"]]
-        assert template.inputs["imageId"].startswith("resolve:ssm:")
+        # Ubuntu by its SSM parameter, or the baked node image's AMI (login nodes, slurm.node_image).
+        assert template.inputs["imageId"].startswith(("resolve:ssm:", "ami-"))
         assert [m["ebs"]["encrypted"] for m in template.inputs["blockDeviceMappings"]] == ["true"]
 
 

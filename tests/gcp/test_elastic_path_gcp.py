@@ -56,7 +56,9 @@ def test_job_creates_labelled_nodes_through_bulk_insert_and_slurm_learns_their_a
     (bulk,) = fake.requests("/instances/bulkInsert")
     assert bulk.body["sourceInstanceTemplate"] == TEMPLATE
     assert bulk.body["instanceProperties"] == {"resourcePolicies": [PLACEMENT], "labels": {
-        "aicluster-cluster": "a3mega-train", "aicluster-pool": "gpu", "aicluster-resume-id": bulk.query["requestId"]}}
+        "aicluster-cluster": "a3mega-train", "aicluster-pool": "gpu", "aicluster-resume-id": bulk.query["requestId"],
+        # the pool's version (cluster.json): the reconcile loop rolls instances of another
+        "aicluster-node-version": TEMPLATE.rsplit("/", 1)[1]}}
     assert {i["labels"]["aicluster-resume-id"] for i in labelled().values()} == {bulk.query["requestId"]}
     assert sorted(bulk.body["perInstanceProperties"]) == [f"{prefix}gpu-1", f"{prefix}gpu-2"]
     assert bulk.body["count"] == bulk.body["minCount"] == 2

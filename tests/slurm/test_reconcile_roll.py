@@ -18,8 +18,8 @@ import pytest
 
 from aicluster.design.cluster import design_cluster
 from aicluster.spec.cluster import parse_spec
-from tests.slurm.test_reconcile import (ReconcileController, consistent, instances_of, job_state, launched, settle,
-                                        submit, up)
+from tests.support.reconcile_controller import (ReconcileController, consistent, instances_of, job_state, launched,
+                                                settle, submit, up)
 from tests.support.slurmctld import COMMAND_TIMEOUT_S, JOB_START_TIMEOUT_S, RESUME_TIMEOUT_S, fields, wait_for
 
 # trn-[1-2] always on (min_nodes), trn-3 launched for jobs; two of three may be out at once.

@@ -124,6 +124,8 @@ def _maximal(spec: dict) -> dict:
     for i, fs in enumerate(out.get("storage") or []):
         fs["name"] = _long(f"{fs['name']}{i}", POOL_MAX)
     budget = user_tag_budget(cloud)
+    if cloud == "aws" and ((out.get("slurm") or {}).get("node_image") or {}).get("build"):
+        budget = imagebuilder_tag_budget()      # Image Builder takes fewer tags (spec: _node_image_problems)
     # AWS keys in the alphabet every AWS service and instance-metadata tags accept; GCP keys are
     # turned into labels (lowercase), so they are written lowercase here to stay distinct.
     tags = {f"{'k' if cloud == 'gcp' else 'K'}{i:02d}".ljust(63, "k" if cloud == "gcp" else "K"):

@@ -20,6 +20,11 @@ IN_PLACE_KEYS_BY_TYPE = {
     # Updatable since GoogleCloudPlatform/magic-modules #13995 (2025-05; it forced replacement
     # before, hashicorp/terraform-provider-google #22543); pyproject pins pulumi-gcp >= 10.
     "gcp:compute/network:Network": {"mtu"},
+    # Image Builder updates these in place (UpdateInfrastructureConfiguration and
+    # UpdateDistributionConfiguration take every field but the name): their ARN, which the image
+    # names, stays; terraform-provider-aws r/imagebuilder_*_configuration mark no field ForceNew but `name`.
+    "aws:imagebuilder/infrastructureConfiguration:InfrastructureConfiguration": {"resourceTags"},
+    "aws:imagebuilder/distributionConfiguration:DistributionConfiguration": {"distributions"},
 }
 # Labels nested in an input that a tag edit may change in place: boot disk labels of a GCE
 # instance are updatable since magic-modules #15081 (2025-09; before, they replaced the instance:

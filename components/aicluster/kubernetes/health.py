@@ -54,7 +54,7 @@ CHECK_INTERVAL_S = 60
 # Repair caps, one number for both clouds.
 # - At most one node of a pool is repaired at a time: a pool's nodes are one gang's nodes, the job
 #   restarts from its checkpoint once per repair wave anyway, and the EKS node groups already
-#   replace nodes one at a time on updates (update_config max_unavailable=1).
+#   replace nodes a budget at a time on updates (update_config max_unavailable, pools[].max_unavailable).
 REPAIR_PARALLEL_NODES = 1
 # - Repairs stop when more than 20% of a node group is unhealthy: that is a fault outside the nodes
 #   (a bad AMI or driver, the fabric), which replacing nodes does not fix. 20% is EKS's own default
