@@ -66,7 +66,27 @@ def _parser() -> argparse.ArgumentParser:
                                              "from (docs/images.md, bringing your own image)")
     bake.add_argument("--cloud", choices=("aws", "gcp"), required=True)
     bake.add_argument("--out", "-o", metavar="FILE", type=Path, required=True, help="where to write the tar")
+    for module in _command_modules():
+        module.add_parser(sub)
     return parser
+
+
+# The lifecycle commands live each in its own module of aicluster.commands, which adds its own
+# subparser (`add_parser(sub)`) and runs it (`run(args) -> exit code`); heavy imports wait for run().
+LIFECYCLE_COMMANDS = ("diff", "preflight", "project", "deploy", "teardown")
+
+
+def _command_modules() -> list:
+    import importlib
+
+    found = []
+    for name in LIFECYCLE_COMMANDS:
+        try:
+            found.append(importlib.import_module(f"aicluster.commands.{name}"))
+        except ModuleNotFoundError as exc:
+            if exc.name != f"aicluster.commands.{name}":
+                raise
+    return found
 
 
 def _one_shot_process() -> None:
@@ -90,6 +110,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _parser().print_help()
         return EXIT_BAD_INPUT
     try:
+        if args.command not in _COMMANDS:
+            return getattr(args, "run")(args)
         return _COMMANDS[args.command](args)
     except SpecError as exc:
         print(exc, file=sys.stderr)
