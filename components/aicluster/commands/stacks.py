@@ -1,4 +1,9 @@
-"""Finding and reading stack files (stacks/Pulumi.<stack>.yaml) the way Pulumi does, offline."""
+"""Finding projects and reading stack files the way Pulumi does, offline.
+
+A project is a folder with a Pulumi.yaml: this checkout (project `aicluster`, stacks in stacks/),
+or one `aicluster new` made anywhere (any name; its stack files beside Pulumi.yaml or in its
+stackConfigDir hold the spec under `aicluster:cluster`). Commands look in the nearest project at or
+above the working directory; the example stacks ship in the wheel as aicluster/stacks."""
 from __future__ import annotations
 
 import os
@@ -6,9 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from aicluster.errors import Problem, SpecError, close_match
 from aicluster.spec.input_files import load_yaml, read_text
-from aicluster.resources import CHECKOUT_DIR
+from aicluster.resources import CHECKOUT_DIR, shipped_dir
 
 SPEC_KEY = "aicluster:cluster"
 
@@ -25,15 +32,67 @@ class StackConfig:
         return self.config.get(SPEC_KEY)
 
 
+DEFAULT_STACK = "aws-p5-slurm"   # cli.DEFAULT_STACK: what `aicluster plan` plans with no FILE or --stack
+
+
+@dataclass(frozen=True)
+class Project:
+    """A Pulumi project that deploys aicluster: this checkout, or one `aicluster new` made."""
+    root: Path          # the folder holding Pulumi.yaml
+    name: str           # Pulumi.yaml `name:`
+    stack_dir: Path     # where its Pulumi.<stack>.yaml files lie: stackConfigDir, else beside Pulumi.yaml
+
+    @property
+    def is_checkout(self) -> bool:
+        return self.root == CHECKOUT_DIR
+
+    def stack_names(self) -> list[str]:
+        return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in self.stack_dir.glob("Pulumi.*.yaml"))
+
+    def stack_file(self, name: str) -> Path:
+        return self.stack_dir / f"Pulumi.{name}.yaml"
+
+
+def _project_at(folder: Path) -> Project | None:
+    """The aicluster project whose Pulumi.yaml is in `folder`, or None: a Pulumi project named
+    aicluster (this checkout), or any Pulumi project one of whose stack files holds an
+    `aicluster:cluster` spec (a user's own, whatever its name)."""
+    candidate = folder / "Pulumi.yaml"
+    if not candidate.is_file():
+        return None
+    try:
+        doc = yaml.safe_load(_head(candidate))
+    except yaml.YAMLError:
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("name"), str):
+        return None
+    config_dir = doc.get("stackConfigDir")
+    stack_dir = folder / config_dir if isinstance(config_dir, str) and config_dir else folder
+    project = Project(folder, doc["name"], stack_dir)
+    if project.name == "aicluster":
+        return project
+    for stack in stack_dir.glob("Pulumi.*.yaml"):
+        if f"{SPEC_KEY}:" in _head(stack):
+            return project
+    return None
+
+
+def find_project(start: Path | str | None = None) -> Project | None:
+    """The nearest aicluster project at or above `start` (the working directory), else this
+    checkout's own project when aicluster runs from a checkout, else None (an installed wheel)."""
+    here = Path(start if start is not None else os.getcwd()).resolve()
+    for folder in (here, *here.parents):
+        found = _project_at(folder)
+        if found is not None:
+            return found
+    return _project_at(CHECKOUT_DIR)
+
+
 def project_root() -> Path:
     """The nearest folder at or above the working directory with an aicluster Pulumi.yaml, else
     the checkout this package lives in (its stacks/ are the examples)."""
-    here = Path(os.getcwd()).resolve()
-    for folder in (here, *here.parents):
-        candidate = folder / "Pulumi.yaml"
-        if candidate.is_file() and "name: aicluster" in _head(candidate):
-            return folder
-    return CHECKOUT_DIR
+    project = find_project()
+    return project.root if project is not None else CHECKOUT_DIR
 
 
 def _head(path: Path, size: int = 1 << 16) -> str:
@@ -45,23 +104,52 @@ def _head(path: Path, size: int = 1 << 16) -> str:
         return ""
 
 
+def examples_dir() -> Path:
+    """The example stacks: stacks/ in the checkout, aicluster/stacks in an installed wheel."""
+    return shipped_dir("stacks")
+
+
+def example_names() -> list[str]:
+    return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in examples_dir().glob("Pulumi.*.yaml"))
+
+
 def stacks_dir() -> Path:
-    return project_root() / "stacks"
+    """The stack files `--stack NAME` names: the project's, else the examples."""
+    project = find_project()
+    return project.stack_dir if project is not None else examples_dir()
 
 
 def stack_names() -> list[str]:
     return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in stacks_dir().glob("Pulumi.*.yaml"))
 
 
+def _stack_path(target: str) -> Path:
+    """The stack file of the name `target`: the project's, else an example. `aicluster plan` with
+    no FILE or --stack asks for DEFAULT_STACK; in a user's project that is the project's one stack."""
+    project = find_project()
+    if project is not None and project.stack_file(target).is_file():
+        return project.stack_file(target)
+    if project is not None and not project.is_checkout and target == DEFAULT_STACK:
+        names = project.stack_names()
+        if len(names) == 1:
+            return project.stack_file(names[0])
+        if names:
+            raise SpecError([Problem("--stack", None, f"one of the stacks of the project in {project.root}: "
+                                                      f"{', '.join(names)}")], subject="argument")
+    example = examples_dir() / f"Pulumi.{target}.yaml"
+    if example.is_file():
+        return example
+    names = sorted({*(project.stack_names() if project is not None else ()), *example_names()})
+    where = stacks_dir() if project is None or project.is_checkout else f"{project.stack_dir} or the examples"
+    raise SpecError([Problem("--stack", target, f"a stack in {where}: {', '.join(names)}",
+                             close_match(target, names))], subject="argument")
+
+
 def read_stack(target: str) -> StackConfig:
     """`target` is a stack name (aws-p5-slurm) or a path to a stack file or a bare spec file."""
     path = Path(target)
     if not (path.suffix in (".yaml", ".yml") or os.sep in target):
-        path = stacks_dir() / f"Pulumi.{target}.yaml"
-        if not path.is_file():
-            names = stack_names()
-            raise SpecError([Problem("--stack", target, f"a stack in {stacks_dir()}: {', '.join(names)}",
-                                     close_match(target, names))], subject="argument")
+        path = _stack_path(target)
     # Bounded and strict (input_files): a regular file of at most 1 MiB, no duplicate keys, no
     # nesting or aliases past the limits; anything else is a SpecError naming FILE or the YAML path.
     doc = load_yaml(read_text(path, arg="FILE", what="stack or spec YAML file", subject="cluster spec"),
