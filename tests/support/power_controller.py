@@ -1,7 +1,7 @@
 """A private slurmctld (tests/support/slurmctld.py) set up for the power programs and the reconcile
 loop: a short SuspendTimeout, job ids of its own, a `scontrol` bound to it for the programs, and the
-node states as sets. tests/slurm/test_reconcile_aws.py builds on it; tests/slurm/test_reconcile.py
-has the same set-up inline and can move onto it."""
+node states as sets. tests/slurm/test_reconcile_aws.py uses it; tests/support/reconcile_controller.py
+builds the reconcile tests' controller on it."""
 from __future__ import annotations
 
 import random

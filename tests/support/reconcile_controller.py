@@ -4,53 +4,30 @@
 from __future__ import annotations
 
 import json
-import random
 import re
 import subprocess
 from pathlib import Path
 
 from tests.support.reconcile_fakes import FileCloud, core, install_power_programs
-from tests.support.slurmctld import COMMAND_TIMEOUT_S, RESUME_TIMEOUT_S, Controller, fields, tool, wait_for
+from tests.support.power_controller import PowerController
+from tests.support.slurmctld import COMMAND_TIMEOUT_S, RESUME_TIMEOUT_S, fields, wait_for
 
 MAX_PASSES = 6          # the bound the issue asks for: recovery within N passes
 SETTLE_S = 60           # SuspendTimeout (5 s here) and the power programs' runs
 
 
-class ReconcileController(Controller):
-    """The rendered config, with the power programs on a FileCloud and a short SuspendTimeout, so a
-    powered-down node settles in seconds rather than in the real 5 minutes."""
+class ReconcileController(PowerController):
+    """PowerController's daemons, with the power programs and the reconcile loop on a FileCloud."""
 
     cloud_file: Path
     cluster_json: Path
     state_dir: Path
 
-    def write_configs(self, design) -> None:
-        super().write_configs(design)
-        # Slurm takes the last value of a repeated key (the rendered one comes first). Job ids of
-        # their own: a job's cgroup is named by its id machine-wide, and another private slurmctld
-        # on this machine (a test running beside this one) ending its job 1 would kill ours.
-        first_job_id = 1000 + random.randrange(1_000_000)
-        self.conf.write_text(self.conf.read_text() + f"SuspendTimeout=5\nFirstJobId={first_job_id}\n")
-
     def _write_recorders(self, bin_dir: Path) -> None:
         super()._write_recorders(bin_dir)          # the prolog (health check) stays a recorder
-        scontrol = bin_dir / "scontrol-here"
-        scontrol.write_text(f'#!/bin/sh\nexport SLURM_CONF={self.conf}\nexec {tool("scontrol")} "$@"\n')
-        scontrol.chmod(0o755)
         self.programs = install_power_programs(bin_dir, {
-            "AICLUSTER_CONFIG": str(self.cluster_json), "AICLUSTER_SCONTROL": str(scontrol),
+            "AICLUSTER_CONFIG": str(self.cluster_json), "AICLUSTER_SCONTROL": str(self.scontrol_here(bin_dir)),
             "AICLUSTER_STATE_DIR": str(self.state_dir), "AICLUSTER_FAKE_CLOUD": str(self.cloud_file)})
-
-    def stop_slurmd(self) -> None:
-        """The node's machine is gone: its slurmd with it."""
-        self._stop("slurmd")
-
-    def node(self, name: str) -> dict[str, str]:
-        return fields(self.run("scontrol", "-o", "show", "node", name))
-
-    def states(self) -> dict[str, set[str]]:
-        return {f["NodeName"]: set(f["State"].split("+"))
-                for f in map(fields, self.run("scontrol", "-o", "show", "nodes").splitlines())}
 
     def reconcile(self) -> int:
         done = subprocess.run([str(self.programs["aicluster-reconcile"])], env=self.env, capture_output=True,
