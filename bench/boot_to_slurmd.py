@@ -30,7 +30,6 @@ import shlex
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -38,7 +37,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-import boto3  # noqa: E402
 from moto.server import ThreadedMotoServer  # noqa: E402
 
 from aicluster.catalog.slurm_release import slurm_release  # noqa: E402
@@ -46,7 +44,7 @@ from aicluster.node.install_slurm import REQUIRED_PLUGINS  # noqa: E402
 from aicluster.render.node_image import MANIFEST, contents_key  # noqa: E402
 from plan_scaling import run_meta  # noqa: E402
 from tests.support import free_port, node_programs  # noqa: E402
-from tests.support.node_bootstrap import AWS_SCRIPT, NODE_TAG, REGION, Metadata, Node  # noqa: E402
+from tests.support.node_bootstrap import AWS_SCRIPT, Metadata, Node, setup_aws_node  # noqa: E402
 
 STEP = re.compile(r"^\++ STEP=(\w+)$")
 INSTALL_STEP = re.compile(r"^aicluster-install-slurm: step (.+): ([0-9.]+) s")
@@ -56,19 +54,7 @@ PROGRAMS = ["aicluster-node-install", "aicluster-install-slurm"]
 def aws_node(tmp: Path, meta: Metadata, endpoint: str) -> Node:
     """A node in the scratch tree as tests/support/node_bootstrap.py's `aws` fixture makes one."""
     node = Node(tmp, meta)
-    creds = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_ENDPOINT_URL": endpoint}
-    ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=endpoint, aws_access_key_id="testing",
-                       aws_secret_access_key="testing")
-    image = ec2.describe_images()["Images"][0]["ImageId"]
-    instance = ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1)["Instances"][0]["InstanceId"]
-    meta.values.update({"/latest/meta-data/instance-id": instance, "/latest/meta-data/placement/region": REGION,
-                        f"/latest/meta-data/tags/instance/{NODE_TAG}": "gpu-3"})
-    node.env.update(creds | {"AICLUSTER_IMDS": f"{meta.base}/latest"})
-    node.node_env(AICLUSTER_CLUSTER="demo", AICLUSTER_GPUS="8", AICLUSTER_FABRIC_DEVICES="4",
-                  AICLUSTER_CONTROLLER="head", AICLUSTER_MUNGE_SECRET="arn:aws:secretsmanager:x",
-                  AICLUSTER_NODE_TAG=NODE_TAG)
-    node.fstab(("fs-1.fsx.us-east-1.amazonaws.com@tcp:/abc", "/fsx", "lustre"), mounted=("/fsx",))
-    node.rdma_devices(4)
+    setup_aws_node(node, meta, endpoint)
     node_programs.install(node.programs, PROGRAMS, python=sys.executable)
     return node
 

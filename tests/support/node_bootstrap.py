@@ -177,9 +177,10 @@ def ec2_endpoint():
     server.stop()
 
 
-@pytest.fixture
-def aws(node, meta, ec2_endpoint):
-    """An instance in moto's EC2, this node's IMDS answering for it, and the node's env file."""
+def setup_aws_node(node: Node, meta: Metadata, ec2_endpoint: str) -> tuple:
+    """An instance in moto's EC2 at `ec2_endpoint`, `meta` answering IMDS for it, and the node's
+    env file, fstab and RDMA devices (the `aws` fixture, and bench/boot_to_slurmd.py).
+    Returns (ec2 client, instance id)."""
     creds = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_ENDPOINT_URL": ec2_endpoint}
     ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=ec2_endpoint, aws_access_key_id="testing",
                        aws_secret_access_key="testing")
@@ -194,6 +195,13 @@ def aws(node, meta, ec2_endpoint):
                   AICLUSTER_NODE_TAG=NODE_TAG)
     node.fstab(("fs-1.fsx.us-east-1.amazonaws.com@tcp:/abc", "/fsx", "lustre"), mounted=("/fsx",))
     node.rdma_devices(4)
+    return ec2, instance
+
+
+@pytest.fixture
+def aws(node, meta, ec2_endpoint):
+    """An instance in moto's EC2, this node's IMDS answering for it, and the node's env file."""
+    ec2, instance = setup_aws_node(node, meta, ec2_endpoint)
 
     def error_tag() -> str | None:
         tags = ec2.describe_tags(Filters=[{"Name": "resource-id", "Values": [instance]}])["Tags"]
