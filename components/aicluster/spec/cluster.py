@@ -466,9 +466,16 @@ def _inner_model(annotation: Any) -> Any:
 
 # --- pass 2: meaning ------------------------------------------------------------------------
 
-_REGION = {"aws": re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d+$"),
-           "gcp": re.compile(r"^[a-z]+-[a-z]+\d+$")}
 _REGION_EXAMPLE = {"aws": "us-east-1", "gcp": "us-central1"}
+
+
+def _zones_of(spec: ClusterSpec) -> tuple[str, ...]:
+    """The zones of the spec's region (catalog/regions.yaml); empty for an unknown region."""
+    from aicluster.catalog.regions import places
+
+    return places(spec.cloud).zones.get(spec.region, ())
+
+
 _GCP_IMAGE = re.compile(r"(https://www\.googleapis\.com/compute/v1/)?projects/[a-z][-a-z0-9.:]*[a-z0-9]/global/images/"
                         r"(family/)?[a-z]([-a-z0-9]*[a-z0-9])?")
 
@@ -636,10 +643,12 @@ def _kubernetes_problems(spec: ClusterSpec) -> list[Problem]:
         if spec.network.existing:
             problems.append(Problem("kubernetes.control_plane_zone", k8s.control_plane_zone,
                                     "leave it out with network.existing (use control_plane_subnet_ids)"))
-        elif not re.fullmatch(re.escape(spec.region) + r"[a-z]", k8s.control_plane_zone) or \
-                k8s.control_plane_zone == spec.zone:
+        elif k8s.control_plane_zone not in _zones_of(spec) or k8s.control_plane_zone == spec.zone:
+            others = [z for z in _zones_of(spec) if z != spec.zone]
             problems.append(Problem("kubernetes.control_plane_zone", k8s.control_plane_zone,
-                                    f"another zone of {spec.region} than {spec.zone}", second_zone(spec.zone)))
+                                    f"another zone of {spec.region} than {spec.zone}: {', '.join(others)}",
+                                    second_zone(spec.zone) if second_zone(spec.zone) in others else
+                                    (others[0] if others else None)))
     if spec.network.existing and len(k8s.control_plane_subnet_ids) < 2:
         problems.append(Problem("kubernetes.control_plane_subnet_ids", list(k8s.control_plane_subnet_ids),
                                 "two or more subnet ids in two zones (EKS puts its control-plane interfaces there)"))
@@ -832,13 +841,21 @@ def _gke_size_problems(spec: ClusterSpec) -> list[Problem]:
 
 
 def _location_problems(spec: ClusterSpec) -> list[Problem]:
-    if not _REGION[spec.cloud].match(spec.region):
-        return [Problem("region", spec.region, f"a region of {spec.cloud}, such as {_REGION_EXAMPLE[spec.cloud]}")]
-    zone_ok = (re.fullmatch(re.escape(spec.region) + r"[a-z]", spec.zone) if spec.cloud == "aws"
-               else re.fullmatch(re.escape(spec.region) + r"-[a-z]", spec.zone))
-    if not zone_ok:
-        example = f"{spec.region}a" if spec.cloud == "aws" else f"{spec.region}-a"
-        return [Problem("zone", spec.zone, f"a zone inside region {spec.region}, such as {example}")]
+    """The region is one of the cloud's regions and the zone one of its zones (catalog/regions.yaml,
+    sourced and dated): a shape check alone let `us-east-3` plan."""
+    from aicluster.catalog.regions import places
+
+    known = places(spec.cloud)
+    if spec.region not in known.zones:
+        regions = known.regions()
+        return [Problem("region", spec.region,
+                        f"a region of {spec.cloud}, such as {_REGION_EXAMPLE[spec.cloud]} (one of the {len(regions)} "
+                        f"regions aicluster knows, catalog/regions.yaml, checked {known.origin.checked})",
+                        close_match(spec.region, regions))]
+    zones = known.zones[spec.region]
+    if spec.zone not in zones:
+        return [Problem("zone", spec.zone, f"a zone inside region {spec.region}: {', '.join(zones)}",
+                        close_match(spec.zone, zones))]
     return []
 
 

@@ -1,0 +1,133 @@
+"""Where aicluster can build (regions.yaml beside this module): each cloud's regions and zones,
+and where each catalog instance type, machine type and TPU generation is offered.
+
+The spec's region and zone checks (spec/cluster.py) and `aicluster preflight`'s offline checks
+(commands/preflight.py, docs/preflight.md) read it. Every list carries `source:` and `checked:`;
+the loader refuses a list without them, as the rest of the catalog does.
+
+Offerings answer three ways: True (the source lists it there), False (the source covers that
+place and does not list it) and None (the source says nothing about that place: a region the
+recorded data does not cover, a type with no entry). None is "could not check", never a pass.
+
+May import: aicluster.catalog (PyYAML) only: the policy pack loads the catalog.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Mapping
+
+from aicluster.catalog import CatalogError, load_yaml
+
+_HERE = Path(__file__).parent
+Cloud = Literal["aws", "gcp"]
+
+
+@dataclass(frozen=True)
+class Sourced:
+    """Where a list was read, and when."""
+    source: str
+    checked: str
+
+
+@dataclass(frozen=True)
+class Offering:
+    """Where one instance type (AWS, by region) or machine type / TPU generation (GCP, by zone) is offered."""
+    name: str
+    level: Literal["region", "zone"]
+    places: tuple[str, ...]           # regions (level region) or zone names (level zone)
+    covers: tuple[str, ...] | None    # the regions the source speaks for; None: every region
+    origin: Sourced
+
+
+@dataclass(frozen=True)
+class CloudPlaces:
+    """One cloud's regions, zones and offerings."""
+    cloud: Cloud
+    zones: Mapping[str, tuple[str, ...]]      # region -> its zone names, in order
+    origin: Sourced
+    offerings: Mapping[str, Offering]         # instance/machine type or TPU generation -> where
+
+    def regions(self) -> list[str]:
+        return sorted(self.zones)
+
+    def zone_name(self, region: str, suffix: str) -> str:
+        return f"{region}{suffix}" if self.cloud == "aws" else f"{region}-{suffix}"
+
+    def region_of(self, zone: str) -> str | None:
+        """The region a known zone belongs to, or None."""
+        for region, zones in self.zones.items():
+            if zone in zones:
+                return region
+        return None
+
+    def offered(self, name: str, region: str, zone: str) -> tuple[bool | None, Offering | None]:
+        """Whether `name` is offered where the cluster is: (True | False | None, the entry used)."""
+        entry = self.offerings.get(name)
+        if entry is None:
+            return None, None
+        if entry.level == "region":
+            if entry.covers is not None and region not in entry.covers:
+                return None, entry
+            return region in entry.places, entry
+        return zone in entry.places, entry
+
+    def places_in_region(self, entry: Offering, region: str) -> list[str]:
+        """The zones of `region` an entry of zone level lists (to suggest one)."""
+        return [z for z in entry.places if z in self.zones.get(region, ())]
+
+
+def _origin(doc: dict, where: str) -> Sourced:
+    source, checked = doc.get("source"), doc.get("checked")
+    if not isinstance(source, str) or not source.strip():
+        raise CatalogError(f"regions.yaml {where}: every list needs a non-empty `source:`")
+    if not isinstance(checked, str) or len(checked) != 10:
+        raise CatalogError(f"regions.yaml {where}: every list needs `checked:` as a quoted YYYY-MM-DD date")
+    return Sourced(" ".join(source.split()), checked)
+
+
+def _cloud(cloud: Cloud, doc: dict) -> CloudPlaces:
+    regions = doc["regions"]
+    origin = _origin(regions, f"{cloud}.regions")
+    zones: dict[str, tuple[str, ...]] = {}
+    for region, suffixes in regions["zones"].items():
+        if not suffixes:
+            raise CatalogError(f"regions.yaml {cloud}.regions.zones.{region}: no zones")
+        zones[region] = tuple(f"{region}{s}" if cloud == "aws" else f"{region}-{s}" for s in suffixes)
+    offerings: dict[str, Offering] = {}
+    if cloud == "aws":
+        doc_off = doc["offerings"]
+        off_origin = _origin(doc_off, "aws.offerings")
+        covers = tuple(doc_off["covers"])
+        for name, places in doc_off["types"].items():
+            offerings[name] = Offering(name, "region", tuple(places), covers, off_origin)
+    else:
+        for kind in ("machine_types", "tpus"):
+            doc_off = doc["offerings"][kind]
+            off_origin = _origin(doc_off, f"gcp.offerings.{kind}")
+            for name, places in doc_off["types"].items():
+                offerings[name] = Offering(name, "zone", tuple(places), None, off_origin)
+    known_regions = set(zones)
+    known_zones = {z for zs in zones.values() for z in zs}
+    for entry in offerings.values():
+        unknown = [p for p in (*entry.places, *(entry.covers or ())) if p not in
+                   (known_regions if entry.level == "region" else known_zones | known_regions)]
+        if unknown:
+            raise CatalogError(f"regions.yaml {cloud} offerings of {entry.name}: unknown places {unknown}")
+    return CloudPlaces(cloud, zones, origin, offerings)
+
+
+@functools.lru_cache(maxsize=1)
+def load_places() -> Mapping[str, CloudPlaces]:
+    """cloud -> its regions, zones and offerings (regions.yaml)."""
+    with open(_HERE / "regions.yaml", encoding="utf-8") as fh:
+        doc = load_yaml(fh)
+    return {cloud: _cloud(cloud, doc[cloud]) for cloud in ("aws", "gcp")}
+
+
+def places(cloud: str) -> CloudPlaces:
+    return load_places()[cloud]
+
+
+__all__ = ["CloudPlaces", "Offering", "Sourced", "load_places", "places"]
