@@ -30,6 +30,10 @@ Faults, as Compute Engine shows them:
   (1,000 additions, 1,000 deletions, 100,000 bytes of record data) with 413; `dns_changes`
   counts them, `dns_calls()` gives every Cloud DNS request; `before_dns_change(fake)` runs before
   a change is carried out (a record deleted in between); rrsets.list pages at `dns_page_size`.
+- `resources`: Compute Engine path after /compute/v1/ -> the document a GET answers (zones.get,
+  machineTypes.get, regions.get with its quotas, reservations.get, images.get and
+  images.getFromFamily, in any project); any other GET of a path it does not hold is 404, as
+  Compute Engine answers for a resource that does not exist (`aicluster preflight`'s live checks).
 """
 from __future__ import annotations
 
@@ -87,6 +91,7 @@ class FakeGcp:
     answered: dict = field(default_factory=dict)               # requestId -> the first answer
     bulk_count: int = 0                                        # bulkInserts carried out
     before_bulk_insert: object = None                          # fake -> None, run first (a race)
+    resources: dict = field(default_factory=dict)              # compute path -> document GET answers
     lock: threading.Lock = field(default_factory=threading.Lock)
     _server: ThreadingHTTPServer | None = None
 
@@ -194,6 +199,8 @@ class FakeGcp:
 
     def route(self, method: str, path: str, query: dict, body):
         zone = f"/compute/v1/projects/{self.project}/zones/{self.zone}"
+        if method == "GET" and path.removeprefix("/compute/v1/") in self.resources:
+            return 200, self.resources[path.removeprefix("/compute/v1/")]
         if path == f"{zone}/instances/bulkInsert" and method == "POST":
             return self.bulk_insert(body)
         if m := re.fullmatch(re.escape(zone) + r"/operations/([^/]+)/wait", path):

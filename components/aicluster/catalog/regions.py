@@ -14,6 +14,7 @@ May import: aicluster.catalog (PyYAML) only: the policy pack loads the catalog.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Mapping
@@ -130,4 +131,54 @@ def places(cloud: str) -> CloudPlaces:
     return load_places()[cloud]
 
 
-__all__ = ["CloudPlaces", "Offering", "Sourced", "load_places", "places"]
+# --- quotas (quotas.yaml) ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VcpuQuota:
+    """One EC2 vCPU quota: its Service Quotas code and name."""
+    code: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Quotas:
+    """Which quota bounds each catalog type, and where each fact was read."""
+    aws_groups: tuple[tuple[tuple[str, ...], VcpuQuota, VcpuQuota], ...]   # (families, on-demand, spot)
+    aws_vcpu: Sourced
+    aws_efa: Sourced
+    aws_fsx_lustre: Sourced
+    gcp_gpu_metrics: Mapping[str, str]     # machine type -> regional quota metric
+    gcp_preemptible_prefix: str
+    gcp_gpus: Sourced
+
+    def aws_vcpu_quota(self, instance_type: str, spot: bool) -> VcpuQuota | None:
+        """The vCPU quota of an instance type's family group (p5en.48xlarge -> P, trn1n -> Trn,
+        m7i -> Standard), or None where quotas.yaml lists none (dl1, hpc7g, ...)."""
+        letters = re.match(r"[a-z]*", instance_type).group()
+        for families, on_demand, spot_quota in self.aws_groups:
+            if letters in families:
+                return spot_quota if spot else on_demand
+        return None
+
+    def gcp_gpu_metric(self, machine_type: str, preemptible: bool) -> str | None:
+        metric = self.gcp_gpu_metrics.get(machine_type)
+        if metric is None:
+            return None
+        return self.gcp_preemptible_prefix + metric if preemptible else metric
+
+
+@functools.lru_cache(maxsize=1)
+def load_quotas() -> Quotas:
+    with open(_HERE / "quotas.yaml", encoding="utf-8") as fh:
+        doc = load_yaml(fh)
+    vcpu = doc["aws"]["vcpu"]
+    groups = tuple((tuple(g["families"]), VcpuQuota(g["on_demand"], g["on_demand_name"]),
+                    VcpuQuota(g["spot"], g["spot_name"])) for g in vcpu["groups"])
+    gpus = doc["gcp"]["gpus"]
+    return Quotas(groups, _origin(vcpu, "aws.vcpu"), _origin(doc["aws"]["efa"], "aws.efa"),
+                  _origin(doc["aws"]["fsx_lustre"], "aws.fsx_lustre"), dict(gpus["metrics"]),
+                  gpus["preemptible_prefix"], _origin(gpus, "gcp.gpus"))
+
+
+__all__ = ["CloudPlaces", "Offering", "Quotas", "Sourced", "VcpuQuota", "load_places", "load_quotas", "places"]
