@@ -7,6 +7,7 @@ copied stack file, its components import, and `import components` fails.
 """
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -30,7 +31,7 @@ def test_every_code_folder_is_a_listed_package_and_the_data_folders_ship():
     listed = set(setup["packages"])
     code = {".".join(p.parent.relative_to(SOURCE_ROOT).parts) for p in SOURCE_ROOT.rglob("__init__.py")
             if "__pycache__" not in p.parts}
-    ours = {p for p in listed if not p.startswith(("aicluster.templates", "aicluster.policies"))}
+    ours = {p for p in listed if not p.startswith(("aicluster.templates", "aicluster.policies", "aicluster.stacks"))}
     # Data folders inside the package (aicluster.node.bin: the node programs installed as they are)
     # are listed too, without an __init__, and ship all their files as package data.
     data = {p for p in ours if not SOURCE_ROOT.joinpath(*p.split("."), "__init__.py").exists()}
@@ -40,7 +41,8 @@ def test_every_code_folder_is_a_listed_package_and_the_data_folders_ship():
             for p in (ROOT / "policies").rglob("__init__.py") if "__pycache__" not in p.parts}
     assert pack <= listed, f"policy pack folders missing from packages: {sorted(pack - listed)}"
     assert setup["package-dir"] == {"": "components", "aicluster.templates": "templates",
-                                    "aicluster.policies": "policies"}
+                                    "aicluster.policies": "policies", "aicluster.stacks": "stacks"}
+    assert "aicluster.stacks" in listed and setup["package-data"]["aicluster.stacks"] == ["Pulumi.*.yaml"]
     assert not (SOURCE_ROOT / "__init__.py").exists(), "components/ is a source root, not a package"
     assert (SOURCE_ROOT / "aicluster" / "py.typed").is_file()
 
@@ -63,7 +65,7 @@ def installed(tmp_path_factory) -> Path:
     source.mkdir()
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, source / name)
-    for folder in ("components", "templates", "policies"):
+    for folder in ("components", "templates", "policies", "stacks"):
         shutil.copytree(ROOT / folder, source / folder,
                         ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc"))
     build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
@@ -102,6 +104,34 @@ def test_the_wheel_plans_and_checks_a_copied_stack_outside_the_checkout(installe
                            capture_output=True, text=True, timeout=300)
     assert check.returncode == 0, check.stdout[-2000:] + check.stderr[-2000:]   # the policy pack shipped
     assert "AIC-NET-001" in check.stdout
+
+
+def test_aicluster_new_projects_plan_from_the_wheel_outside_the_checkout(installed, tmp_path):
+    """The done-when of `aicluster new`: an example stack shipped in the wheel becomes a project of
+    its own, and `aicluster plan` (no arguments) inside it plans that project's stack."""
+    aicluster = installed.parent / "aicluster"
+    shipped = _run(installed, tmp_path, "-c", "from aicluster.commands.stacks import examples_dir, example_names; "
+                                              "print(examples_dir()); print(' '.join(example_names()))")
+    assert shipped.returncode == 0, shipped.stderr
+    folder, names = shipped.stdout.splitlines()
+    assert str(ROOT) not in folder and "site-packages" in folder, folder
+    assert names.split() == sorted(p.name[len("Pulumi."):-len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+    for stack, cloud in (("aws-p4d-small", "aws"), ("gcp-a3mega-slurm", "gcp")):
+        new = subprocess.run([str(aicluster), "new", f"proj-{stack}", "--stack", stack], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=300)
+        assert new.returncode == 0, new.stdout[-2000:] + new.stderr[-2000:]
+        project = tmp_path / f"proj-{stack}"
+        pin = f"aicluster=={_pyproject()['project']['version']}"
+        assert pin in (project / "requirements.txt").read_text().splitlines()      # the wheel's own version
+        plan = subprocess.run([str(aicluster), "plan", "--format", "json"], cwd=project,
+                              capture_output=True, text=True, timeout=300)
+        assert plan.returncode == 0, plan.stdout[-2000:] + plan.stderr[-2000:]
+        doc = json.loads(plan.stdout)
+        assert doc["stack"] == stack and doc["cluster"]["cloud"] == cloud
+        # `pulumi up` would run this very program: its __main__.py imports the installed package.
+        main = _run(installed, project, "-c", "import ast, pathlib; ast.parse(pathlib.Path('__main__.py').read_text()); "
+                                               "import aicluster.cluster as c; print(c.__file__)")
+        assert main.returncode == 0 and str(ROOT) not in main.stdout, main.stdout + main.stderr
 
 
 def test_the_wheel_exports_components_and_no_top_level_components(installed, tmp_path):

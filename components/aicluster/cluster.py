@@ -60,7 +60,23 @@ def build_cluster(spec: ClusterSpec) -> ClusterDesign:
     for key, value in outputs.items():
         pulumi.export(key, value)
     pulumi.export("hostlists", {p.name: p.hostlist for p in design.pools})
+    pulumi.export("access", access_facts(design, pulumi.Config("gcp").get("project") if design.cloud == "gcp" else None))
     return design
+
+
+def access_facts(design: ClusterDesign, gcp_project: str | None = None) -> dict:
+    """What `aicluster status` needs to say how to log in (commands/deploy.py): the cluster's
+    cloud, scheduler, name, region and zone, the Slurm head node's hostname (its instance name
+    on GCP, its Name tag on AWS), and the GCP project."""
+    from aicluster.render.slurm_files import head_hostname
+
+    facts = {"cluster": design.name, "cloud": design.cloud, "scheduler": design.scheduler,
+             "region": design.region, "zone": design.zone}
+    if design.slurm is not None:
+        facts["head"] = head_hostname(design.name)
+    if gcp_project:
+        facts["project"] = gcp_project
+    return facts
 
 
 def check_provider_region(spec: ClusterSpec, provider_region: str | None) -> None:

@@ -12,7 +12,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from aicluster.errors import Problem, SpecError
 
@@ -88,8 +88,113 @@ def pulumi_cli() -> str:
     return found
 
 
+# Where Pulumi keeps state and how it encrypts secrets (README.md, "Deploying for real").
+LOGIN_HINT = ("log in to a backend once: `pulumi login` (Pulumi Cloud), `pulumi login --local` (state in "
+              "~/.pulumi) or `pulumi login file://DIR` (s3://BUCKET, gs://BUCKET)")
+PASSPHRASE_HINT = ("PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE, a file holding it) in the "
+                   "environment: a local backend (`pulumi login --local`, file://, s3://, gs://, azblob://) "
+                   "encrypts the stack's secrets with this passphrase; keep it, without it they cannot be read again")
+_SELF_MANAGED = ("file://", "s3://", "gs://", "azblob://")
+
+
+def backend_url(project_dir: Path, env: Mapping[str, str] | None = None) -> str | None:
+    """The backend the Pulumi CLI will use for this project: PULUMI_BACKEND_URL, else Pulumi.yaml's
+    `backend.url`, else the one `pulumi login` saved (PULUMI_HOME or ~/.pulumi/credentials.json);
+    None when there is none (not logged in)."""
+    import json
+
+    import yaml
+
+    env = os.environ if env is None else env
+    if env.get("PULUMI_BACKEND_URL"):
+        return env["PULUMI_BACKEND_URL"]
+    try:
+        project = yaml.safe_load((project_dir / "Pulumi.yaml").read_text())
+    except (OSError, yaml.YAMLError):
+        project = None
+    backend = project.get("backend") if isinstance(project, dict) else None
+    if isinstance(backend, dict) and isinstance(backend.get("url"), str):
+        return backend["url"]
+    home = Path(env["PULUMI_HOME"]) if env.get("PULUMI_HOME") else Path(env.get("HOME", "~")).expanduser() / ".pulumi"
+    try:
+        current = json.loads((home / "credentials.json").read_text()).get("current")
+    except (OSError, ValueError, AttributeError):
+        current = None
+    return current if isinstance(current, str) and current else None
+
+
+def check_backend(ref: StackRef, env: Mapping[str, str] | None = None) -> None:
+    """Refuse, before the CLI is run, what would fail inside it with a less helpful message: no
+    backend at all, or a self-managed backend whose passphrase is not in the environment."""
+    env = os.environ if env is None else env
+    url = backend_url(ref.project_dir, env)
+    if url is None and not env.get("PULUMI_ACCESS_TOKEN"):
+        raise SpecError([Problem("pulumi login", None, LOGIN_HINT)], subject="environment")
+    if url is None or not url.startswith(_SELF_MANAGED):
+        return
+    provider = _secrets_provider(stack_file(ref))
+    if provider not in (None, "passphrase"):
+        return          # awskms://, gcpkms://, ...: no passphrase involved
+    if "PULUMI_CONFIG_PASSPHRASE" not in env and "PULUMI_CONFIG_PASSPHRASE_FILE" not in env:
+        raise SpecError([Problem("PULUMI_CONFIG_PASSPHRASE", None, f"{PASSPHRASE_HINT} (backend {url})")],
+                        subject="environment")
+
+
+def _secrets_provider(path: Path) -> str | None:
+    import yaml
+
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    value = doc.get("secretsprovider") if isinstance(doc, dict) else None
+    return value if isinstance(value, str) else None
+
+
+class StackCommandFailed(Exception):
+    """A Pulumi command ran and failed (the cloud refused, a resource failed): exit 1 with
+    Pulumi's own message, no traceback. Bad input and a missing CLI, backend or passphrase are
+    SpecErrors (exit 2) instead."""
+
+
+def call(action: str, ref: StackRef, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """fn(*args, **kwargs), an automation call for `pulumi <action>` on `ref`, with its errors
+    made the CLI's: SpecError for what the user must set up, StackCommandFailed for the rest."""
+    from pulumi.automation import errors
+
+    try:
+        return fn(*args, **kwargs)
+    except errors.StackNotFoundError:
+        raise SpecError([Problem("--stack", ref.stack, f"a stack that exists in the backend: the project in "
+                                                       f"{ref.project_dir} has no stack {ref.stack} there yet "
+                                                       "(`aicluster up` creates it)")], subject="argument") from None
+    except errors.CommandError as exc:
+        text = str(exc)
+        if "passphrase" in text.lower():
+            raise SpecError([Problem("PULUMI_CONFIG_PASSPHRASE", None, PASSPHRASE_HINT)],
+                            subject="environment") from None
+        if "PULUMI_ACCESS_TOKEN" in text or "pulumi login" in text:
+            raise SpecError([Problem("pulumi login", None, LOGIN_HINT)], subject="environment") from None
+        raise StackCommandFailed(f"pulumi {action} failed for stack {ref.stack} ({ref.project_dir}):"
+                                 f"{_tail(text)}") from None
+
+
+def _tail(text: str, lines: int = 40) -> str:
+    kept = text.strip().splitlines()[-lines:]
+    return "\n" + "\n".join(kept) if kept else ""
+
+
+def deployed_resources(stack: Any, ref: StackRef) -> list[dict]:
+    """The resources in the stack's state (`pulumi stack export`): none before its first up."""
+    state = call("stack export", ref, stack.export_stack)
+    deployment = getattr(state, "deployment", None) or {}
+    resources = deployment.get("resources") if isinstance(deployment, Mapping) else None
+    return [r for r in resources or () if isinstance(r, Mapping)]
+
+
 def _real_opener(ref: StackRef, create: bool) -> Any:
     pulumi_cli()
+    check_backend(ref)
     from pulumi import automation
 
     if create:
@@ -103,5 +208,7 @@ STACK_OPENER: Callable[[StackRef, bool], Any] = _real_opener
 
 
 def open_stack(ref: StackRef, create: bool = False) -> Any:
-    """The automation Stack for `ref`: selected, or created when `create` (the first `up`)."""
-    return STACK_OPENER(ref, create)
+    """The automation Stack for `ref`: selected, or created when `create` (the first `up`). A
+    stack that does not exist (without `create`), a missing login or passphrase are SpecErrors;
+    another Pulumi failure is StackCommandFailed."""
+    return call("stack select", ref, STACK_OPENER, ref, create)
