@@ -170,6 +170,16 @@ def test_a_gcp_stack_without_a_real_project_exits_2_before_pulumi(tmp_path, monk
     assert fake.calls == []
 
 
+def test_a_project_without_its_virtualenv_says_how_to_make_it(tmp_path, monkeypatch, fake, capsys):
+    folder = _project(tmp_path, monkeypatch)
+    (folder / "Pulumi.yaml").write_text("name: proj\nruntime:\n  name: python\n  options:\n    virtualenv: venv\n")
+    assert cli.main(["up"]) == 2
+    assert "python -m venv venv" in capsys.readouterr().err
+    assert fake.calls == []
+    (folder / "venv").mkdir()
+    assert cli.main(["preview"]) == 0 and fake.calls[-1] == "preview"
+
+
 def test_without_the_pulumi_cli_up_exits_2_with_the_install_hint(tmp_path, monkeypatch, capsys):
     _project(tmp_path, monkeypatch)
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))

@@ -138,3 +138,13 @@ def test_a_project_with_two_stacks_asks_which(tmp_path, capsys, monkeypatch):
     assert _plan_json(capsys, monkeypatch, folder, "--stack", "second")["stack"] == "second"
     # An example stack the project lacks is still there by name.
     assert _plan_json(capsys, monkeypatch, folder, "--stack", "gcp-a3mega-slurm")["stack"] == "gcp-a3mega-slurm"
+
+
+def test_secrets_of_another_stack_are_not_copied(tmp_path, capsys):
+    source = tmp_path / "Pulumi.old.yaml"
+    config = {"aws:region": "us-east-1", "aicluster:cluster": {**AWS_MIN, "name": "old"},
+              "token": {"secure": "v1:abcdef"}}
+    source.write_text(yaml.safe_dump({"encryptionsalt": "v1:salt", "config": config}))
+    assert cli.main(["new", str(tmp_path / "proj"), "--from", str(source)]) == 2
+    assert "config.token" in capsys.readouterr().err
+    assert not (tmp_path / "proj").exists()

@@ -63,6 +63,7 @@ def deploy(args: argparse.Namespace, *, preview: bool) -> int:
     ref = automation.stack_ref(args)
     result = _plan_offline(ref)
     _check_gcp_project(result.stack.config, result.spec)
+    _check_virtualenv(ref)
     print(f"planned {ref.stack} offline: {len(result.plan.resources)} resources "
           f"({result.spec.cloud} {result.spec.region}, {result.spec.scheduler}); "
           f"{'previewing' if preview else 'deploying'} with Pulumi", flush=True)
@@ -108,6 +109,23 @@ def _check_gcp_project(config: Mapping[str, Any], spec: Any) -> None:
         raise SpecError([Problem("gcp:project", project, "your Google Cloud project: `pulumi config set gcp:project "
                                                          "ID` in the project folder, or edit the stack file")],
                         subject="stack config")
+
+
+def _check_virtualenv(ref: StackRef) -> None:
+    """Pulumi runs the program in Pulumi.yaml's `runtime.options.virtualenv` and stops when that
+    folder is missing; say how to make it before Pulumi is started."""
+    import yaml
+
+    try:
+        project = yaml.safe_load((ref.project_dir / "Pulumi.yaml").read_text())
+        venv = project["runtime"]["options"]["virtualenv"]
+    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        return
+    if isinstance(venv, str) and venv and not (ref.project_dir / venv).is_dir():
+        raise SpecError([Problem("runtime.options.virtualenv", venv,
+                                 f"a virtual environment with aicluster installed, which Pulumi runs the program in: "
+                                 f"in {ref.project_dir}, `python -m venv {venv} && {venv}/bin/pip install -r "
+                                 "requirements.txt` (or `pulumi install`)")], subject="Pulumi project")
 
 
 def _preflight(stack_config: Any) -> bool:

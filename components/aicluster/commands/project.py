@@ -130,6 +130,12 @@ def _stack_config(config: dict[str, Any], spec: Any) -> dict[str, Any]:
     (gcp:project, ...), and the spec last."""
     from aicluster.commands.stacks import SPEC_KEY
 
+    encrypted = sorted(k for k, v in config.items() if isinstance(v, dict) and "secure" in v)
+    if encrypted:    # encrypted with the source stack's key: the new stack could not read them
+        raise SpecError([Problem(f"config.{k}", "secure: ...", "a plain value: secrets encrypted for another stack "
+                                                               "cannot be copied; leave them out and set them in the "
+                                                               "new project with `pulumi config set --secret`")
+                         for k in encrypted], subject="stack file")
     out: dict[str, Any] = {f"{spec.cloud}:region": spec.region}
     out.update((k, v) for k, v in config.items() if k != SPEC_KEY)
     out[SPEC_KEY] = config[SPEC_KEY]
