@@ -55,6 +55,7 @@ class KubernetesAccess:
     roles: tuple[str, ...]
     note: str
     source: str
+    summary: str = ""           # one line for the plan
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,7 @@ def parse_table(doc: dict) -> DeployerTable:
                 for p, e in aws["services"].items()}
     access = {platform: KubernetesAccess(_action_names(_strings(e, "actions", f"kubernetes.access.{platform}"), platform),
                                          _strings(e, "roles", f"kubernetes.access.{platform}"), str(e.get("note", "")),
-                                         _sourced(e, f"kubernetes.access.{platform}"))
+                                         _sourced(e, f"kubernetes.access.{platform}"), str(e.get("summary", "")))
               for platform, e in k8s["access"].items()}
     table = DeployerTable(
         checked=str(doc["checked"]),

@@ -25,6 +25,7 @@ from aicluster.commands.out_dir import OutDir, write_tree
 from aicluster.perf import Estimate
 from aicluster.commands.planner import PlanResult
 from aicluster.design.workload import estimate_design
+from aicluster.design import deployer_permissions as deployer
 
 _NOT_YET: dict[str, str] = {}
 
@@ -162,6 +163,9 @@ def text(result: PlanResult) -> list[str]:
         "",
         "Policy pack (aicluster check, pack defaults)",
         *["  " + line for line in verdict_lines(_verdicts(result))],
+        "",
+        f"Deployer permissions (what pulumi up/destroy need; {deployer_file(result)} with --out DIR)",
+        *["  " + line for line in deployer.summary_lines(deployer_permissions(result))],
     ]
     if result.files:
         lines += ["", "Rendered files (written with --out DIR)", *[f"  {name}" for name in sorted(result.files)]]
@@ -226,6 +230,11 @@ def markdown(result: PlanResult) -> list[str]:
         "",
         *verdict_table(_verdicts(result)),
         "",
+        "### Deployer permissions",
+        "",
+        *[f"- {line}" for line in deployer.summary_lines(deployer_permissions(result))],
+        f"- written as `{deployer_file(result)}` with `--out DIR` (docs/deployer-permissions.md)",
+        "",
         *([f"_Note: {_NOT_YET[d.scheduler]}._"] if d.scheduler in _NOT_YET else []),
     ]
 
@@ -271,6 +280,7 @@ def to_json(result: PlanResult) -> dict[str, Any]:
         "files": sorted(result.files),
         **({"kubernetes": _kubernetes_json(d)} if d.kubernetes else {}),
         "critical_path": _critical_path(result).to_json(),
+        "deployer_permissions": {"file": deployer_file(result), **deployer_permissions(result).to_json()},
     }
 
 
@@ -482,4 +492,23 @@ def write_outputs(result: PlanResult, out: Path | OutDir) -> list[Path]:
     replaced whole, an earlier plan's leftovers removed, a folder of someone else's files refused)."""
     files = {"plan.json": json.dumps(to_json(result), indent=2, sort_keys=True) + "\n"}
     files.update(sorted(result.files.items()))
+    files[deployer_file(result)] = deployer_file_text(result)
     return write_tree(out, files)
+
+
+# ---------------------------------------------------------------- the deployer's permissions
+
+
+def deployer_permissions(result: PlanResult) -> deployer.DeployerPermissions:
+    """What `pulumi up`, `preview`, `refresh` and `destroy` of this plan need (docs/deployer-permissions.md)."""
+    return deployer.for_plan(result.plan, result.design)
+
+
+def deployer_file(result: PlanResult) -> str:
+    """AWS: deployer-policy.json (IAM policy documents); GCP: deployer-roles.json (roles to bind)."""
+    return "deployer-policy.json" if result.design.cloud == "aws" else "deployer-roles.json"
+
+
+def deployer_file_text(result: PlanResult) -> str:
+    perms = deployer_permissions(result)
+    return deployer.policy_file(perms) if perms.cloud == "aws" else deployer.roles_file(perms)

@@ -36,6 +36,7 @@ class DeployerPermissions:
     limit_policies: int = 0                     # AWS: managed policies per role quota
     roles: Mapping[str, tuple[str, ...]] = field(default_factory=dict)   # GCP: role -> the types that need it
     kubernetes: str = ""                        # how the deployer reaches the cluster's API ("" without one)
+    kubernetes_summary: str = ""
     wildcards: tuple[str, ...] = ()             # where Resource "*" remains, and why
     role_prefix: str = ""                       # AWS: the role names the policy reaches ("" = every role)
 
@@ -129,7 +130,8 @@ def _gcp(table: DeployerTable, cluster: str, region: str, types: tuple[str, ...]
             roles.setdefault(role, set()).add("kubernetes (in-cluster objects)")
         kubernetes = access.note
     return DeployerPermissions("gcp", cluster, region, types, missing,
-                               roles={r: tuple(sorted(ts)) for r, ts in sorted(roles.items())}, kubernetes=kubernetes)
+                               roles={r: tuple(sorted(ts)) for r, ts in sorted(roles.items())}, kubernetes=kubernetes,
+                               kubernetes_summary=table.kubernetes_access["gke"].summary if kubernetes else "")
 
 
 def _prefix(cluster: str, role_names: tuple[str, ...]) -> str:
@@ -195,7 +197,8 @@ def _aws(table: DeployerTable, cluster: str, region: str, types: tuple[str, ...]
     wildcards = _wildcards(table, anywhere, prefix, cluster)
     return DeployerPermissions("aws", cluster, region, types, missing, tuple(actions), tuple(documents),
                                tuple(policy_chars(d) for d in documents), limit_chars, limit_policies,
-                               kubernetes=kubernetes, wildcards=wildcards, role_prefix=prefix)
+                               kubernetes=kubernetes, wildcards=wildcards, role_prefix=prefix,
+                               kubernetes_summary=table.kubernetes_access[_EKS_KUBERNETES].summary if kubernetes else "")
 
 
 def _wildcards(table: DeployerTable, anywhere: Mapping[str, set[str]], prefix: str, cluster: str) -> tuple[str, ...]:
@@ -267,6 +270,6 @@ def summary_lines(p: DeployerPermissions) -> list[str]:
     else:
         lines += [f"{len(p.roles)} predefined roles on the project (deployer-roles.json): {', '.join(p.roles)}"]
     if p.kubernetes:
-        lines.append("Kubernetes: " + p.kubernetes.split(":")[0])
+        lines.append("Kubernetes: " + (p.kubernetes_summary or p.kubernetes))
     lines += [f"problem: {x}" for x in p.problems()]
     return lines
