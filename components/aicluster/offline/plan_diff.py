@@ -386,8 +386,8 @@ def _cascade(changes: dict[str, ResourceChange], old: Mapping[str, Any], old_by_
                            f"{', '.join(forced)} would take its new value")
                     changes[key] = _with(change, REPLACE, changed=tuple(sorted({*change.changed, *tops})),
                                          replaced_by=(*change.replaced_by, why))
-                elif change.action == SAME:
-                    changes[key] = _with(change, UPDATE, changed=tuple(sorted(tops)))
+                elif change.action in (SAME, UPDATE):
+                    changes[key] = _with(change, UPDATE, changed=tuple(sorted({*change.changed, *tops})))
 
 
 def _with(change: ResourceChange, action: str, **fields: Any) -> ResourceChange:
