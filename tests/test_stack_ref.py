@@ -66,3 +66,21 @@ def test_args_through_the_shared_arguments(tmp_path):
     assert stack_ref(parser.parse_args(["-C", str(root)])) == StackRef(root.resolve(), "prod")
     with pytest.raises(SpecError, match="--cwd"):
         stack_ref(parser.parse_args(["-C", str(tmp_path / "missing")]))
+
+
+def test_the_default_stack_is_the_clis():
+    """`aicluster plan` with no FILE or --stack asks read_stack for cli.DEFAULT_STACK; inside a
+    project of one's own that means the project's one stack (stacks._stack_path)."""
+    from aicluster import cli
+
+    assert stacks.DEFAULT_STACK == cli.DEFAULT_STACK
+
+
+def test_an_example_stack_is_reachable_from_a_users_project(tmp_path, monkeypatch):
+    root = _project(tmp_path / "proj")
+    monkeypatch.chdir(root)
+    assert stacks.stack_names() == ["prod"]
+    assert stacks.read_stack("aws-p4d-small").path == stacks.examples_dir() / "Pulumi.aws-p4d-small.yaml"
+    assert stacks.read_stack(stacks.DEFAULT_STACK).path == root.resolve() / "Pulumi.prod.yaml"
+    with pytest.raises(SpecError, match="did you mean prod"):
+        stacks.read_stack("prodd")

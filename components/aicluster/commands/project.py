@@ -183,8 +183,8 @@ def project_files(project: str, stack: str, config: dict[str, Any], spec: Any) -
         "runtime": {"name": "python", "options": {"toolchain": "pip", "virtualenv": ".venv"}},
         "main": "__main__.py",
     }, sort_keys=False)
-    stack_yaml = (f"# Stack {stack}: the cluster spec is `aicluster:cluster` (docs/spec-reference.md, "
-                  "`aicluster schema`).\n# Plan it offline with `aicluster plan`; deploy with `aicluster up`.\n"
+    stack_yaml = (f"# Stack {stack}: the cluster spec is `aicluster:cluster` (its keys: `aicluster schema "
+                  "--format markdown`).\n# Plan it offline with `aicluster plan`; deploy with `aicluster up`.\n"
                   + yaml.safe_dump({"config": config}, sort_keys=False, default_flow_style=False, width=100))
     requirements = f"aicluster=={version}\n"
     if where:
