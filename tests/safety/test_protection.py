@@ -4,6 +4,10 @@ replacing or deleting it (docs/data-safety.md, "Replacing a protected resource o
 Every stateful resource (components/aicluster/design/stateful.py) of every stack carries `protect` and
 `retain_on_delete` on the resource itself (mocks and the policy engine do not see inherited
 options). The one opt-out is a filesystem whose spec entry says `protect: false` (scratch).
+
+The rule with `on_delete` (spec/teardown.py, docs/teardown.md): `protect` stays on whatever the
+policy says (a plain `pulumi destroy` is refused; only `aicluster destroy` unprotects, and only
+what the policy allows); `retain_on_delete` is on exactly under `retain`, the default.
 """
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import pytest
 
 from aicluster.design.stateful import STATEFUL_TYPES, stateful_kind, stateful_resources
 from tests.support.stack_plans import STACK_NAMES, plan_with_spec, stack_plan, stack_spec_data
+from tests.support.on_delete import with_policy
 from tests.support.replacement import differences
 
 
@@ -88,3 +93,27 @@ def test_the_stateful_table_names_real_provider_types():
             cls_name = resource[0].upper() + resource[1:]
             owner = getattr(sdk, module) if module != "index" else sdk
             assert hasattr(owner, cls_name), f"{kind}: {token} is not a {packages[package]} resource"
+
+
+
+@pytest.mark.parametrize("policy", ["retain", "snapshot", "delete"])
+@pytest.mark.parametrize("stack", STACK_NAMES)
+def test_on_delete_decides_retain_and_never_protect(stack, policy):
+    """Under every policy each stateful resource stays protected; retained only under retain (the
+    slurmdbd password stays while the database it opens does: it follows the database)."""
+    spec = with_policy(stack_spec_data(stack), policy)
+    plan = plan_with_spec(stack, spec)
+    wrong = [f"{r.name} ({r.type}): protect={r.protect} retain_on_delete={r.retain_on_delete}"
+             for r in stateful_resources(plan.resources) if not _opted_out(r, spec)
+             and (not r.protect or r.retain_on_delete != (policy == "retain" or _kept_anyway(r, spec)))]
+    assert not wrong, "\n".join(wrong)
+
+
+def _kept_anyway(resource, spec: dict) -> bool:
+    """What stays under every policy: a control plane (EKS, GKE: no on_delete of its own) and
+    the slurmdbd password while the managed database it opens is retained."""
+    if stateful_kind(resource.type, resource.inputs) == "control-plane":
+        return True
+    slurm = spec.get("slurm") or {}
+    return "-slurmdbd" in resource.name and "-slurm-" in resource.name and \
+        slurm.get("accounting") == "managed" and slurm.get("accounting_on_delete", "retain") == "retain"

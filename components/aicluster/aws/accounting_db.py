@@ -121,8 +121,11 @@ class SlurmdbdDatabase(pulumi.ComponentResource):
             multi_az=False,
             backup_retention_period=db.backups,
             copy_tags_to_snapshot=True,
-            deletion_protection=True,
-            skip_final_snapshot=False,
+            # slurm.accounting_on_delete (docs/teardown.md): RDS's own deletion protection only under
+            # retain (else `aicluster destroy` could not delete it); a final snapshot unless delete.
+            # All three are ModifyDBInstance / delete-time fields: changed in place.
+            deletion_protection=db.on_delete == "retain",
+            skip_final_snapshot=db.on_delete == "delete",
             final_snapshot_identifier=f"{context.name}-slurmdbd-final",
             auto_minor_version_upgrade=True,
             apply_immediately=False,
@@ -132,7 +135,8 @@ class SlurmdbdDatabase(pulumi.ComponentResource):
             tags=tags,
             # A later password is set in place; the database itself is never replaced by an edit.
             # The log groups first: RDS would otherwise create them, never expiring.
-            opts=pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True, depends_on=log_groups),
+            opts=pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=db.on_delete == "retain",
+                                        depends_on=log_groups),
         )
         self.address = instance.address
         self.register_outputs({"address": instance.address, "identifier": instance.identifier})

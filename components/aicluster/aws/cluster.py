@@ -69,7 +69,8 @@ def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
         context=design.context, log_streams=log_streams(kubernetes=bool(design.kubernetes)),
         # AMP evaluates the alert rules on what the agents send: the in-cluster collector on EKS,
         # every Slurm VM's own agent (slurm_monitoring) on Slurm.
-        rules_yaml=rules_yaml(monitoring_design(design)), alert_emails=design.alert_emails))
+        rules_yaml=rules_yaml(monitoring_design(design)), alert_emails=design.alert_emails,
+        on_delete=design.metrics_on_delete))
     filesystems = [
         # EFS: the shared /home (aws/home.py), mounted by everything in the nodes' group (compute,
         # head, login); spec.py allows it on Slurm clusters only.

@@ -106,7 +106,10 @@ class HomeFilesystem(pulumi.ComponentResource):
             )
 
         # Set on the resource itself (mocks and policies do not see inherited options).
-        stateful = pulumi.ResourceOptions(parent=self, protect=fs.protect, retain_on_delete=fs.protect)
+        # on_delete (docs/teardown.md): retained only under `retain`; `snapshot` is an AWS Backup job
+        # that `aicluster destroy` starts and waits for before it deletes the filesystem.
+        stateful = pulumi.ResourceOptions(parent=self, protect=fs.protect,
+                                          retain_on_delete=fs.protect and fs.on_delete == "retain")
         filesystem = aws.efs.FileSystem(
             f"{name}-fs",
             # Fixed per cluster and filesystem: a retried create returns the same filesystem.

@@ -127,11 +127,14 @@ class ObservabilityBackendArgs:
     rules_yaml: the Prometheus rule groups AMP evaluates (`alert_rules.rules_yaml`). Default None:
         no rule groups namespace.
     alert_emails: addresses subscribed to the alerts topic by e-mail (`ClusterDesign.alert_emails`).
+    on_delete: monitoring.on_delete (`ClusterDesign.metrics_on_delete`), retain or delete: whether
+        `aicluster destroy` keeps the workspace and the alerts key (both protected either way).
     """
     context: ClusterContext
     log_streams: Sequence[str]
     rules_yaml: str | None = None
     alert_emails: Sequence[str] = ()
+    on_delete: str = "retain"
 
 
 class ObservabilityBackend(pulumi.ComponentResource):
@@ -146,10 +149,10 @@ class ObservabilityBackend(pulumi.ComponentResource):
         super().__init__("aicluster:aws:ObservabilityBackend", name, None, opts)
         context = args.context
         child = pulumi.ResourceOptions(parent=self)
+        # Set on the resource itself (mocks and policies see only what is set here).
+        keep = pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=args.on_delete == "retain")
         workspace = aws.amp.Workspace(
-            f"{name}-workspace", alias=context.name, tags=context.labels("metrics"),
-            # Set on the resource itself (mocks and policies see only what is set here).
-            opts=pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True))
+            f"{name}-workspace", alias=context.name, tags=context.labels("metrics"), opts=keep)
         groups = {stream: aws.cloudwatch.LogGroup(
             f"{name}-{stream}", name=log_group_name(context.name, stream), retention_in_days=LOG_RETENTION_DAYS,
             tags=context.labels("logs"), opts=child) for stream in args.log_streams}
@@ -161,7 +164,7 @@ class ObservabilityBackend(pulumi.ComponentResource):
             f"{name}-alerts-key", description=f"aicluster {context.name}: encrypts the alerts topic",
             enable_key_rotation=True, deletion_window_in_days=30,
             policy=workspace.arn.apply(lambda arn: json.dumps(alert_key_policy(arn), sort_keys=True)),
-            tags=context.labels("alerts"), opts=pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True))
+            tags=context.labels("alerts"), opts=keep)
         topic = aws.sns.Topic(f"{name}-alerts", name=f"aicluster-{context.name}-alerts", kms_master_key_id=key.arn,
                               tags=context.labels("alerts"), opts=child)
         topic_policy = aws.sns.TopicPolicy(

@@ -291,7 +291,9 @@ class SlurmController(SlurmControllerShape):
             metadata_options=aws.ec2.InstanceMetadataOptionsArgs(
                 http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1),
             user_data=user_data,
-            disable_api_termination=True,
+            # slurm.head_node.on_delete (docs/teardown.md): termination protection only under retain,
+            # else `aicluster destroy` could not terminate it (ModifyInstanceAttribute: in place).
+            disable_api_termination=slurm.head_on_delete == "retain",
             tags={**head_tags, "Name": head_hostname(cluster.name)},
             volume_tags=head_tags,
             # The instance reports the AMI it was launched with: "ami" is ignored so the provider never
@@ -299,7 +301,8 @@ class SlurmController(SlurmControllerShape):
             # version (a bigger root volume) is for a new head node; the provider would replace this
             # one for it (`launch_template` forces a new instance), so it is ignored too.
             # Its first boot reads the bucket: the read permission exists before it is launched.
-            opts=pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True, depends_on=[head_read],
+            opts=pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=slurm.head_on_delete == "retain",
+                                        depends_on=[head_read],
                                         ignore_changes=["ami", "launchTemplate"]),
         )
         self.controller_addr = head.private_ip

@@ -36,6 +36,13 @@ class LustreFilesystemArgs:
     security_group_id: pulumi.Input[str]
 
 
+def final_backup_skipped(fs: StorageDesign) -> bool:
+    """FSx's skip_final_backup: a final backup where FSx takes one (persistent, not linked to S3),
+    except under on_delete `delete`."""
+    persistent = (fs.deployment_type or "").startswith("PERSISTENT")
+    return fs.on_delete == "delete" or not (persistent and fs.import_path is None)
+
+
 class LustreFilesystem(pulumi.ComponentResource):
     file_system_id: pulumi.Output[str]
     mount: pulumi.Output[Mount]
@@ -46,8 +53,10 @@ class LustreFilesystem(pulumi.ComponentResource):
         tags = cluster.labels("storage")
         persistent = (fs.deployment_type or "").startswith("PERSISTENT")
         linked = fs.import_path is not None
-        # Set on the resource itself (mocks and policies do not see inherited options).
-        stateful = pulumi.ResourceOptions(parent=self, protect=fs.protect, retain_on_delete=fs.protect)
+        # Set on the resource itself (mocks and policies do not see inherited options). on_delete
+        # (docs/teardown.md): retained only under `retain`; protected whatever it says.
+        stateful = pulumi.ResourceOptions(parent=self, protect=fs.protect,
+                                          retain_on_delete=fs.protect and fs.on_delete == "retain")
 
         filesystem = aws.fsx.LustreFileSystem(
             f"{name}-fs",
@@ -64,8 +73,11 @@ class LustreFilesystem(pulumi.ComponentResource):
             # Older deployment types link S3 on the filesystem itself; PERSISTENT_2 uses a DRA.
             import_path=fs.import_path if linked and fs.deployment_type != "PERSISTENT_2" else None,
             log_configuration=aws.fsx.LustreFileSystemLogConfigurationArgs(level="WARN_ERROR"),
-            # A last backup on deletion where FSx supports one (persistent, not linked to S3).
-            skip_final_backup=not (persistent and not linked),
+            # A last backup on deletion where FSx supports one (persistent, not linked to S3), unless
+            # on_delete says delete; `snapshot` is refused by the spec where FSx has none. Both
+            # fields are read at deletion only (DeleteFileSystem's LustreConfiguration): in place.
+            skip_final_backup=final_backup_skipped(fs),
+            final_backup_tags={**tags, "Name": f"{cluster.name}-{fs.name}-final"} if fs.on_delete == "snapshot" else None,
             tags={**tags, "Name": f"{cluster.name}-{fs.name}"},
             opts=stateful,
         )
@@ -85,7 +97,7 @@ class LustreFilesystem(pulumi.ComponentResource):
                 # Deleting the link must never delete files.
                 delete_data_in_filesystem=False,
                 tags=tags,
-                opts=pulumi.ResourceOptions(parent=self, protect=fs.protect, retain_on_delete=fs.protect),
+                opts=stateful,
             )
         self.file_system_id = filesystem.id
         self.mount = pulumi.Output.all(filesystem.dns_name, filesystem.mount_name).apply(

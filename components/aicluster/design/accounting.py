@@ -8,7 +8,7 @@ it is stateless, and the head is the one host every slurmctld RPC already reache
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Mapping
 
 from aicluster.catalog.accounting_db import Qos, accounting_catalog
@@ -41,6 +41,7 @@ class AccountingDatabase:
     subnet_ids: tuple[str, ...] = ()              # aws, existing network: slurm.accounting_subnet_ids
     name: str = DATABASE_NAME
     user: str = DATABASE_USER
+    on_delete: str = "retain"                     # slurm.accounting_on_delete: retain | snapshot | delete
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,8 @@ def design_accounting(spec: "ClusterSpec", vpc_cidr: str | None) -> AccountingDe
     catalog = accounting_catalog()
     database = None
     if mode == "managed":
-        database = _aws(spec, vpc_cidr) if spec.cloud == "aws" else _gcp()
+        database = replace(_aws(spec, vpc_cidr) if spec.cloud == "aws" else _gcp(),
+                           on_delete=spec.slurm.accounting_on_delete)
     return AccountingDesign(database=database, account=catalog.account, qos=catalog.qos)
 
 

@@ -101,6 +101,7 @@ def design_cluster(spec: ClusterSpec) -> ClusterDesign:
         slurm=_design_slurm(spec, pools, network.vpc_cidr) if spec.scheduler == "slurm" else None,
         kubernetes=_design_kubernetes(spec, pools, network) if spec.scheduler == "kubernetes" else None,
         alert_emails=tuple(spec.monitoring.alert_emails),
+        metrics_on_delete=spec.monitoring.on_delete,
     )
 
 
@@ -264,6 +265,7 @@ def _design_slurm(spec: ClusterSpec, pools: tuple[PoolDesign, ...], vpc_cidr: st
         head_instance_type=head.instance_type or DEFAULT_HEAD_TYPE[spec.cloud],
         head_root_volume_gib=head.root_volume_gib,
         head_public_ip=head.public_ip,
+        head_on_delete=head.on_delete,
         login=design_login(spec.cloud, spec.slurm.login),
         settings=rendered_settings(spec.slurm.settings),
         node_image=_node_image(spec, pools),
@@ -354,17 +356,22 @@ def _gcp_network(spec: ClusterSpec, base: NetworkDesign, pools: tuple[PoolDesign
 # --- storage --------------------------------------------------------------------------------
 
 
+def _on_delete(fs: StorageSpec) -> str:
+    """What `aicluster destroy` does with the filesystem: its on_delete; an unprotected one goes with the stack."""
+    return fs.on_delete if fs.protect else "delete"
+
+
 def _design_storage(spec: ClusterSpec, index: int, fs: StorageSpec, problems: list[Problem]) -> StorageDesign | None:
     at = f"storage[{index}]"
     if fs.type == "efs":   # the shared /home (aws/home.py); spec.py refused it off aws Slurm
         # Elastic: no capacity, and no throughput counted as training data's (not a parallel filesystem).
-        return StorageDesign(fs.name, "efs", fs.mount, 0, 0, None, None, fs.protect)
+        return StorageDesign(fs.name, "efs", fs.mount, 0, 0, None, None, fs.protect, on_delete=_on_delete(fs))
     if spec.cloud == "aws":
         tier = load_catalog().fsx[fs.deployment_type]
         throughput = _fsx_throughput(tier, fs, at, problems)
         _check_fsx_capacity(tier, fs, at, problems)
         return StorageDesign(fs.name, "fsx-lustre", fs.mount, fs.capacity_gib, throughput, fs.deployment_type,
-                             fs.import_path, fs.protect)
+                             fs.import_path, fs.protect, on_delete=_on_delete(fs))
     if fs.type == "filestore":
         return _design_filestore(fs, at, problems)
     tiers = load_catalog().managed_lustre
@@ -382,7 +389,7 @@ def _design_storage(spec: ClusterSpec, index: int, fs: StorageSpec, problems: li
                                 f"at least {tier.min_capacity_gib} GiB on the {throughput} MB/s/TiB tier",
                                 str(tier.min_capacity_gib)))
     return StorageDesign(fs.name, "managed-lustre", fs.mount, fs.capacity_gib, throughput, None, fs.import_path,
-                         fs.protect)
+                         fs.protect, on_delete=_on_delete(fs))
 
 
 # Filestore for homes: the zonal tier is the cheapest that scales past 10 TiB.
@@ -397,7 +404,8 @@ def _design_filestore(fs: StorageSpec, at: str, problems: list[Problem]) -> Stor
     if not tier.capacity_allowed(fs.capacity_gib):
         problems.append(Problem(f"{at}.capacity_gib", fs.capacity_gib,
                                 f"a Filestore {tier.name} size: {tier.capacity_rule()}", str(tier.nearest(fs.capacity_gib))))
-    return StorageDesign(fs.name, "filestore", fs.mount, fs.capacity_gib, 0, None, None, fs.protect, tier.name)
+    return StorageDesign(fs.name, "filestore", fs.mount, fs.capacity_gib, 0, None, None, fs.protect, tier.name,
+                         on_delete=_on_delete(fs))
 
 
 def _fsx_throughput(tier: FsxDeploymentType, fs: StorageSpec, at: str, problems: list[Problem]) -> int:

@@ -90,6 +90,7 @@ class ClusterDesign:
     slurm: SlurmDesign | None = None
     kubernetes: KubernetesDesign | None = None
     alert_emails: tuple[str, ...] = ()      # spec monitoring.alert_emails: who the alerts are e-mailed to
+    metrics_on_delete: str = "retain"       # spec monitoring.on_delete: the metrics workspace (aws)
 
     def pool(self, name: str) -> PoolDesign:
         for pool in self.pools:

@@ -133,6 +133,9 @@ class StorageDesign:
     import_path: str | None
     protect: bool
     filestore_tier: str | None = None
+    # storage[].on_delete (spec/teardown.py): retain | snapshot | delete; an unprotected
+    # (protect: false) filesystem is deleted with the stack: "delete"
+    on_delete: str = "retain"
 
     @property
     def throughput_mbps(self) -> float:
@@ -212,6 +215,7 @@ class SlurmDesign:
     # default account and QoS (accounting_design.py); None when accounting is off
     accounting_settings: AccountingDesign | None = None
     node_image: NodeImageDesign | None = None   # slurm.node_image; None: every node installs at boot
+    head_on_delete: str = "retain"              # slurm.head_node.on_delete: retain | delete
 
     @property
     def suspend_exc_nodes(self) -> tuple[str, ...]:

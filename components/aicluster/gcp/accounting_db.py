@@ -26,6 +26,11 @@ from aicluster.design.model import ClusterContext
 from aicluster.gcp.common import labels
 
 
+# How long Cloud SQL keeps the final backup of a deleted instance (at most 365 days:
+# DatabaseInstanceSettingsFinalBackupConfigArgs.retention_days).
+FINAL_BACKUP_DAYS = 365
+
+
 @dataclass(frozen=True)
 class SlurmdbdDatabaseArgs:
     """context: the cluster's name, region and labels. database: `SlurmDesign.accounting_settings.database`
@@ -46,13 +51,18 @@ class SlurmdbdDatabase(pulumi.ComponentResource):
     def __init__(self, name: str, args: SlurmdbdDatabaseArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aicluster:gcp:SlurmdbdDatabase", name, None, opts)
         context, db = args.context, args.database
-        keep = pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True)
+        # slurm.accounting_on_delete (docs/teardown.md): kept and deletion-protected (in Pulumi and in
+        # the Cloud SQL API) only under retain; `snapshot` is Cloud SQL's final backup. All of it
+        # is patched in place (settings) or read at deletion (deletion_protection, the description).
+        retained = db.on_delete == "retain"
+        keep = pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=retained)
         instance = gcp.sql.DatabaseInstance(
             f"{name}-db",
             name=f"{context.name}-slurmdbd",
             region=context.region,
             database_version=db.engine,
-            deletion_protection=True,
+            deletion_protection=retained,
+            final_backup_description=f"aicluster {context.name}: slurmdbd's final backup" if db.on_delete == "snapshot" else None,
             settings=gcp.sql.DatabaseInstanceSettingsArgs(
                 tier=db.size,
                 edition=db.edition,
@@ -61,7 +71,9 @@ class SlurmdbdDatabase(pulumi.ComponentResource):
                 disk_type="PD_SSD",
                 disk_size=db.storage_gib,
                 disk_autoresize=True,
-                deletion_protection_enabled=True,
+                deletion_protection_enabled=retained,
+                final_backup_config=gcp.sql.DatabaseInstanceSettingsFinalBackupConfigArgs(
+                    enabled=True, retention_days=FINAL_BACKUP_DAYS) if db.on_delete == "snapshot" else None,
                 ip_configuration=gcp.sql.DatabaseInstanceSettingsIpConfigurationArgs(
                     ipv4_enabled=False, private_network=args.network_id, ssl_mode="ENCRYPTED_ONLY"),
                 backup_configuration=gcp.sql.DatabaseInstanceSettingsBackupConfigurationArgs(

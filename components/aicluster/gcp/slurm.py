@@ -207,7 +207,9 @@ class SlurmController(SlurmControllerShape):
             zone=cluster.zone,
             machine_type=slurm.head_instance_type,
             boot_disk=gcp.compute.InstanceBootDiskArgs(
-                auto_delete=False,     # slurmctld state survives an accidental deletion
+                # slurmctld state survives an accidental deletion, unless slurm.head_node.on_delete says
+                # delete (setDiskAutoDelete: in place).
+                auto_delete=slurm.head_on_delete != "retain",
                 initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
                     image=image, size=slurm.head_root_volume_gib, type="pd-balanced", labels=head_labels)),
             network_interfaces=[gcp.compute.InstanceNetworkInterfaceArgs(
@@ -217,12 +219,12 @@ class SlurmController(SlurmControllerShape):
             shielded_instance_config=gcp.compute.InstanceShieldedInstanceConfigArgs(
                 enable_secure_boot=True, enable_vtpm=True, enable_integrity_monitoring=True),
             metadata={"user-data": user_data, "enable-oslogin": "TRUE", "block-project-ssh-keys": "TRUE"},
-            deletion_protection=True,
+            deletion_protection=slurm.head_on_delete == "retain",    # in place (setDeletionProtection)
             tags=[node_tag(cluster), head_tag(cluster)],
             labels=head_labels,
             # The image family resolves to a dated image at creation: a newer Ubuntu release must
             # not replace the head node on the next `pulumi up`.
-            opts=pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True,
+            opts=pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=slurm.head_on_delete == "retain",
                                         ignore_changes=["bootDisk.initializeParams.image"]),
         )
         self.controller_addr = head.network_interfaces.apply(lambda nics: nics[0].network_ip)
@@ -235,7 +237,9 @@ def _stored_secret(cluster: ClusterContext, name: str, key: str, what: str, valu
     """A Secret Manager secret holding `value` (secret in Pulumi), protected and retained. (`what`:
     Secret Manager secrets carry no description.)"""
     secret = gcp.secretmanager.Secret(
-        name, secret_id=secret_id(cluster, key), labels=labels(cluster, "head"), deletion_protection=True,
+        # Secret Manager's deletion protection while it is kept (`opts`: the controller's on_delete choice).
+        name, secret_id=secret_id(cluster, key), labels=labels(cluster, "head"),
+        deletion_protection=bool(opts.retain_on_delete),
         replication=gcp.secretmanager.SecretReplicationArgs(auto=gcp.secretmanager.SecretReplicationAutoArgs()),
         opts=opts)
     gcp.secretmanager.SecretVersion(f"{name}-value", secret=secret.id, secret_data=pulumi.Output.secret(value),

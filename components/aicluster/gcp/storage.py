@@ -72,7 +72,8 @@ class ManagedLustre(pulumi.ComponentResource):
         cluster, fs = args.context, args.storage
         fsname = lustre_fs_name(fs.name)
         # Set on the resource itself (mocks and policies do not see inherited options).
-        stateful = pulumi.ResourceOptions(parent=self, protect=fs.protect, retain_on_delete=fs.protect,
+        stateful = pulumi.ResourceOptions(parent=self, protect=fs.protect,
+                                          retain_on_delete=fs.protect and fs.on_delete == "retain",
                                           depends_on=[args.service_access] if args.service_access else None)
         instance = gcp.lustre.Instance(
             f"{name}-fs",
@@ -124,7 +125,9 @@ class Filestore(pulumi.ComponentResource):
         super().__init__("aicluster:gcp:Filestore", name, None, opts)
         cluster, fs = args.context, args.storage
         share = filestore_share_name(fs.name)
-        stateful = pulumi.ResourceOptions(parent=self, protect=fs.protect, retain_on_delete=fs.protect,
+        # on_delete (docs/teardown.md): `snapshot` is a Filestore backup `aicluster destroy` takes first.
+        kept = fs.protect and fs.on_delete == "retain"
+        stateful = pulumi.ResourceOptions(parent=self, protect=fs.protect, retain_on_delete=kept,
                                           depends_on=[args.service_access] if args.service_access else None)
         instance = gcp.filestore.Instance(
             f"{name}-fs",
@@ -134,8 +137,9 @@ class Filestore(pulumi.ComponentResource):
             file_shares=gcp.filestore.InstanceFileSharesArgs(name=share, capacity_gb=fs.capacity_gib),
             networks=[gcp.filestore.InstanceNetworkArgs(network=args.network_name, modes=["MODE_IPV4"],
                                                         connect_mode="PRIVATE_SERVICE_ACCESS")],
-            deletion_protection_enabled=fs.protect,
-            deletion_protection_reason="aicluster: protected storage (storage[].protect)" if fs.protect else None,
+            # Filestore's own deletion protection while kept (an instance PATCH: in place).
+            deletion_protection_enabled=kept,
+            deletion_protection_reason="aicluster: protected storage (storage[].protect)" if kept else None,
             description=f"aicluster {cluster.name}: {fs.name} at {fs.mount}",
             labels=labels(cluster, "storage"),
             opts=stateful,

@@ -34,7 +34,12 @@ class SlurmControllerShape(pulumi.ComponentResource):
             raise ValueError(f"cluster {context.name!r}: a Slurm controller needs a SlurmDesign (ClusterDesign.slurm), "
                              "which only a cluster with scheduler 'slurm' has")
         self.child = pulumi.ResourceOptions(parent=self)
-        stateful = pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=True)
+        # Protected always; kept by `aicluster destroy` (docs/teardown.md) while what they open is:
+        # the munge key with the head node (slurm.head_node.on_delete), the slurmdbd password while
+        # the head or the managed database (slurm.accounting_on_delete) is kept.
+        stateful = pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=slurm.head_on_delete == "retain")
+        database = slurm.accounting_settings.database if slurm.accounting_settings else None
+        password_kept = slurm.head_on_delete == "retain" or (database is not None and database.on_delete == "retain")
         munge_bytes = random.RandomBytes(f"{name}-munge-bytes", length=1024, opts=stateful)
         self.munge = store(f"{name}-munge", "munge-key", "munge key shared by every Slurm node", munge_bytes.base64,
                            stateful)
@@ -43,9 +48,10 @@ class SlurmControllerShape(pulumi.ComponentResource):
         self.accounting = self.accounting_password = None
         if slurm.accounting:
             # Letters and digits only: it goes into SQL and slurmdbd.conf unquoted.
-            password = random.RandomPassword(f"{name}-slurmdbd-password", length=40, special=False, opts=stateful)
+            kept = pulumi.ResourceOptions(parent=self, protect=True, retain_on_delete=password_kept)
+            password = random.RandomPassword(f"{name}-slurmdbd-password", length=40, special=False, opts=kept)
             self.accounting = store(f"{name}-slurmdbd", "slurmdbd-password", "slurmdbd database password",
-                                    password.result, stateful)
+                                    password.result, kept)
             # A managed database (RDS, Cloud SQL) is created with the same password.
             self.accounting_password = password.result
 

@@ -21,6 +21,7 @@ from aicluster.errors import Problem, SpecError, close_match, join_path
 from aicluster.spec.login import LoginSpec, login_problems
 from aicluster.spec.pod_identity import DatasetSpec, ServiceAccountSpec, identity_problems
 from aicluster.spec.slurm_settings import SlurmSettings, settings_problems
+from aicluster.spec.teardown import DESCRIPTION as ON_DELETE_DESCRIPTION, OnDelete, on_delete_problems
 from aicluster.spec.workload import ModelSpec, ParallelismSpec, SpecModel, TrainingSpec, model_problems
 
 # Names become Slurm partitions, hostnames, Kubernetes labels and cloud resource names.
@@ -144,6 +145,9 @@ class StorageSpec(_Model):
         None, description="Filestore service tier (type filestore only). Default: ZONAL.")
     protect: Annotated[bool, Field(strict=True)] = Field(True, description="protect + retain_on_delete: Pulumi refuses to delete or "
                                             "replace it, and `pulumi destroy` leaves it in place.")
+    on_delete: OnDelete = Field("retain", description=ON_DELETE_DESCRIPTION + " snapshot: FSx for Lustre "
+                                "persistent and not linked to S3 (FSx's final backup), efs (an AWS Backup job), "
+                                "filestore (a Filestore backup); not scratch FSx nor Managed Lustre.")
 
 
 class WorkloadSpec(_Model):
@@ -179,6 +183,9 @@ class MonitoringSpec(_Model):
                         "to the alerts topic (each address confirms it once, from the mail AWS sends); on gcp a "
                         "Cloud Monitoring e-mail notification channel on every alert policy. Default: none "
                         "(aws: subscribe to the `alerts_topic_arn` output; gcp: incidents in the console).")
+    on_delete: OnDelete = Field("retain", description=ON_DELETE_DESCRIPTION + " retain or delete: aws, the "
+                                "Managed Prometheus workspace (the metrics history) and the alerts topic's KMS key; "
+                                "gcp keeps metrics in the project's Managed Service for Prometheus either way.")
 
 
 class HeadNodeSpec(_Model):
@@ -190,6 +197,8 @@ class HeadNodeSpec(_Model):
     public_ip: Annotated[bool, Field(strict=True)] = Field(
         False, description="Put the head node in the public subnet with a public IP (new VPC only). "
                            "Default: private, reached through SSM Session Manager on aws, IAP on gcp.")
+    on_delete: OnDelete = Field("retain", description=ON_DELETE_DESCRIPTION + " retain or delete: the head node, "
+                                "its slurmctld state, MariaDB with accounting on the head, and the munge key.")
 
 
 # The baked image's root volume (aws/image.py, gcp/image.py): what boots it needs at least this much.
@@ -227,6 +236,9 @@ class SlurmSpec(_Model):
         (), description="aws, accounting managed, network.existing only: two or more private subnet ids in two "
                         "zones for the RDS DB subnet group (RDS needs two zones; in a VPC it creates, aicluster "
                         "makes them in the VPC's free last quarter).")
+    accounting_on_delete: OnDelete = Field(
+        "retain", description=ON_DELETE_DESCRIPTION + " The managed accounting database (accounting: managed): "
+                              "snapshot is RDS's final snapshot or Cloud SQL's final backup.")
     head_node: HeadNodeSpec = HeadNodeSpec()
     node_image: NodeImageSpec = Field(
         NodeImageSpec(), description="Baked node images (docs/images.md). Default: none, every node installs its "
@@ -490,6 +502,7 @@ def _semantic_problems(spec: ClusterSpec) -> list[Problem]:
     problems += _slurm_problems(spec)
     problems += _kubernetes_problems(spec)
     problems += _team_problems(spec)
+    problems += on_delete_problems(spec.cloud, spec.scheduler, spec.storage, spec.slurm, spec.monitoring)
     if spec.scheduler == "kubernetes":
         problems += identity_problems(spec.cloud, spec.kubernetes, {fs.name for fs in spec.storage})
     if spec.workload is not None:
