@@ -178,6 +178,8 @@ def test_aws_live_checks_pass_on_moto(moto_aws):
     assert report.live
     assert by_name(report, "zone (live)").status == "ok"
     assert by_name(report, "offering pools[0] (live)").status == "ok"
+    assert by_name(report, "offering head (live)").status == "ok"
+    assert by_name(report, "offering head").status == "ok"
     assert by_name(report, "image pools[0]").status == "ok" and moto_aws in by_name(report, "image head").detail
     # moto has no EC2 quotas in Service Quotas: the quota is "could not check", not a pass.
     quota = by_name(report, "quota L-417A185B")
@@ -227,8 +229,12 @@ def test_vcpu_quota_against_the_pools_max_vcpus(value, status):
     quotas, stub = stubbed("service-quotas")
     stub.add_response("get_service_quota", quota_answer("L-417A185B", value),
                       {"ServiceCode": "ec2", "QuotaCode": "L-417A185B"})
-    (check,) = preflight_aws.vcpu_quota_checks(quotas, parse_spec(AWS_MIN))
+    stub.add_response("get_service_quota", quota_answer("L-1216C47A", 16.0),
+                      {"ServiceCode": "ec2", "QuotaCode": "L-1216C47A"})
+    check, standard = preflight_aws.vcpu_quota_checks(quotas, parse_spec(AWS_MIN))
     assert check.status == status and "need 768" in check.detail
+    # the head (m7i.2xlarge) and one login node (m7i.2xlarge): 16 Standard vCPUs
+    assert standard.status == "ok" and "slurm.head_node + slurm.login at max_nodes need 16" in standard.detail
     if status == "failed":
         assert "L-417A185B" in check.remedy and "--desired-value 768" in check.remedy
         assert "servicequotas/home/services/ec2/quotas/L-417A185B" in check.remedy
@@ -241,20 +247,23 @@ def test_spot_and_on_demand_pools_are_counted_against_their_own_quotas():
                        {"name": "c", "instance_type": "p5.48xlarge", "max_nodes": 3, "capacity": "spot"},
                        {"name": "d", "instance_type": "trn1n.32xlarge", "max_nodes": 1}])
     quotas, stub = stubbed("service-quotas")
-    for code, value in (("L-417A185B", 10_000), ("L-7212CCBC", 10_000), ("L-2C3B7624", 10_000)):
+    for code, value in (("L-417A185B", 10_000), ("L-7212CCBC", 10_000), ("L-2C3B7624", 10_000), ("L-1216C47A", 8)):
         stub.add_response("get_service_quota", quota_answer(code, value), {"ServiceCode": "ec2", "QuotaCode": code})
     checks = {c.name: c for c in preflight_aws.vcpu_quota_checks(quotas, parse_spec(data))}
     assert "need 576" in checks["quota L-417A185B"].detail           # 2 x 192 + 2 x 96
     assert "need 576" in checks["quota L-7212CCBC"].detail           # 3 x 192 spot
     assert "need 128" in checks["quota L-2C3B7624"].detail
+    assert checks["quota L-1216C47A"].status == "failed" and "need 16" in checks["quota L-1216C47A"].detail
 
 
 @pytest.mark.parametrize("error", ["ThrottlingException", "TooManyRequestsException", "AccessDeniedException"])
 def test_a_throttled_or_refused_quota_call_is_skipped_not_passed(error):
     quotas, stub = stubbed("service-quotas")
     stub.add_client_error("get_service_quota", error, "slow down")
-    (check,) = preflight_aws.vcpu_quota_checks(quotas, parse_spec(AWS_MIN))
-    assert check.status == "skipped" and check.detail.startswith("could not check")
+    stub.add_client_error("get_service_quota", error, "slow down")
+    checks = preflight_aws.vcpu_quota_checks(quotas, parse_spec(AWS_MIN))
+    assert len(checks) == 2
+    assert all(c.status == "skipped" and c.detail.startswith("could not check") for c in checks)
 
 
 class LostAnswers:
@@ -348,6 +357,7 @@ def fake_gce(monkeypatch):
     fake.resources.update({
         f"{p}/zones/europe-west1-b": {"name": "europe-west1-b", "status": "UP"},
         f"{p}/zones/europe-west1-b/machineTypes/{A3U}": {"name": A3U, "guestCpus": 224},
+        f"{p}/zones/europe-west1-b/machineTypes/n2-standard-8": {"name": "n2-standard-8", "guestCpus": 8},
         f"{p}/regions/europe-west1": {"name": "europe-west1", "quotas": [
             {"metric": "NVIDIA_H200_GPUS", "limit": 16.0, "usage": 8.0},
             {"metric": "PREEMPTIBLE_NVIDIA_H200_GPUS", "limit": 64.0, "usage": 0.0}]},
@@ -373,8 +383,8 @@ def test_gcp_live_checks_pass_on_the_fake_gce(fake_gce):
     for name in ("zone (live)", "offering pools[0] (live)", "reservation pools[0]"):
         assert by_name(report, name).status == "ok"
     assert any(c.name.startswith("image") and c.status == "ok" for c in report.checks)
-    assert [c.path for c in fake_gce.calls if "machineTypes" in c.path] == \
-        [f"/compute/v1/projects/aicluster-test/zones/europe-west1-b/machineTypes/{A3U}"]
+    assert {c.path for c in fake_gce.calls if "machineTypes" in c.path} == \
+        {f"/compute/v1/projects/aicluster-test/zones/europe-west1-b/machineTypes/{t}" for t in (A3U, "n2-standard-8")}
 
 
 @pytest.mark.parametrize("capacity, metric, status", [
@@ -398,6 +408,13 @@ def test_gcp_missing_reservation_and_machine_type_fail(fake_gce):
     assert by_name(report, "reservation pools[0]").status == "failed"
     assert by_name(report, "offering pools[0] (live)").status == "failed"
     assert report.exit_code == 1
+
+
+def test_gcp_head_machine_type_missing_in_the_zone_fails(fake_gce):
+    del fake_gce.resources["projects/aicluster-test/zones/europe-west1-b/machineTypes/n2-standard-8"]
+    report = run_preflight(gcp_stack())
+    check = by_name(report, "offering head (live)")
+    assert check.status == "failed" and check.path == "slurm.head_node.instance_type" and report.failed
 
 
 def test_gcp_throttled_and_lost_answers_are_skipped_not_passed(fake_gce):

@@ -20,12 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from aicluster.commands.preflight_report import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, Check, PreflightReport, Status
+from aicluster.commands.preflight_report import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, Check, PreflightReport,
+                                                 Status, controller_nodes)
 from aicluster.commands.stacks import StackConfig, read_stack
 from aicluster.errors import SpecError
 
 __all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_OK", "Check", "PreflightReport", "Status", "add_parser",
-           "offline_checks", "render_text", "run", "run_preflight"]
+           "controller_nodes", "offline_checks", "render_text", "run", "run_preflight"]
 
 # --- the offline checks (catalog/regions.yaml) -----------------------------------------------
 
@@ -53,6 +54,20 @@ def offline_checks(spec) -> list[Check]:
     for i, pool in enumerate(spec.pools):
         checks.append(_offering_check(spec, known, i, pool))
         checks.append(_capacity_check(spec, i, pool))
+    for label, path, name, _ in controller_nodes(spec):
+        offered, entry = known.offered(name, spec.region, spec.zone)
+        if entry is None:
+            continue    # a general-purpose type the catalog has no offering data for (GCP N2): the live check asks
+        check = f"offering {label}"
+        if offered is None:
+            checks.append(Check(check, "skipped", f"the catalog's offering data does not cover {spec.region}",
+                                "the live check asks the cloud", path=path))
+        elif offered:
+            checks.append(Check(check, "ok", f"{name} is offered in {spec.region}", path=path))
+        else:
+            checks.append(Check(check, "failed", f"{name} is not offered in {spec.region} (catalog/regions.yaml, "
+                                f"checked {entry.origin.checked})", f"set {path} to a controller type the region "
+                                "offers (`aicluster catalog` lists them)", path=path))
     return checks
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from aicluster.commands.preflight_report import Check
+from aicluster.commands.preflight_report import Check, controller_nodes
 
 CREDENTIALS_HELP = ("configure AWS credentials boto3 finds (AWS_PROFILE, aws configure / aws sso login, "
                     "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or an instance role); or run --offline")
@@ -93,6 +93,9 @@ def live_checks(spec, config: dict, clients: ClientFactory | None = None) -> lis
     for i, pool in enumerate(spec.pools):
         checks += _guard(f"offering pools[{i}] (live)", f"pools[{i}].instance_type",
                          lambda i=i, pool=pool: offering_check(ec2, spec, i, pool))
+    for label, path, name, _ in controller_nodes(spec):
+        checks += _guard(f"offering {label} (live)", path,
+                         lambda label=label, path=path, name=name: controller_offering_check(ec2, spec, label, path, name))
     quotas = clients("service-quotas")
     checks += vcpu_quota_checks(quotas, spec)
     checks += _guard("quota FSx for Lustre", "storage", lambda: fsx_quota_check(quotas, spec))
@@ -155,6 +158,15 @@ def offering_check(ec2, spec, i: int, pool) -> list[Check]:
                   f"no zone of {spec.region} offers it to this account; choose another region", live=True, path=path)]
 
 
+def controller_offering_check(ec2, spec, label: str, path: str, name: str) -> list[Check]:
+    offered = _offerings(ec2, "availability-zone", [{"Name": "location", "Values": [spec.zone]},
+                                                    {"Name": "instance-type", "Values": [name]}])
+    if offered:
+        return [Check(f"offering {label} (live)", "ok", f"{name} is offered in {spec.zone}", live=True, path=path)]
+    return [Check(f"offering {label} (live)", "failed", f"{name} is not offered in {spec.zone} for this account",
+                  f"set {path} to another controller type (`aicluster catalog` lists them)", live=True, path=path)]
+
+
 def _offerings(ec2, location_type: str, filters: list[dict]) -> list[dict]:
     found, token = [], None
     while True:
@@ -171,8 +183,8 @@ def _console(region: str, service: str, code: str) -> str:
 
 
 def vcpu_quota_checks(quotas, spec) -> list[Check]:
-    """The pools' vCPUs at max_nodes, summed per EC2 vCPU quota (On-Demand or Spot by family),
-    against the quota's value in the region."""
+    """The vCPUs of the pools at max_nodes and of the head, login or system nodes, summed per EC2
+    vCPU quota (On-Demand or Spot by family), against the quota's value in the region."""
     from aicluster.catalog.regions import load_quotas
 
     table = load_quotas()
@@ -194,6 +206,14 @@ def vcpu_quota_checks(quotas, spec) -> list[Check]:
             continue
         _, vcpus, pools = need.get(quota.code, (quota, 0, []))
         need[quota.code] = (quota, vcpus + itype.vcpu * pool.max_nodes, [*pools, f"pools[{i}]"])
+    from aicluster.catalog import load_catalog
+    controllers = load_catalog().controllers
+    for label, path, name, count in controller_nodes(spec):
+        quota, ctype = table.aws_vcpu_quota(name, spot=False), controllers.get(name)
+        if quota is None or ctype is None:
+            continue
+        _, vcpus, pools = need.get(quota.code, (quota, 0, []))
+        need[quota.code] = (quota, vcpus + ctype.vcpu * count, [*pools, path.rsplit(".", 1)[0]])
     for code, (quota, vcpus, pools) in need.items():
         checks += _guard(f"quota {code}", pools[0], lambda code=code, quota=quota, vcpus=vcpus, pools=pools:
                          _one_vcpu_quota(quotas, spec, quota, vcpus, pools))

@@ -20,7 +20,7 @@ import urllib.error
 import urllib.request
 from http.client import HTTPException
 
-from aicluster.commands.preflight_report import Check
+from aicluster.commands.preflight_report import Check, controller_nodes
 
 COMPUTE = "https://compute.googleapis.com/compute/v1"
 TOKEN_VARS = ("GOOGLE_OAUTH_ACCESS_TOKEN", "CLOUDSDK_AUTH_ACCESS_TOKEN", "AICLUSTER_GCP_TOKEN")
@@ -126,6 +126,9 @@ def live_checks(spec, config: dict) -> list[Check]:
     for i, pool in enumerate(spec.pools):
         checks += _guard(f"offering pools[{i}] (live)", f"pools[{i}].instance_type",
                          lambda i=i, pool=pool: machine_type_check(api, spec, i, pool))
+    for label, path, name, _ in controller_nodes(spec):
+        checks += _guard(f"offering {label} (live)", path,
+                         lambda label=label, path=path, name=name: controller_machine_type_check(api, spec, label, path, name))
     checks += _guard("quota GPUs", "pools", lambda: gpu_quota_checks(api, spec))
     for i, pool in enumerate(spec.pools):
         if pool.capacity.type == "reservation":
@@ -172,6 +175,16 @@ def machine_type_check(api: Compute, spec, i: int, pool) -> list[Check]:
                       live=True, path=f"pools[{i}].instance_type")]
     return [Check(name, "ok", f"{itype.name} is offered in {spec.zone} (machineTypes.get)", live=True,
                   path=f"pools[{i}].instance_type")]
+
+
+def controller_machine_type_check(api: Compute, spec, label: str, path: str, name: str) -> list[Check]:
+    check = f"offering {label} (live)"
+    try:
+        api.get(f"projects/{api.project}/zones/{spec.zone}/machineTypes/{name}")
+    except NotFound:
+        return [Check(check, "failed", f"{name} is not offered in {spec.zone} (machineTypes.get: 404)",
+                      f"set {path} to another controller type (`aicluster catalog` lists them)", live=True, path=path)]
+    return [Check(check, "ok", f"{name} is offered in {spec.zone}", live=True, path=path)]
 
 
 def gpu_quota_checks(api: Compute, spec) -> list[Check]:

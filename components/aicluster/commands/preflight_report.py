@@ -1,6 +1,7 @@
 """What `aicluster preflight` reports (commands/preflight.py): one `Check` per thing checked and
 the `PreflightReport` of a stack. Its own module so the cloud modules (preflight_aws,
-preflight_gcp) and the command share it without importing each other."""
+preflight_gcp) and the command share it without importing each other, with `controller_nodes`,
+the CPU machines beside the pools that each of them checks."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -48,3 +49,23 @@ class PreflightReport:
                 "live": self.live, "live_reason": self.live_reason, "failed": self.failed,
                 "summary": {s: self.count(s) for s in ("ok", "failed", "skipped")},
                 "checks": [asdict(c) for c in self.checks]}
+
+
+def controller_nodes(spec) -> list[tuple[str, str, str, int]]:
+    """(label, spec path, instance type, count) of the CPU machines beside the pools: the Slurm
+    head and login nodes, or the Kubernetes system nodes; defaults as the design picks them."""
+    from aicluster.design.cluster import DEFAULT_HEAD_TYPE
+    from aicluster.design.kubernetes import DEFAULT_SYSTEM_TYPE
+    from aicluster.spec.login import DEFAULT_LOGIN_TYPE
+
+    if spec.scheduler == "kubernetes":
+        system = spec.kubernetes.system_nodes
+        return [("system nodes", "kubernetes.system_nodes.instance_type",
+                 system.instance_type or DEFAULT_SYSTEM_TYPE[spec.cloud], system.count)]
+    nodes = [("head", "slurm.head_node.instance_type",
+              spec.slurm.head_node.instance_type or DEFAULT_HEAD_TYPE[spec.cloud], 1)]
+    login = spec.slurm.login
+    if login.count:
+        nodes.append(("login", "slurm.login.instance_type", login.instance_type or DEFAULT_LOGIN_TYPE[spec.cloud],
+                      login.count))
+    return nodes
