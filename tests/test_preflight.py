@@ -140,6 +140,12 @@ def test_provider_region_other_than_the_spec_region_exits_2(tmp_path):
     assert code == 2 and "aws:region (us-west-2)" in err
 
 
+def test_a_spec_the_sizing_round_refuses_exits_2_as_for_plan(tmp_path):
+    data = spec(storage=[{"name": "fsx", "type": "lustre", "mount": "/fsx", "capacity_gib": 3000}])
+    code, out, err = cli("preflight", spec_file(tmp_path, data), "--offline")
+    assert code == 2 and out == "" and "storage[0].capacity_gib: 3000" in err and "did you mean 2400" in err
+
+
 def test_no_credentials_runs_offline_by_default_and_fails_with_live(no_cloud_credentials):
     report = run_preflight(stack_of(AWS_MIN))
     assert not report.live and not report.failed and "no AWS credentials" in report.live_reason

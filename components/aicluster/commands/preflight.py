@@ -117,16 +117,20 @@ def run_preflight(stack: StackConfig, live: bool | None = None) -> PreflightRepo
     """Every preflight check of `stack`. live: None (live when credentials are present), True
     (live; missing credentials fail the `credentials` check), False (offline only). Bad input
     raises SpecError (exit 2); nothing else escapes."""
+    from aicluster.design.cluster import design_cluster
+    from aicluster.errors import Problem
     from aicluster.spec.cluster import parse_spec
 
     source = str(stack.path)
     spec = parse_spec(stack.spec_data, source=source)
     provider_region = stack.config.get(f"{spec.cloud}:region")
     if provider_region and provider_region != spec.region:
-        from aicluster.errors import Problem
-
         raise SpecError([Problem("region", spec.region, f"the stack's {spec.cloud}:region ({provider_region}); "
                                                         "set both to the same region")], source)
+    try:
+        design_cluster(spec)     # the sizing round (filesystem capacities, throughput tiers), as `plan` has it
+    except SpecError as exc:
+        raise exc.with_source(source) from None
     checks = offline_checks(spec)
     if live is False:
         return PreflightReport(stack.name, spec.cloud, spec.region, spec.zone, False, "offline (--offline)", checks)
