@@ -140,6 +140,22 @@ def test_aws_policy_passes_only_the_clusters_roles_to_the_services_that_take_the
     assert "eks:DescribeCluster" in perms.actions and perms.kubernetes
 
 
+def test_managed_policies_attach_only_those_the_plan_attaches():
+    types = ("aws:iam/role:Role", "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
+             "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")
+    ssm = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
+    perms = derive("aws", "demo", "eu-west-1", types, role_names=("demo-r",), policy_arns=[ssm])
+    attach = [s for d in perms.documents for s in d["Statement"] if "iam:AttachRolePolicy" in s["Action"]]
+    ours = next(s for s in attach if s["Resource"] == "arn:aws:iam::*:role/demo-*")
+    assert ours["Condition"] == {"ArnEquals": {"iam:PolicyARN": [ssm]}}
+    assert set(ours["Action"]) == {"iam:AttachRolePolicy", "iam:DetachRolePolicy"}
+    fsx = next(s for s in attach if "aws-service-role" in s["Resource"])     # FSx's own role: not the plan's ARNs
+    assert "Condition" not in fsx
+    unknown = derive("aws", "demo", "eu-west-1", types, role_names=("demo-r",), policy_arns=None)
+    assert all("Condition" not in s for d in unknown.documents for s in d["Statement"]
+               if "iam:AttachRolePolicy" in s["Action"])
+
+
 def test_regional_services_are_bound_to_the_region_global_ones_are_not():
     perms = derive("aws", "demo", "eu-west-1", AWS_TYPES, role_names=("demo-r",))
     for statement in (s for d in perms.documents for s in d["Statement"]):

@@ -45,6 +45,10 @@ def test_out_writes_the_policy_documents_then_the_roles_in_their_place(tmp_path)
     granted = {a for d in documents for s in d["Statement"] for a in s["Action"]}
     assert {"fsx:CreateFileSystem", "rds:CreateDBInstance", "iam:PassRole", "imagebuilder:CreateImage"} <= granted
     assert not (tmp_path / "deployer-roles.json").exists()
+    attach = [s for d in documents for s in d["Statement"] if "iam:AttachRolePolicy" in s["Action"]]
+    assert [s["Condition"]["ArnEquals"]["iam:PolicyARN"] for s in attach] == [
+        ["arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
+         "arn:aws:iam::aws:policy/EC2InstanceProfileForImageBuilder"]]
 
     write_outputs(stack_result("gcp-a3mega-slurm"), tmp_path)     # another plan into the same DIR
     roles = json.loads((tmp_path / "deployer-roles.json").read_text())

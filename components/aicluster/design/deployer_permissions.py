@@ -18,6 +18,10 @@ from aicluster.catalog.deployer_permissions import AwsNeed, DeployerTable, load_
 
 POLICY_VERSION = "2012-10-17"
 _ROLE_TYPES = ("aws:iam/role:Role", "aws:iam/instanceProfile:InstanceProfile")
+_ATTACHMENT_TYPE = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+# Attaching a managed policy to a role the deployer may pass is a way to any permission: these are
+# allowed only for the policy ARNs the plan attaches (iam:PolicyARN).
+_POLICY_ARN_ACTIONS = frozenset({"iam:AttachRolePolicy", "iam:DetachRolePolicy"})
 _EKS_KUBERNETES = "eks"
 
 
@@ -96,21 +100,33 @@ def planned_role_names(plan) -> tuple[str, ...]:
     return tuple(sorted(str(r.inputs.get("name") or r.name) for r in plan.resources if r.type in _ROLE_TYPES))
 
 
+def planned_policy_arns(plan) -> tuple[str, ...] | None:
+    """The managed policy ARNs the plan attaches to roles; None when one is not known (an Output)."""
+    arns = {r.inputs.get("policyArn") for r in plan.resources if r.type == _ATTACHMENT_TYPE}
+    if not all(isinstance(a, str) and a.startswith("arn:") for a in arns):
+        return None
+    return tuple(sorted(arns))
+
+
 def for_plan(plan, design, table: DeployerTable | None = None) -> DeployerPermissions:
     """The deployer's permissions for a captured plan of `design` (cloud, name, region)."""
-    return derive(design.cloud, design.name, design.region, planned_types(plan), planned_role_names(plan), table)
+    return derive(design.cloud, design.name, design.region, planned_types(plan), planned_role_names(plan), table,
+                  policy_arns=planned_policy_arns(plan))
 
 
 # ---------------------------------------------------------------- the derivation
 
 
 def derive(cloud: str, cluster: str, region: str, types: Iterable[str], role_names: Iterable[str] = (),
-           table: DeployerTable | None = None) -> DeployerPermissions:
+           table: DeployerTable | None = None, policy_arns: Iterable[str] | None = ()) -> DeployerPermissions:
+    """`policy_arns`: the managed policies the plan attaches to its roles (iam:PolicyARN); None: not
+    known, so attaching is not limited by policy."""
     table = table or load_deployer_table()
     types = tuple(sorted(set(types)))
     missing = tuple(t for t in types if not table.known(t))
     if cloud == "aws":
-        return _aws(table, cluster, region, types, tuple(role_names), missing)
+        return _aws(table, cluster, region, types, tuple(role_names), missing,
+                    None if policy_arns is None else tuple(sorted(set(policy_arns))))
     return _gcp(table, cluster, region, types, missing)
 
 
@@ -145,7 +161,7 @@ def _sid(*parts: str) -> str:
 
 
 def _aws(table: DeployerTable, cluster: str, region: str, types: tuple[str, ...], role_names: tuple[str, ...],
-         missing: tuple[str, ...]) -> DeployerPermissions:
+         missing: tuple[str, ...], policy_arns: tuple[str, ...] | None) -> DeployerPermissions:
     limits = load_limits()
     limit_chars = int(limits["iam_managed_policy_chars"].value)
     limit_policies = int(limits["iam_managed_policies_per_role"].value)
@@ -162,12 +178,17 @@ def _aws(table: DeployerTable, cluster: str, region: str, types: tuple[str, ...]
     scoped: dict[tuple[str, str], set[str]] = {}           # (service, resource) -> actions
     passed_to: set[str] = set()
     linked: set[str] = set()
+    attach: dict[str, set[str]] = {}                       # resource -> actions limited by iam:PolicyARN
     for need in needs:
         for action in need.actions:
             anywhere.setdefault(action.split(":")[0], set()).add(action)
         for s in need.scoped:
             for action in s.actions:
-                scoped.setdefault((action.split(":")[0], s.resource.format(**fill)), set()).add(action)
+                resource = s.resource.format(**fill)
+                if policy_arns is not None and action in _POLICY_ARN_ACTIONS and "aws-service-role" not in resource:
+                    attach.setdefault(resource, set()).add(action)
+                else:
+                    scoped.setdefault((action.split(":")[0], resource), set()).add(action)
         passed_to.update(need.pass_role_to)
         linked.update(need.service_linked_roles)
 
@@ -184,6 +205,11 @@ def _aws(table: DeployerTable, cluster: str, region: str, types: tuple[str, ...]
         if actions:
             statements.append({"Sid": _sid(service, "scoped", str(i)), "Effect": "Allow", "Action": sorted(actions),
                                "Resource": resource, **condition(service)})
+    for i, (resource, actions) in enumerate(sorted(attach.items())):
+        if policy_arns:
+            statements.append({"Sid": _sid("iam", "managed", "policies", str(i)), "Effect": "Allow",
+                               "Action": sorted(actions), "Resource": resource,
+                               "Condition": {"ArnEquals": {"iam:PolicyARN": list(policy_arns)}}})
     if passed_to:
         statements.append({"Sid": "IamPassRole", "Effect": "Allow", "Action": ["iam:PassRole"],
                            "Resource": f"arn:aws:iam::*:role/{prefix}*",
