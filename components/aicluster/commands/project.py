@@ -246,7 +246,14 @@ aicluster check               # the policy pack over the planned resources (exit
 
 ```sh
 aicluster preflight           # quotas, capacity, images, permissions: what `up` would trip over
-aicluster diff                # what `up` would change in a deployed stack, from the spec
+```
+
+Before you deploy an edit of a running cluster, see what it does (stateful replacements exit 3):
+
+```sh
+git show HEAD:Pulumi.{stack}.yaml > /tmp/before.yaml   # the stack file as deployed (or a copy you kept)
+aicluster diff /tmp/before.yaml Pulumi.{stack}.yaml
+aicluster preview             # Pulumi's own view against the stack's state
 ```
 
 ## 4. Where Pulumi keeps the stack's state
