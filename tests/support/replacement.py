@@ -1,19 +1,27 @@
-"""What makes two plans differ for a stateful resource (tests/safety)."""
+"""What makes two plans differ for a stateful resource (tests/safety).
+
+The comparison of inputs, the dependency walk and the verdict on a dependency (would it be
+replaced, giving the stateful resource a new subnet, group or key id?) are the package's
+(aicluster.offline.plan_diff, which `aicluster diff` uses, with the sourced table
+catalog/replacement.yaml): one copy. What stays here is the safety tests' own strictness: a
+stateful resource must keep its URN, options and every input, tags aside for a tag edit.
+"""
 from __future__ import annotations
 
 import copy
 
 from aicluster.design.stateful import IN_PLACE_METADATA_KEYS, stateful_kind, stateful_resources
+from aicluster.offline.plan_diff import DELETE, REPLACE, changed_keys, dependency_closure, diff_plans, urn_key
+
+__all__ = ["IN_PLACE_KEYS_BY_TYPE", "OPTIONS", "dependency_closure", "differences", "_changed_keys"]
 
 OPTIONS = ("protect", "retain_on_delete", "ignore_changes", "replace_on_changes", "delete_before_replace",
            "provider", "import_id", "custom")
 
 
-# Inputs that update in place (the resource keeps its id), beyond tags and labels. Any other
-# input change of a resource that a stateful one depends on may replace it and so hand the
-# stateful resource a new subnet, group or key id: ParallelCluster #4651 lost its FSx that way
-# (a subnet/security-group change). The fake cloud derives ids from names, so the plan cannot
-# show that cascade by itself; the dependency check below does.
+# Inputs of a resource a stateful or login one depends on that update in place (the resource keeps
+# its id), beyond tags and labels: test_login_routine_edits.py ignores their changes. Each is an
+# input catalog/replacement.yaml does not list as replacing (test_replacement_table_agrees below).
 IN_PLACE_KEYS_BY_TYPE = {
     "aws:ec2/securityGroup:SecurityGroup": {"ingress", "egress"},   # rules change in place
     "gcp:compute/firewall:Firewall": {"sourceRanges", "allows", "denies", "description"},
@@ -37,10 +45,6 @@ NESTED_LABELS_BY_TYPE = {
 }
 
 
-def _without(inputs: dict, keys) -> dict:
-    return {k: v for k, v in inputs.items() if k not in keys}
-
-
 def _strip_nested_labels(resource) -> dict:
     inputs = copy.deepcopy(resource.inputs)
     for path in NESTED_LABELS_BY_TYPE.get(resource.type, []):
@@ -53,43 +57,21 @@ def _strip_nested_labels(resource) -> dict:
 
 
 def _changed_keys(old, new, ignored) -> list[str]:
-    if "labels" in ignored:   # a tag edit: nested labels that update in place may change too
-        old_inputs, new_inputs = _strip_nested_labels(old), _strip_nested_labels(new)
-    else:
-        old_inputs, new_inputs = old.inputs, new.inputs
-    old_inputs, new_inputs = _without(old_inputs, ignored), _without(new_inputs, ignored)
-    return [k for k in sorted(set(old_inputs) | set(new_inputs))
-            if old_inputs.get(k, "<absent>") != new_inputs.get(k, "<absent>")]
-
-
-def dependency_closure(plan, resource) -> list:
-    """Every custom resource `resource` waits for, directly or through others (a dependency on a
-    component means its custom descendants)."""
-    by_urn = {r.urn: r for r in plan.resources}
-    children: dict[str, list] = {}
-    for r in plan.resources:
-        children.setdefault(r.parent_urn, []).append(r)
-    seen: dict[str, object] = {}
-    todo = list(resource.dependencies)
-    while todo:
-        urn = todo.pop()
-        if urn in seen or urn not in by_urn:
-            continue
-        found = by_urn[urn]
-        seen[urn] = found
-        if found.custom:
-            todo.extend(found.dependencies)
-        else:
-            todo.extend(c.urn for c in children.get(urn, []))
-    return [r for r in seen.values() if r.custom]
+    """The input keys of one resource that differ, `ignored` aside; a tag edit (labels ignored)
+    may change the labels nested in other inputs too."""
+    if "labels" in ignored:
+        return changed_keys(_strip_nested_labels(old), _strip_nested_labels(new), ignored)
+    return changed_keys(old.inputs, new.inputs, ignored)
 
 
 def differences(before, after, allow_tags: bool) -> list[str]:
     """Every way a stateful resource of `before` is not the same in `after` (empty: untouched):
-    its URN, options and inputs, and the identity of everything it depends on."""
+    its URN, options and inputs, and whether anything it depends on would be replaced or deleted
+    (a new id for it: the dependency cascade of aicluster.offline.plan_diff)."""
     found = []
     after_by_urn = {r.urn: r for r in after.resources}
     metadata = IN_PLACE_METADATA_KEYS if allow_tags else frozenset()
+    verdicts = {c.key: c for c in diff_plans(before, after).changes}
     for old in stateful_resources(before.resources):
         new = after_by_urn.get(old.urn)
         label = f"{stateful_kind(old.type, old.inputs)} {old.name} ({old.type})"
@@ -103,12 +85,10 @@ def differences(before, after, allow_tags: bool) -> list[str]:
                 found.append(f"{label}: option {option} {getattr(old, option)!r} -> {getattr(new, option)!r}")
         found += [f"{label}: input {key} changed" for key in _changed_keys(old, new, metadata)]
         for dep in dependency_closure(before, old):
-            dep_new = after_by_urn.get(dep.urn)
-            if dep_new is None:
+            verdict = verdicts.get(urn_key(dep.urn))
+            if verdict is None or verdict.action == DELETE:
                 found.append(f"{label}: depends on {dep.name} ({dep.type}), which is gone (a new id)")
-                continue
-            keys = _changed_keys(dep, dep_new, metadata | IN_PLACE_KEYS_BY_TYPE.get(dep.type, set()))
-            if keys:
-                found.append(f"{label}: depends on {dep.name} ({dep.type}), whose {', '.join(keys)} "
-                             "changed (a replacement would give it a new id)")
+            elif verdict.action == REPLACE:
+                found.append(f"{label}: depends on {dep.name} ({dep.type}), which would be replaced "
+                             f"({'; '.join(verdict.replaced_by)}): a new id")
     return found

@@ -353,6 +353,25 @@ def _direct_dependencies(resource: Any, by_urn: Mapping[str, Any]) -> list[Any]:
     return found
 
 
+def dependency_closure(plan: Any, resource: Any) -> list[Any]:
+    """Every custom resource `resource` waits for, directly or through others (a dependency on a
+    component means its custom descendants), in `plan`."""
+    by_urn = {r.urn: r for r in plan.resources}
+    children: dict[str, list[Any]] = {}
+    for r in plan.resources:
+        children.setdefault(r.parent_urn, []).append(r)
+    seen: dict[str, Any] = {}
+    todo = list(resource.dependencies or ())
+    while todo:
+        urn = todo.pop()
+        if urn in seen or urn not in by_urn:
+            continue
+        found = by_urn[urn]
+        seen[urn] = found
+        todo.extend(found.dependencies if getattr(found, "custom", True) else (c.urn for c in children.get(urn, [])))
+    return [r for r in seen.values() if getattr(r, "custom", True)]
+
+
 def _cascade(changes: dict[str, ResourceChange], old: Mapping[str, Any], old_by_urn: Mapping[str, Any],
              table: ReplacementTable) -> None:
     """Replace what holds a replaced resource's id in an input that forces replacement, and what
@@ -395,5 +414,5 @@ def _with(change: ResourceChange, action: str, **fields: Any) -> ResourceChange:
 
 
 __all__ = ["ACTIONS", "CREATE", "DELETE", "OPTIONS", "PlanDiff", "REPLACE", "ResourceChange", "SAME", "UPDATE",
-           "changed_keys", "diff_plans", "holding_paths", "own_changes", "referencing_paths", "resolve",
+           "changed_keys", "dependency_closure", "diff_plans", "holding_paths", "own_changes", "referencing_paths", "resolve",
            "rule_fires", "urn_key"]
