@@ -102,6 +102,16 @@ def test_a_capacity_increase_is_an_update_in_place(capsys, tmp_path):
     assert "storageCapacity" in next(l for l in out.splitlines() if FSX in l)
 
 
+def test_a_bigger_head_node_restarts_it_and_says_what_that_does_to_jobs(capsys, tmp_path):
+    code, out, err = diff(capsys, STACK, edited(
+        tmp_path, STACK, lambda spec: spec["slurm"].update(head_node={"instance_type": "m7i.4xlarge"})))
+    assert code == 0, out + err     # the head keeps its disk and id: stopped and started, not replaced
+    assert actions(out) == {"p5-train-slurm-head": "update"}
+    [restart] = section(out, "head restart")
+    assert restart.startswith("head node p5-train-slurm-head is stopped and started to change instanceType")
+    assert "running jobs keep running" in restart
+
+
 # --- dangerous edits: exit 3 ----------------------------------------------------------------------
 
 
@@ -127,6 +137,16 @@ def test_a_renamed_filesystem_is_deleted_and_exits_3(capsys, tmp_path):
     assert code == 3, out + err
     assert actions(out)[FSX] == "delete" and actions(out)["p5-train-data-fs"] == "create"
     assert f"DELETE filesystem {FSX}" in out
+
+
+def test_a_head_node_moved_to_the_public_subnet_is_replaced_and_exits_3(capsys, tmp_path):
+    code, out, err = diff(capsys, STACK, edited(
+        tmp_path, STACK, lambda spec: spec["slurm"].update(head_node={"public_ip": True})))
+    assert code == 3, out + err
+    assert "REPLACE head-node p5-train-slurm-head (aws:ec2/instance:Instance): subnetId changed" in out
+    assert any(line.startswith("head node p5-train-slurm-head is replaced") for line in section(out, "head restart"))
+    assert section(out, "data lost") == ["head-node p5-train-slurm-head is replaced: slurmctld's saved state "
+                                         "(the queue, job records, reservations) is gone with it"]
 
 
 def test_json_names_the_dangerous_resource(capsys, tmp_path):

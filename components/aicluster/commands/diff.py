@@ -166,11 +166,21 @@ def impact(diff: Any, scheduler: str, budgets: dict[str, int] | None = None) -> 
                                "is lost with it")
         elif change.dangerous:
             out.data.append(f"{change.stateful} {change.name} is {change.action}d: "
-                            + ("jobs reading or writing it fail and its data is gone"
-                               if change.stateful in ("filesystem", "volume") else
-                               "its contents are gone" if change.stateful != "secret-material" else
-                               "a new key: nodes on the old one stop authenticating (munge) until restarted"))
+                            + LOSS.get(change.stateful or "", "its contents are gone"))
     return out
+
+
+# What is lost with a stateful resource of each kind (design/stateful.py).
+LOSS = {
+    "filesystem": "jobs reading or writing it fail and its data is gone",
+    "volume": "jobs reading or writing it fail and its data is gone",
+    "database": "the accounting history (sacct, fairshare, QoS) is gone",
+    "head-node": "slurmctld's saved state (the queue, job records, reservations) is gone with it",
+    "secret": "the secret is gone: nodes that fetch it at boot fail until a new one is published",
+    "secret-material": "a new key: nodes on the old one stop authenticating (munge) until restarted",
+    "encryption-key": "what it encrypted can no longer be read",
+    "metrics": "the metrics history is gone",
+}
 
 
 def _template_impact(change: Any, out: Impact, budgets: dict[str, int]) -> None:
