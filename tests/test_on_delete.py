@@ -189,3 +189,17 @@ def test_gcp_delete_leaves_no_deletion_protection_behind():
     assert head.inputs["deletionProtection"] is False and head.inputs["bootDisk"]["autoDelete"] is True
     assert _by_name(plan, "-slurm-munge").inputs["deletionProtection"] is False
     assert _by_name(plan, "-scratch-fs").retain_on_delete is False
+
+
+def test_the_plan_says_what_destroy_does_with_each_stored_thing():
+    from aicluster.commands import plan_report
+    from tests.support.stack_plans import result_with_spec
+
+    retained = "\n".join(plan_report.text(result_with_spec(AWS, _with_policy(AWS, "retain"))))
+    assert "protected + retained" in retained and "on destroy" not in retained
+    spec = _with_policy(AWS, "snapshot")
+    spec["storage"][1]["on_delete"] = "delete"
+    lines = plan_report.text(result_with_spec(AWS, spec))
+    assert any(line.startswith("  fsx:") and "protected; on destroy: snapshot" in line for line in lines)
+    assert any(line.startswith("  home:") and "protected; on destroy: delete" in line for line in lines)
+    assert any("Amazon RDS" in line and "protected; on destroy: snapshot" in line for line in lines)

@@ -325,3 +325,15 @@ def test_file_and_stack_together_are_refused(monkeypatch, capsys):
     args = argparse.Namespace(file="stacks/Pulumi.aws-p5-slurm.yaml", stack=AWS, cwd=None)
     with pytest.raises(SpecError):
         teardown._stack_ref(args)
+
+
+def test_a_stack_never_deployed_is_bad_input_not_a_traceback(monkeypatch, capsys):
+    from pulumi.automation import errors
+    from pulumi.automation._cmd import CommandResult
+
+    def missing(ref, create):
+        raise errors.StackNotFoundError(CommandResult("", f"error: no stack named '{ref.stack}' found", 255))
+
+    monkeypatch.setattr(automation, "STACK_OPENER", missing)
+    assert cli.main(["destroy", "--stack", AWS, "--yes"]) == 2
+    assert "aicluster up" in capsys.readouterr().err

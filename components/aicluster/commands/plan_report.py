@@ -98,11 +98,18 @@ def network_lines(design: ClusterDesign) -> list[str]:
     return lines
 
 
+def _guard(fs: StorageDesign) -> str:
+    """How the filesystem is guarded, and what `aicluster destroy` does with it (on_delete)."""
+    if not fs.protect:
+        return "NOT protected"
+    return "protected + retained" if fs.on_delete == "retain" else f"protected; on destroy: {fs.on_delete}"
+
+
 def _storage_line(fs: StorageDesign) -> str:
     if fs.kind == "filestore":
-        guard = "protected + retained" if fs.protect else "NOT protected"
+        guard = _guard(fs)
         return f"  {fs.name}: Filestore {fs.filestore_tier} (NFS), {fs.capacity_gib} GiB, mounted at {fs.mount}; {guard}"
-    guard = "protected + retained" if fs.protect else "NOT protected"
+    guard = _guard(fs)
     if fs.kind == "efs":   # aws/home.py: elastic, so no size; daily AWS Backup
         return (f"  {fs.name}: Amazon EFS (NFS 4.1), elastic, encrypted, AWS Backup on, mounted at {fs.mount}; "
                 f"{guard}; not training-data throughput")

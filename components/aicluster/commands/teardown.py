@@ -128,8 +128,9 @@ def destroy(ref: Any, spec: Any, planned: list, *, yes: bool, report: Report, lo
     from aicluster.commands import automation, teardown_state as ts
     from pulumi.automation import Deployment
 
-    stack = automation.open_stack(ref)
-    exported = stack.export_stack()
+    # A missing stack, login or passphrase: SpecError (exit 2) through automation.call.
+    stack = automation.call("stack select", ref, automation.open_stack, ref)
+    exported = automation.call("stack export", ref, stack.export_stack)
     deployment = dict(exported.deployment or {})
     plan = ts.plan_teardown(deployment, planned, ts.stored_things(spec))
     report.kept = [_item(i) for i in (*plan.kept, *plan.needed)]

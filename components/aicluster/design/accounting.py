@@ -114,7 +114,7 @@ def accounting_facts(accounting: AccountingDesign | None) -> dict | None:
         facts["database"] = {
             "service": _ENGINE_NAMES[db.cloud], "version": db.engine_version, "size": db.size,
             "storage_gib": db.storage_gib, "name": db.name, "user": db.user, "private": True, "tls": True,
-            "encrypted": True, "protected": True, "retained": True,
+            "encrypted": True, "protected": True, "retained": db.on_delete == "retain", "on_delete": db.on_delete,
             "backups": f"{db.backups} days" if db.cloud == "aws" else f"{db.backups} daily backups",
             "password": "in the secret store (slurmdbd-password)"}
     return facts
@@ -129,7 +129,9 @@ def accounting_plan_lines(accounting: AccountingDesign | None) -> list[str]:
     db = facts["database"]
     where = ("MariaDB on the head node: lost with it (slurm.accounting: managed keeps it)" if db is None else
              f"{db['service']} {db['version']} ({db['size']}, {db['storage_gib']} GiB): private, TLS only, "
-             f"encrypted, backups: {db['backups']}, protected + retained; password in the secret store")
+             f"encrypted, backups: {db['backups']}, "
+             + ("protected + retained" if db["retained"] else f"protected; on destroy: {db['on_delete']}")
+             + "; password in the secret store")
     return ["", "Accounting",
             f"  slurmdbd on the head node; database: {where}",
             f"  fairshare (priority/multifactor); QoS {qos}; default account {facts['default_account']}"]
