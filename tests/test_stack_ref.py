@@ -68,12 +68,9 @@ def test_args_through_the_shared_arguments(tmp_path):
         stack_ref(parser.parse_args(["-C", str(tmp_path / "missing")]))
 
 
-def test_the_default_stack_is_the_clis():
-    """`aicluster plan` with no FILE or --stack asks read_stack for cli.DEFAULT_STACK; inside a
-    project of one's own that means the project's one stack (stacks._stack_path)."""
-    from aicluster import cli
-
-    assert stacks.DEFAULT_STACK == cli.DEFAULT_STACK
+def test_the_default_stack_is_the_example_outside_a_project(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert stacks.default_stack() == stacks.DEFAULT_STACK
 
 
 def test_an_example_stack_is_reachable_from_a_users_project(tmp_path, monkeypatch):
@@ -81,6 +78,14 @@ def test_an_example_stack_is_reachable_from_a_users_project(tmp_path, monkeypatc
     monkeypatch.chdir(root)
     assert stacks.stack_names() == ["prod"]
     assert stacks.read_stack("aws-p4d-small").path == stacks.examples_dir() / "Pulumi.aws-p4d-small.yaml"
-    assert stacks.read_stack(stacks.DEFAULT_STACK).path == root.resolve() / "Pulumi.prod.yaml"
+    # No FILE or --stack: the project's one stack; the example's name asked for by name: the example.
+    assert stacks.default_stack() == "prod"
+    assert stacks.read_stack(stacks.DEFAULT_STACK).path == stacks.examples_dir() / f"Pulumi.{stacks.DEFAULT_STACK}.yaml"
     with pytest.raises(SpecError, match="did you mean prod"):
         stacks.read_stack("prodd")
+
+
+def test_a_project_of_several_stacks_asks_which(tmp_path, monkeypatch):
+    monkeypatch.chdir(_project(tmp_path / "proj", stacks=("a", "b")))
+    with pytest.raises(SpecError, match="one of the stacks of the project.*a, b"):
+        stacks.default_stack()

@@ -9,24 +9,24 @@ import traceback
 from pathlib import Path
 from typing import Sequence
 
+from aicluster.commands.stacks import DEFAULT_STACK
 from aicluster.errors import SpecError
 
-DEFAULT_STACK = "aws-p5-slurm"
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT = 0, 1, 2
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="aicluster",
-        description="Plan, render and inspect balanced AI training clusters offline "
-                    "(no cloud credentials, no Pulumi CLI). Deploy with `pulumi up -s <stack>`.")
+        description="Plan, render and check balanced AI training clusters offline (no cloud credentials, "
+                    "no Pulumi CLI), then deploy, inspect and tear them down (`new`, `up`, `status`, `destroy`).")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     plan = sub.add_parser("plan", help="plan a stack offline: resources, rendered files, balance report")
     plan.add_argument("file", nargs="?", metavar="FILE",
                       help="a stack file (stacks/Pulumi.<stack>.yaml) or a bare spec YAML file")
     plan.add_argument("--stack", "-s", metavar="NAME",
-                      help=f"a stack in stacks/ (default: {DEFAULT_STACK})")
+                      help=f"a stack of your project (default: its one stack) or an example stack (default: {DEFAULT_STACK})")
     plan.add_argument("--format", "-f", choices=("text", "markdown", "json"), default="text")
     plan.add_argument("--out", "-o", metavar="DIR", type=Path,
                       help="also write plan.json and every rendered file (user data, configs) to DIR")
@@ -61,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     schema = sub.add_parser("schema", help="print the JSON Schema of the cluster spec (for editors), "
                                            "or the spec reference in Markdown (docs/spec-reference.md)")
     schema.add_argument("--format", "-f", choices=("json", "markdown"), default="json")
-    sub.add_parser("stacks", help="list the stacks in stacks/")
+    sub.add_parser("stacks", help="list the stacks of your project, or the example stacks")
     bake = sub.add_parser("bake-files", help="write the tar an image builder unpacks at / and bakes a node image "
                                              "from (docs/images.md, bringing your own image)")
     bake.add_argument("--cloud", choices=("aws", "gcp"), required=True)
@@ -139,7 +139,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         from aicluster.commands.out_dir import prepare
 
         out = prepare(args.out)
-    result = plan_stack(args.file or args.stack or DEFAULT_STACK)
+    from aicluster.commands.stacks import default_stack
+
+    result = plan_stack(args.file or args.stack or default_stack())
     if args.format == "json":
         print(json.dumps(plan_report.to_json(result), indent=2, sort_keys=True))
     elif args.format == "markdown":

@@ -32,7 +32,7 @@ class StackConfig:
         return self.config.get(SPEC_KEY)
 
 
-DEFAULT_STACK = "aws-p5-slurm"   # cli.DEFAULT_STACK: what `aicluster plan` plans with no FILE or --stack
+DEFAULT_STACK = "aws-p5-slurm"   # the example `aicluster plan` plans outside a project of your own
 
 
 @dataclass(frozen=True)
@@ -123,19 +123,25 @@ def stack_names() -> list[str]:
     return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in stacks_dir().glob("Pulumi.*.yaml"))
 
 
+def default_stack() -> str:
+    """What `aicluster plan` plans with no FILE or --stack: in a user's project its one stack (several:
+    a SpecError listing them), else the default example."""
+    project = find_project()
+    if project is None or project.is_checkout:
+        return DEFAULT_STACK
+    names = project.stack_names()
+    if len(names) == 1:
+        return names[0]
+    raise SpecError([Problem("--stack", None, f"one of the stacks of the project in {project.root}: "
+                                              f"{', '.join(names) or '(none: add a Pulumi.<stack>.yaml)'}")],
+                    subject="argument")
+
+
 def _stack_path(target: str) -> Path:
-    """The stack file of the name `target`: the project's, else an example. `aicluster plan` with
-    no FILE or --stack asks for DEFAULT_STACK; in a user's project that is the project's one stack."""
+    """The stack file of the name `target`: the project's, else an example."""
     project = find_project()
     if project is not None and project.stack_file(target).is_file():
         return project.stack_file(target)
-    if project is not None and not project.is_checkout and target == DEFAULT_STACK:
-        names = project.stack_names()
-        if len(names) == 1:
-            return project.stack_file(names[0])
-        if names:
-            raise SpecError([Problem("--stack", None, f"one of the stacks of the project in {project.root}: "
-                                                      f"{', '.join(names)}")], subject="argument")
     example = examples_dir() / f"Pulumi.{target}.yaml"
     if example.is_file():
         return example
