@@ -440,3 +440,30 @@ def test_gcp_without_a_project_runs_offline(monkeypatch, no_cloud_credentials):
     monkeypatch.delenv("CLOUDSDK_CORE_PROJECT", raising=False)
     report = run_preflight(stack_of(GCP_MIN))
     assert not report.live and "gcp:project" in report.live_reason
+
+
+def test_the_clouds_offering_overrules_an_aged_catalog_list(monkeypatch):
+    """europe-west1-c is not in the catalog's a3-ultragpu-8g zones; when the live check finds the
+    machine type there, the offline "not offered" stays as a note and fails nothing."""
+    zone = "europe-west1-c"
+    fake = FakeGcp(project="aicluster-test", zone=zone).start()
+    try:
+        monkeypatch.setenv("AICLUSTER_GCP_COMPUTE", f"{fake.base}/compute/v1")
+        monkeypatch.setenv("GOOGLE_OAUTH_ACCESS_TOKEN", TOKEN)
+        p = "projects/aicluster-test"
+        fake.resources.update({
+            f"{p}/zones/{zone}": {"name": zone, "status": "UP"},
+            f"{p}/zones/{zone}/machineTypes/{A3U}": {"name": A3U, "guestCpus": 224},
+            f"{p}/zones/{zone}/machineTypes/n2-standard-8": {"name": "n2-standard-8", "guestCpus": 8},
+        })
+        data = copy.deepcopy(stack_spec("gcp-a3ultra-slurm"))
+        data["zone"] = zone
+        stack = stack_of(data, **{"gcp:region": "europe-west1", "gcp:project": "aicluster-test"})
+        offline = by_name(run_preflight(stack, live=False), "offering pools[0]")
+        assert offline.status == "failed"
+        report = run_preflight(stack, live=True)
+        assert by_name(report, "offering pools[0] (live)").status == "ok"
+        overruled = by_name(report, "offering pools[0]")
+        assert overruled.status == "ok" and "catalog list is out of date" in overruled.detail
+    finally:
+        fake.stop()

@@ -20,6 +20,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
+
 from aicluster.commands.preflight_report import (EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, Check, PreflightReport,
                                                  Status, controller_nodes)
 from aicluster.commands.stacks import StackConfig, read_stack
@@ -110,6 +112,17 @@ def _capacity_check(spec, i: int, pool) -> Check:
     return Check(check, "ok", f"{cap.type}: no reservation to name", path=path)
 
 
+def _catalog_overruled(offline: list[Check], live: list[Check]) -> list[Check]:
+    """The catalog's offering lists age (Google adds GPU zones often); where the live check asked
+    the cloud and it offers the type, the offline "not offered" is the catalog's error, not the
+    spec's: it stays in the report, as a note, and no longer fails."""
+    confirmed = {c.name[:-len(" (live)")] for c in live if c.name.endswith(" (live)") and c.status == "ok"}
+    kept = [replace(c, status="ok", detail=f"{c.detail}; the cloud offers it (live check below): "
+                                              "the catalog list is out of date")
+            if c.status == "failed" and c.name in confirmed else c for c in offline]
+    return kept + live
+
+
 # --- running it --------------------------------------------------------------------------------
 
 
@@ -143,7 +156,7 @@ def run_preflight(stack: StackConfig, live: bool | None = None) -> PreflightRepo
         if live:
             checks.append(Check("credentials", "failed", reason, cloud.CREDENTIALS_HELP, live=True))
         return PreflightReport(stack.name, spec.cloud, spec.region, spec.zone, False, reason, checks)
-    checks += cloud.live_checks(spec, stack.config)
+    checks = _catalog_overruled(checks, cloud.live_checks(spec, stack.config))
     return PreflightReport(stack.name, spec.cloud, spec.region, spec.zone, True, cloud.credentials_found(stack.config),
                            checks)
 
