@@ -119,6 +119,16 @@ def test_a_new_template_version_replaces_an_instance_pinned_to_it_but_rolls_a_no
     assert one(diff, "system").action == UPDATE and one(diff, "system").changed == ("launchTemplate",)
 
 
+def test_an_instance_that_ignores_its_launch_template_survives_a_new_version():
+    """The Slurm head and login nodes set ignore_changes=[ami, launchTemplate] (aws/slurm.py): a tag
+    edit makes a new version of their template, which must not replace them."""
+    lt = {"launchTemplate": {"id": "lt-0123456789abcdef0", "version": "1"}}
+    head = res("a", INSTANCE, "head", {**lt, "subnetId": "subnet-1"}, deps=(f"{TEMPLATE}::head-template",),
+               ignore_changes=("ami", "launchTemplate"))
+    diff = diff_plans(plan("a", _template(), head), plan("a", _template(True), head))
+    assert one(diff, "head-template").action == UPDATE and one(diff, "head").action == SAME
+
+
 def test_pulumi_options_ignore_changes_and_replace_on_changes_are_honoured():
     ignoring = dataclasses.replace(fsx(deployment="SCRATCH_2"), ignore_changes=("deploymentType",))
     ignored = diff_plans(plan("a", subnet(), fsx()), plan("a", subnet(), ignoring))

@@ -66,12 +66,14 @@ def _changed_keys(old, new, ignored) -> list[str]:
 
 def differences(before, after, allow_tags: bool) -> list[str]:
     """Every way a stateful resource of `before` is not the same in `after` (empty: untouched):
-    its URN, options and inputs, and whether anything it depends on would be replaced or deleted
-    (a new id for it: the dependency cascade of aicluster.offline.plan_diff)."""
+    its URN, options and inputs, whether anything it depends on would be replaced or deleted (a
+    new id for it: the dependency cascade of aicluster.offline.plan_diff), and any stateful
+    resource `aicluster diff` would replace or delete (its exit 3)."""
     found = []
     after_by_urn = {r.urn: r for r in after.resources}
     metadata = IN_PLACE_METADATA_KEYS if allow_tags else frozenset()
-    verdicts = {c.key: c for c in diff_plans(before, after).changes}
+    diff = diff_plans(before, after)
+    verdicts = {c.key: c for c in diff.changes}
     for old in stateful_resources(before.resources):
         new = after_by_urn.get(old.urn)
         label = f"{stateful_kind(old.type, old.inputs)} {old.name} ({old.type})"
@@ -91,4 +93,10 @@ def differences(before, after, allow_tags: bool) -> list[str]:
             elif verdict.action == REPLACE:
                 found.append(f"{label}: depends on {dep.name} ({dep.type}), which would be replaced "
                              f"({'; '.join(verdict.replaced_by)}): a new id")
+    # What `aicluster diff` would say: it must agree (exit 0 for an edit this finds nothing in).
+    named = {p.split(" ")[1] for p in found}
+    for change in diff.dangerous:
+        if change.name not in named:
+            found.append(f"{change.stateful} {change.name} ({change.type}): aicluster diff says {change.action}"
+                         + (f" ({'; '.join(change.replaced_by)})" if change.replaced_by else ""))
     return found

@@ -392,7 +392,9 @@ def _cascade(changes: dict[str, ResourceChange], old: Mapping[str, Any], old_by_
                 if dep_change.action == REPLACE and provider.startswith(dep.urn + "::"):
                     paths, forced = ["provider"], ["provider"]
                 else:
-                    paths = referencing_paths(change.old, dep, dep_change.action)
+                    ignored = tuple(getattr(change.new, "ignore_changes", ()) or ())
+                    paths = [p for p in referencing_paths(change.old, dep, dep_change.action)
+                             if not _matches(ignored, p.split(".")[0])]
                     forced = _forcing(table.rules(change.type), paths, change.type)
                 if not paths:
                     continue
