@@ -201,6 +201,8 @@ def test_a_policy_the_state_does_not_carry_yet_is_refused_before_anything(monkey
         _destroy(AWS, spec, fake, monkeypatch)
     paths = {p.path for p in caught.value.problems}
     assert {"storage[0].on_delete", "storage[1].on_delete"} <= paths
+    fsx = [p for p in caught.value.problems if p.path == "storage[0].on_delete"]
+    assert any("skipFinalBackup true" in p.allowed for p in fsx)          # FSx would still take a backup
     assert any("retainOnDelete" in p.allowed and "aicluster up" in p.allowed for p in caught.value.problems)
     assert [c[0] for c in fake.calls] == ["export_stack"]
 
@@ -337,3 +339,13 @@ def test_a_stack_never_deployed_is_bad_input_not_a_traceback(monkeypatch, capsys
     monkeypatch.setattr(automation, "STACK_OPENER", missing)
     assert cli.main(["destroy", "--stack", AWS, "--yes"]) == 2
     assert "aicluster up" in capsys.readouterr().err
+
+
+def test_a_stack_file_names_its_project_and_stack():
+    from aicluster.resources import CHECKOUT_DIR
+
+    args = argparse.Namespace(file=str(CHECKOUT_DIR / "stacks" / "Pulumi.aws-p5-slurm.yaml"), stack=None, cwd=None)
+    ref = teardown._stack_ref(args)
+    assert (ref.project_dir, ref.stack) == (CHECKOUT_DIR, AWS)
+    with pytest.raises(SpecError):
+        teardown._stack_ref(argparse.Namespace(file=str(CHECKOUT_DIR / "README.md"), stack=None, cwd=None))
