@@ -115,6 +115,13 @@ def test_the_default_policy_keeps_the_data_and_what_it_needs_and_deletes_the_com
         " ".join(remaining["p5-train-slurmdbd-db"]["commands"])
     assert any("set storage[0].on_delete: delete" in c for c in remaining["p5-train-fsx-fs"]["commands"])
     assert remaining["p5-train-fsx-fs"]["why"] == "storage[0].on_delete: retain"
+    # Listed to be deleted in order: each before what it needs (the VPC after its subnets and groups).
+    by_urn = {r["urn"]: r for r in _deployed(AWS, spec).deployment["resources"]}
+    position = {r["urn"]: i for i, r in enumerate(report.remaining)}
+    for urn in position:
+        for need in by_urn[urn].get("dependencies") or []:
+            if need in position:
+                assert position[need] > position[urn], f"{urn} needs {need}"
 
 
 def test_delete_everywhere_leaves_nothing(monkeypatch):

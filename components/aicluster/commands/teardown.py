@@ -265,7 +265,8 @@ def remains(plan: Any, spec: Any, everything: dict | None = None) -> list[dict]:
     delete each for real."""
     from aicluster.commands.teardown_state import remaining
 
-    items = [*plan.kept, *plan.needed]
+    # Dependents before what they need (the state lists resources in creation order).
+    items = [*reversed(plan.kept), *reversed(plan.needed)]
     present = set(remaining(everything, [i.urn for i in items])) if everything is not None else {i.urn for i in items}
     out = []
     for item in items:
@@ -350,7 +351,8 @@ def text(report: Report) -> list[str]:
         lines.append(f"  backup: {backup['what']}: {state}")
     if report.remaining:
         lines.append("")
-        lines.append(f"What remains in the cloud ({len(report.remaining)}), and how to delete it for real:")
+        lines.append(f"What remains in the cloud ({len(report.remaining)}), and how to delete it for real, "
+                     "in this order (each before what it needs):")
         for r in report.remaining:
             lines.append(f"  {r['urn'].rsplit('::', 1)[-1]} ({r['type']}, {r['id']}): {r['why']}")
             lines += [f"      {c}" for c in r["commands"]]
