@@ -30,6 +30,16 @@ def test_unprotected_persistent_filesystem_fails(protect, retain, missing):
     assert f"without the resource option(s) {missing}:" in hw.messages(verdict)
 
 
+def test_protected_with_a_final_backup_passes_without_retain_on_delete():
+    """on_delete: snapshot: protected, not retained, and FSx takes a final backup when deleted."""
+    assert hw.check(RULE, _fsx(retain=False, skip_final_backup=False)).status == "pass"
+    # on_delete: delete: no retain and no final backup is a choice to waive, not a pass.
+    verdict = hw.check(RULE, _fsx(retain=False, skip_final_backup=True))
+    assert verdict.status == "fail" and "retainOnDelete" in hw.messages(verdict)
+    # A final backup does not make up for a missing protect.
+    assert hw.check(RULE, _fsx(protect=False, retain=False, skip_final_backup=False)).status == "fail"
+
+
 def test_scratch_is_exempt_by_default_and_configurable():
     program = _fsx(protect=False, retain=False, capacity=2400, throughput=None, deployment="SCRATCH_2")
     assert hw.check(RULE, program).status == "n/a"
