@@ -735,4 +735,5 @@ def test_plan_out_twice_through_the_command(tmp_path):
     assert first - second                                   # the two plans differ in their files
     assert victim.read_text() == "precious"
     assert not (out / "slurm" / "slurm.conf").is_symlink()
-    assert files_on_disk(out) == second | {"plan.json", ".aicluster-out.json"}
+    # Beside the rendered files: the plan itself and the deployer's policy (both plans are AWS).
+    assert files_on_disk(out) == second | {"plan.json", ".aicluster-out.json", "deployer-policy.json"}
