@@ -217,3 +217,12 @@ def test_gcp_roles_follow_the_types_and_the_cluster_access():
     assert "kubernetes (in-cluster objects)" in perms.roles["roles/container.admin"]
     assert "roles/lustre.admin" not in perms.roles
     assert perms.kubernetes and not perms.problems()
+
+
+def test_an_efs_filesystem_lets_destroy_take_its_final_backup():
+    """aicluster destroy under on_delete: snapshot starts an AWS Backup job for EFS with the
+    account's Backup service role (commands/final_backups.py): the deployer may do both, nothing more."""
+    perms = derive("aws", "demo", "eu-west-1", ("aws:efs/fileSystem:FileSystem",), role_names=())
+    assert {"backup:StartBackupJob", "backup:DescribeBackupJob"} <= set(perms.actions)
+    passes = [s for d in perms.documents for s in d["Statement"] if "iam:PassRole" in s["Action"]]
+    assert [s["Resource"] for s in passes] == ["arn:aws:iam::*:role/service-role/AWSBackupDefaultServiceRole"]
