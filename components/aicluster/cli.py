@@ -79,14 +79,7 @@ LIFECYCLE_COMMANDS = ("diff", "preflight", "project", "deploy", "teardown")
 def _command_modules() -> list:
     import importlib
 
-    found = []
-    for name in LIFECYCLE_COMMANDS:
-        try:
-            found.append(importlib.import_module(f"aicluster.commands.{name}"))
-        except ModuleNotFoundError as exc:
-            if exc.name != f"aicluster.commands.{name}":
-                raise
-    return found
+    return [importlib.import_module(f"aicluster.commands.{name}") for name in LIFECYCLE_COMMANDS]
 
 
 def _one_shot_process() -> None:
@@ -110,9 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _parser().print_help()
         return EXIT_BAD_INPUT
     try:
-        if args.command not in _COMMANDS:
-            return getattr(args, "run")(args)
-        return _COMMANDS[args.command](args)
+        run = _COMMANDS.get(args.command) or args.run    # a lifecycle command sets its own `run`
+        return run(args)
     except SpecError as exc:
         print(exc, file=sys.stderr)
         return EXIT_BAD_INPUT
