@@ -125,12 +125,21 @@ def test_json_format(tmp_path):
 
 @pytest.mark.parametrize("args, fragment", [
     (("--stack", "aws-p5-slurm", "stacks/Pulumi.aws-p5-slurm.yaml"), "either --stack NAME or FILE"),
-    ((), "a stack file or --stack NAME"),
     (("--stack", "aws-p5-slurn"), "did you mean aws-p5-slurm"),
 ])
 def test_bad_arguments_exit_2(args, fragment):
     code, out, err = cli("preflight", *args)
     assert code == 2 and fragment in err and "Traceback" not in err, err
+
+
+def test_no_file_or_stack_means_the_projects_one_stack(tmp_path, monkeypatch):
+    """As for `aicluster plan`: inside a project of one's own, its one stack."""
+    project = tmp_path / "proj"
+    assert cli("new", str(project), "--stack", "aws-p4d-small")[0] == 0
+    monkeypatch.chdir(project)
+    code, out, err = cli("preflight", "--offline")
+    assert code == 0, err
+    assert out.startswith("preflight aws-p4d-small:")
 
 
 def test_provider_region_other_than_the_spec_region_exits_2(tmp_path):

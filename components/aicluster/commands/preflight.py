@@ -182,7 +182,8 @@ def add_parser(sub) -> None:
                                               "regions, offerings, quotas, reservations, images")
     parser.add_argument("file", nargs="?", metavar="FILE",
                         help="a stack file (stacks/Pulumi.<stack>.yaml) or a bare spec YAML file")
-    parser.add_argument("--stack", "-s", metavar="NAME", help="a stack in stacks/")
+    parser.add_argument("--stack", "-s", metavar="NAME",
+                        help="a stack of your project (default: its one stack) or an example stack")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--offline", dest="live", action="store_false", default=None,
                       help="only the catalog checks, no cloud calls")
@@ -195,10 +196,9 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.file and args.stack:
         raise SpecError.one("--stack", args.stack, "either --stack NAME or FILE, not both", subject="argument")
-    if not (args.file or args.stack):
-        raise SpecError.one("FILE", None, "a stack file or --stack NAME (`aicluster stacks` lists them)",
-                            subject="argument")
-    report = run_preflight(read_stack(args.file or args.stack), args.live)
+    from aicluster.commands.stacks import default_stack
+
+    report = run_preflight(read_stack(args.file or args.stack or default_stack()), args.live)
     if args.format == "json":
         print(json.dumps(report.to_json(), indent=2, sort_keys=True))
     else:

@@ -245,7 +245,7 @@ aicluster check               # the policy pack over the planned resources (exit
 {credentials}
 
 ```sh
-aicluster preflight           # quotas, capacity, images, permissions: what `up` would trip over
+aicluster preflight           # region, zone, offerings; quotas, capacity, images: what `up` would trip over
 ```
 
 Before you deploy an edit of a running cluster, see what it does (stateful replacements exit 3):
