@@ -29,17 +29,14 @@ from aicluster.design.cluster import design_cluster
 from aicluster.spec.cluster import parse_spec
 from tests.support import STACK_NAMES, stack_spec
 from tests.support.slurm_release import RELEASE, Release, first_on_path
-from tests.support.slurmctld import RESUME_TIMEOUT_S, Controller, assert_rendered_settings, fields, wait_for
+from tests.support.slurmctld import (RESUME_TIMEOUT_S, Controller, assert_rendered_settings, config_complaints, fields,
+                                     wait_for)
 from tests.support.sync_head import BUCKET, ControllerHead, s3_client
 
 STACKS = sorted(s for s in STACK_NAMES if stack_spec(s).get("scheduler", "slurm") == "slurm")
 
 # Log lines every first start of a private controller writes, on 22.05 as on 24.11: no state yet,
 # no mail program in a minimal system, accounting gathered but not stored (no slurmdbd here).
-EXPECTED_LOG = re.compile(r"state file|NOTE: Trying backup state save file|Configured MailProg is invalid|"
-                          r"accounting information gathered, but not stored|"
-                          r"collecting accounting information you have asked for it not to be stored")
-
 
 @pytest.fixture(scope="module")
 def release_bin(tmp_path_factory):
@@ -88,10 +85,7 @@ def test_slurmctld_2411_says_nothing_against_the_config(ctl):
     """A parameter 24.11 renamed, deprecated or ignores is logged as an error or warning at start
     (power saving disabled for an unusable program, too): none beyond a first start's usual ones."""
     assert_release(ctl)
-    log = (ctl.root / "log" / "slurmctld.log").read_text()
-    said = [line for line in log.splitlines()
-            if re.search(r"error|warning|fatal|deprecated|obsolete|ignor|unrecognized|disabled", line, re.I)
-            and not EXPECTED_LOG.search(line)]
+    said = config_complaints(ctl)
     assert said == [], "\n".join(said)
 
 

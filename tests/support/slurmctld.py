@@ -297,3 +297,22 @@ def assert_rendered_settings(ctl: Controller) -> None:
     assert values["SuspendProgram"].endswith("/bin/aicluster-suspend")
     assert values["ResumeFailProgram"].endswith("/bin/aicluster-resume-fail")
     assert values["SuspendExcNodes"] == (",".join(slurm.suspend_exc_nodes) or "(null)")
+
+
+# Lines a first start of slurmctld logs as errors or warnings that say nothing about the config.
+_NOT_THE_CONFIG = re.compile(
+    r"state file|NOTE: Trying backup state save file|Configured MailProg is invalid|"
+    r"accounting information gathered, but not stored|"
+    r"collecting accounting information you have asked for it not to be stored|"
+    # Debian 12's slurmctld 22.05 without libpmix installed: the machine's, not the config's.
+    r"mpi/pmix|PMIx|MPI: Cannot create context|"
+    # slurmctld's clock self-test at start: a loaded test machine's latency.
+    r"High latency for \d+ calls to gettimeofday")
+_COMPLAINT = re.compile(r"error|warning|fatal|deprecated|obsolete|ignor|unrecognized|disabled", re.I)
+
+
+def config_complaints(ctl: "Controller") -> list[str]:
+    """What slurmctld logged against the config (renamed, deprecated or ignored parameters, a
+    disabled feature): its error and warning lines, less those that say nothing about the config."""
+    log = (ctl.root / "log" / "slurmctld.log").read_text()
+    return [line for line in log.splitlines() if _COMPLAINT.search(line) and not _NOT_THE_CONFIG.search(line)]
