@@ -77,10 +77,32 @@ class InstanceType:
     nic_mtu: int | None = None          # MTU of the VPCs its NICs attach to
     boot_disk_type: str | None = None   # pd-ssd | hyperdisk-balanced ...
     image: str | None = None            # key of the GCP `images` its pools boot by default
+    # NVLink domain: GPUs on one NVLink fabric. None: the node's own GPUs (an 8-GPU HGX board);
+    # an NVL72 node type (GB200/GB300) sets 72, so capacity comes in whole domains of 72 / count nodes.
+    nvlink_domain: int | None = None
+    nvlink_domain_source: str = ""
+    # The smallest block of nodes the cloud sells for a multi-node NVLink domain (AWS: a 9-node
+    # UltraServer, half an NVL72 rack); None: one whole domain.
+    capacity_unit_nodes: int | None = None
 
     @property
     def family(self) -> str:
         return self.name.split(".")[0] if self.cloud == "aws" else "-".join(self.name.split("-")[:2])
+
+    @property
+    def nvlink_domain_gpus(self) -> int:
+        """GPUs per NVLink domain; the node's GPU count unless the catalog says more."""
+        return self.nvlink_domain or self.accelerator_count
+
+    @property
+    def nodes_per_nvlink_domain(self) -> int:
+        """Nodes per NVLink domain: 1 for an HGX node, 18 for a GB200 NVL72 node of 4 GPUs."""
+        return self.nvlink_domain_gpus // self.accelerator_count
+
+    @property
+    def nvlink_capacity_unit(self) -> int:
+        """Nodes a pool of this type must come in multiples of: 1 unless the domain spans nodes."""
+        return self.capacity_unit_nodes or self.nodes_per_nvlink_domain
 
     @property
     def efa_capable(self) -> bool:
@@ -355,7 +377,26 @@ def _instance(cloud: Cloud, name: str, e: dict, accelerators: Mapping[str, Accel
         nic_mtu=e.get("nic_mtu"),
         boot_disk_type=e.get("boot_disk_type"),
         image=e.get("image"),
+        **_nvlink_domain(e, where, int(e["accelerator_count"])),
     )
+
+
+def _nvlink_domain(e: dict, where: str, count: int) -> dict:
+    """`nvlink_domain` (GPUs) with its own `nvlink_domain_source`: a whole number of nodes."""
+    domain = e.get("nvlink_domain")
+    if domain is None:
+        return {}
+    if not isinstance(domain, int) or isinstance(domain, bool) or domain < count or domain % count:
+        raise CatalogError(f"{where}: nvlink_domain {domain!r} must be a whole multiple of "
+                           f"accelerator_count {count} (GPUs per NVLink domain)")
+    source = e.get("nvlink_domain_source")
+    if not source:
+        raise CatalogError(f"{where}: nvlink_domain needs an nvlink_domain_source")
+    unit = e.get("capacity_unit_nodes")
+    if unit is not None and (not isinstance(unit, int) or unit < 1 or (domain // count) % unit):
+        raise CatalogError(f"{where}: capacity_unit_nodes {unit!r} must divide the domain's "
+                           f"{domain // count} nodes")
+    return {"nvlink_domain": domain, "nvlink_domain_source": str(source), "capacity_unit_nodes": unit}
 
 
 @functools.lru_cache(maxsize=1)

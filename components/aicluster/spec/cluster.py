@@ -943,9 +943,49 @@ def _pool_problems(spec: ClusterSpec) -> list[Problem]:
             problems += _tpu_pool_problems(spec, i, pool)
         else:
             problems += _instance_type_problems(spec, at, pool)
+            itype = load_catalog().resolve(spec.cloud, pool.instance_type)
+            if itype is not None:
+                problems += nvlink_domain_problems(spec.cloud, at, pool, itype)
         problems += _capacity_problems(spec, at, pool.capacity)
         if not tpu_pool:    # images and node names of instance types (TPU: _tpu_pool_problems)
             problems += _image_problems(spec, at, pool)
+    return problems
+
+
+# How each cloud sells a multi-node NVLink domain (GB200/GB300 NVL72): AWS P6e UltraServers only as
+# EC2 Capacity Blocks, one block per UltraServer (EC2 user guide, "ec2-capacity-blocks"; AWS PCS
+# user guide, "capacity-blocks-nvidia-imex"); GCP A4X by a reservation whose sub-block is one
+# NVLink domain (Compute Engine docs, "a4x"; Cluster Toolkit examples/gke-a4x).
+_NVLINK_DOMAIN_CAPACITY = {"aws": "capacity-block", "gcp": "reservation"}
+
+
+def nvlink_domain_problems(cloud: str, at: str, pool: PoolSpec, itype: Any) -> list[Problem]:
+    """A pool of a type whose NVLink domain spans nodes holds whole domains (or whole units the
+    cloud sells: a 9-node UltraServer on AWS), for min_nodes and max_nodes, on the capacity type
+    the cloud sells such domains through. Nothing to check for a single-node domain (HGX)."""
+    if itype.nodes_per_nvlink_domain <= 1:
+        return []
+    unit, per_domain = itype.nvlink_capacity_unit, itype.nodes_per_nvlink_domain
+    whole = (f"a multiple of {unit} (whole NVLink domains of {itype.nvlink_domain_gpus} GPUs = "
+             f"{per_domain} {itype.name} nodes" + (f"; {cloud} also sells {unit}-node halves" if unit != per_domain
+                                                  else "") + ")")
+    problems = []
+    for key in ("max_nodes", "min_nodes"):
+        value = getattr(pool, key)
+        if value % unit:
+            lower, upper = value // unit * unit, -(-value // unit) * unit
+            near = " or ".join(str(v) for v in (lower, upper) if v > 0 or key == "min_nodes")
+            problems.append(Problem(f"{at}.{key}", value, whole, near))
+    needed = _NVLINK_DOMAIN_CAPACITY.get(cloud)
+    if needed and pool.capacity.type != needed:
+        how = ("one capacity block per UltraServer" if cloud == "aws"
+               else "a reservation whose sub-block is one domain")
+        problems.append(Problem(f"{at}.capacity.type", pool.capacity.type,
+                                f"{needed}: {cloud} sells {itype.name} NVLink domains only so ({how})", needed))
+    held = pool.capacity.nodes
+    if held is not None and held % unit:
+        problems.append(Problem(f"{at}.capacity.nodes", held, f"whole domains: {whole}",
+                                " or ".join(str(v) for v in (held // unit * unit, -(-held // unit) * unit) if v > 0)))
     return problems
 
 

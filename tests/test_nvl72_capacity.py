@@ -1,0 +1,116 @@
+"""Capacity in NVLink domains: a pool of a type whose NVLink domain spans nodes (GB200/GB300 NVL72)
+holds whole domains, on the capacity type its cloud sells them through.
+
+The catalog does not carry an NVL72 type yet (issue 28 item 1: its EFA layout and the Slurm
+config for it come with item 3), so the rule is exercised with a type derived from a catalog
+entry and given an NVL72 domain: 4 GPUs a node, 72 a domain, 18 nodes; AWS sells 9-node halves."""
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import pytest
+
+from aicluster.catalog import CatalogError, load_catalog
+from aicluster.errors import SpecError
+from aicluster.spec.cluster import parse_spec
+from tests.support import AWS_MIN, GCP_MIN
+
+CAT = load_catalog()
+NVL = "nvl72-test.36xlarge"
+
+
+@pytest.fixture
+def nvl72(monkeypatch):
+    """Put an NVL72-shaped type into both clouds' tables of the (cached) catalog for one test."""
+    cat = load_catalog()   # the one the spec checks read now (other tests may reload the cache)
+    for cloud, base, unit in (("aws", "p5.48xlarge", 9), ("gcp", "a3-megagpu-8g", None)):
+        derived = dataclasses.replace(cat.instance_types[cloud][base], name=NVL, accelerator_count=4,
+                                      nvlink_domain=72, nvlink_domain_source="test", capacity_unit_nodes=unit)
+        monkeypatch.setitem(cat.instance_types[cloud], NVL, derived)
+    return cat.instance_types
+
+
+def _spec(base, max_nodes, min_nodes=0, capacity=None):
+    data = copy.deepcopy(base)
+    data["pools"] = [{"name": "gb200", "instance_type": NVL, "max_nodes": max_nodes, "min_nodes": min_nodes}]
+    if capacity is not None:
+        data["pools"][0]["capacity"] = capacity
+    return data
+
+
+AWS_BLOCK = {"type": "capacity-block", "reservation_id": "cr-0123456789abcdef0"}
+GCP_RES = {"type": "reservation", "reservation_id": "a4x-reservation"}
+
+
+def _problems(data):
+    with pytest.raises(SpecError) as info:
+        parse_spec(data)
+    return info.value.problems
+
+
+def test_every_catalog_type_has_a_one_node_domain_by_default():
+    for cloud in CAT.instance_types.values():
+        for it in cloud.values():
+            assert it.nvlink_domain_gpus == it.accelerator_count
+            assert it.nodes_per_nvlink_domain == it.nvlink_capacity_unit == 1
+
+
+def test_derived_type_is_18_nodes_a_domain(nvl72):
+    it = nvl72["aws"][NVL]
+    assert (it.nvlink_domain_gpus, it.nodes_per_nvlink_domain, it.nvlink_capacity_unit) == (72, 18, 9)
+    assert nvl72["gcp"][NVL].nvlink_capacity_unit == 18
+
+
+def test_20_nodes_refused_at_max_nodes(nvl72):
+    problems = _problems(_spec(AWS_MIN, 20, capacity=AWS_BLOCK))
+    p = next(p for p in problems if p.path == "pools[0].max_nodes")
+    assert p.value == 20 and "multiple of 9" in p.allowed and "72 GPUs" in p.allowed
+    assert p.suggestion == "18 or 27"
+
+
+@pytest.mark.parametrize("nodes", [9, 18, 36])
+def test_whole_domains_accepted_on_aws_capacity_blocks(nvl72, nodes):
+    spec = parse_spec(_spec(AWS_MIN, nodes, capacity=dict(AWS_BLOCK, nodes=nodes)))
+    assert spec.pools[0].max_nodes == nodes
+
+
+def test_min_nodes_also_whole(nvl72):
+    problems = _problems(_spec(AWS_MIN, 18, min_nodes=4, capacity=AWS_BLOCK))
+    assert [p.path for p in problems if "multiple of 9" in p.allowed] == ["pools[0].min_nodes"]
+
+
+def test_block_holds_whole_domains(nvl72):
+    problems = _problems(_spec(AWS_MIN, 18, capacity=dict(AWS_BLOCK, nodes=10)))
+    assert [(p.path, p.suggestion) for p in problems] == [("pools[0].capacity.nodes", "9 or 18")]
+
+
+def test_aws_needs_a_capacity_block(nvl72):
+    problems = _problems(_spec(AWS_MIN, 18))
+    p = next(p for p in problems if p.path == "pools[0].capacity.type")
+    assert "capacity-block" in p.allowed and p.suggestion == "capacity-block"
+
+
+@pytest.mark.parametrize("nodes, ok", [(9, False), (18, True), (20, False), (36, True)])
+def test_gcp_domains_are_18_nodes_by_reservation(nvl72, nodes, ok):
+    data = _spec(GCP_MIN, nodes, capacity=GCP_RES)
+    if ok:
+        assert parse_spec(data).pools[0].max_nodes == nodes
+    else:
+        assert any(p.path == "pools[0].max_nodes" and "multiple of 18" in p.allowed for p in _problems(data))
+
+
+def test_gcp_needs_a_reservation(nvl72):
+    problems = _problems(_spec(GCP_MIN, 18))
+    assert any(p.path == "pools[0].capacity.type" and "reservation" in p.allowed for p in problems)
+
+
+@pytest.mark.parametrize("entry, why", [
+    ({"nvlink_domain": 70}, "whole multiple"),
+    ({"nvlink_domain": 72}, "nvlink_domain_source"),
+    ({"nvlink_domain": 72, "nvlink_domain_source": "x", "capacity_unit_nodes": 7}, "must divide"),
+])
+def test_loader_refuses_a_bad_domain(entry, why):
+    from aicluster.catalog import _nvlink_domain
+    with pytest.raises(CatalogError, match=why):
+        _nvlink_domain(entry, "aws.yaml instance_types.x", 4)
