@@ -115,8 +115,8 @@ class InstanceType:
 
     @property
     def card_gbps(self) -> float:
-        """AWS: bandwidth of one network card (cards are symmetric on every type here)."""
-        return self.network_gbps / self.network_cards
+        """AWS: bandwidth of one EFA card (the EFA cards are symmetric; p6-b300's card 0 is ENA only)."""
+        return self.network_gbps / (len(self.efa_cards) or self.network_cards)
 
     @property
     def accelerator_memory_gib(self) -> float:
