@@ -136,3 +136,21 @@ def test_the_plan_shows_scratch_and_containers_per_pool():
 
     lines = pool_lines(stack_result("aws-p5-slurm").design)
     assert "    /scratch RAID0 of 8 x 3800 GB local NVMe = 30400 GB; containers enroot " in "\n".join(lines)
+
+
+def test_every_aws_gpu_type_with_instance_storage_in_moto_has_its_local_nvme():
+    """Outside truth: moto's copy of EC2 DescribeInstanceTypes. A catalog GPU type whose
+    InstanceStorageInfo lists NVMe disks gets /scratch only if node_local.yaml knows them (P6-B300
+    was added without them and planned no /scratch)."""
+    from moto.ec2.models.instance_types import INSTANCE_TYPES
+
+    from aicluster.catalog import load_catalog
+
+    for name, itype in load_catalog().instance_types["aws"].items():
+        info = INSTANCE_TYPES.get(name, {}).get("InstanceStorageInfo")
+        if itype.accelerator.kind != "gpu" or not info:
+            continue
+        disks = info["Disks"][0]
+        nvme = local_nvme(name)
+        assert nvme is not None, f"{name}: moto lists {disks['Count']} x {disks['SizeInGB']} GB, node_local.yaml none"
+        assert (nvme.devices, nvme.device_gb) == (disks["Count"], disks["SizeInGB"]), name
