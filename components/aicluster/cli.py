@@ -124,16 +124,15 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from aicluster.commands.planner import plan_stack
     from aicluster.commands import plan_report
 
-    if args.file and args.stack:
-        raise SpecError.one("--stack", args.stack, "either --stack NAME or FILE, not both", subject="argument")
+    from aicluster.commands.stacks import stack_target
+
+    target = stack_target(args.file, args.stack)
     out = None
     if args.out:   # checked before planning: a bad --out fails at once, before anything is printed
         from aicluster.commands.out_dir import prepare
 
         out = prepare(args.out)
-    from aicluster.commands.stacks import default_stack
-
-    result = plan_stack(args.file or args.stack or default_stack())
+    result = plan_stack(target)
     if args.format == "json":
         print(json.dumps(plan_report.to_json(result), indent=2, sort_keys=True))
     elif args.format == "markdown":

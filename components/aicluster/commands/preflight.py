@@ -194,11 +194,9 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.file and args.stack:
-        raise SpecError.one("--stack", args.stack, "either --stack NAME or FILE, not both", subject="argument")
-    from aicluster.commands.stacks import default_stack
+    from aicluster.commands.stacks import stack_target
 
-    report = run_preflight(read_stack(args.file or args.stack or default_stack()), args.live)
+    report = run_preflight(read_stack(stack_target(args.file, args.stack)), args.live)
     if args.format == "json":
         print(json.dumps(report.to_json(), indent=2, sort_keys=True))
     else:

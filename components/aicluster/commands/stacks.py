@@ -137,6 +137,14 @@ def default_stack() -> str:
                     subject="argument")
 
 
+def stack_target(file: str | None, stack: str | None) -> str:
+    """What a command given FILE and/or --stack NAME reads (`plan`, `preflight`): one of them, or
+    without either the default stack."""
+    if file and stack:
+        raise SpecError.one("--stack", stack, "either --stack NAME or FILE, not both", subject="argument")
+    return file or stack or default_stack()
+
+
 def _stack_path(target: str) -> Path:
     """The stack file of the name `target`: the project's, else an example."""
     project = find_project()
