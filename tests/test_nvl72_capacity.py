@@ -1,8 +1,8 @@
 """Capacity in NVLink domains: a pool of a type whose NVLink domain spans nodes (GB200/GB300 NVL72)
 holds whole domains, on the capacity type its cloud sells them through.
 
-The catalog does not carry an NVL72 type yet (issue 28 item 1: its EFA layout and the Slurm
-config for it come with item 3), so the rule is exercised with a type derived from a catalog
+One domain a pool (a capacity block, a 1x72 placement policy), every node static; more domains
+are more pools sharing a `partition`. The rule is exercised with a type derived from a catalog
 entry and given an NVL72 domain: 4 GPUs a node, 72 a domain, 18 nodes; AWS sells 9-node halves."""
 from __future__ import annotations
 
@@ -31,11 +31,14 @@ def nvl72(monkeypatch):
     return cat.instance_types
 
 
-def _spec(base, max_nodes, min_nodes=0, capacity=None):
+def _spec(base, max_nodes, min_nodes=None, capacity=None, pools=1):
     data = copy.deepcopy(base)
-    data["pools"] = [{"name": "gb200", "instance_type": NVL, "max_nodes": max_nodes, "min_nodes": min_nodes}]
-    if capacity is not None:
-        data["pools"][0]["capacity"] = capacity
+    data["pools"] = [{"name": f"gb200{chr(ord('a') + k)}", "instance_type": NVL, "max_nodes": max_nodes,
+                      "min_nodes": max_nodes if min_nodes is None else min_nodes, "partition": "gb200"}
+                     for k in range(pools)]
+    for pool in data["pools"]:
+        if capacity is not None:
+            pool["capacity"] = dict(capacity)
     return data
 
 
@@ -52,8 +55,9 @@ def _problems(data):
 def test_every_catalog_type_has_a_one_node_domain_by_default():
     for cloud in CAT.instance_types.values():
         for it in cloud.values():
-            assert it.nvlink_domain_gpus == it.accelerator_count
-            assert it.nodes_per_nvlink_domain == it.nvlink_capacity_unit == 1
+            if it.nvlink_domain is None:
+                assert it.nvlink_domain_gpus == it.accelerator_count
+                assert it.nodes_per_nvlink_domain == it.nvlink_capacity_unit == 1
 
 
 def test_derived_type_is_18_nodes_a_domain(nvl72):
@@ -65,24 +69,35 @@ def test_derived_type_is_18_nodes_a_domain(nvl72):
 def test_20_nodes_refused_at_max_nodes(nvl72):
     problems = _problems(_spec(AWS_MIN, 20, capacity=AWS_BLOCK))
     p = next(p for p in problems if p.path == "pools[0].max_nodes")
-    assert p.value == 20 and "multiple of 9" in p.allowed and "72 GPUs" in p.allowed
-    assert p.suggestion == "18 or 27"
+    assert p.value == 20 and "one NVLink domain: 9 or 18" in p.allowed and "72 GPUs" in p.allowed
+    assert "same `partition`" in p.allowed and p.suggestion == "18"
 
 
-@pytest.mark.parametrize("nodes", [9, 18, 36])
-def test_whole_domains_accepted_on_aws_capacity_blocks(nvl72, nodes):
+@pytest.mark.parametrize("nodes", [9, 18])
+def test_one_ultraserver_a_pool_on_aws_capacity_blocks(nvl72, nodes):
     spec = parse_spec(_spec(AWS_MIN, nodes, capacity=dict(AWS_BLOCK, nodes=nodes)))
     assert spec.pools[0].max_nodes == nodes
 
 
-def test_min_nodes_also_whole(nvl72):
+def test_36_nodes_are_two_pools_of_one_partition(nvl72):
+    """The done-when's 36 GB200 nodes: two UltraServers, two capacity blocks, two pools; one
+    partition, so one job can take both (one Slurm block each)."""
+    spec = parse_spec(_spec(AWS_MIN, 18, capacity=AWS_BLOCK, pools=2))
+    assert [p.partition for p in spec.pools] == ["gb200", "gb200"]
+    one = _problems(_spec(AWS_MIN, 36, capacity=AWS_BLOCK))
+    p = next(p for p in one if p.path == "pools[0].max_nodes")
+    assert "2 pools of 18" in p.allowed and p.suggestion == "18"
+
+
+def test_every_node_static(nvl72):
     problems = _problems(_spec(AWS_MIN, 18, min_nodes=4, capacity=AWS_BLOCK))
-    assert [p.path for p in problems if "multiple of 9" in p.allowed] == ["pools[0].min_nodes"]
+    assert [(p.path, p.suggestion) for p in problems] == [("pools[0].min_nodes", "18")]
+    assert "IMEX" in problems[0].allowed
 
 
-def test_block_holds_whole_domains(nvl72):
+def test_block_is_the_pool(nvl72):
     problems = _problems(_spec(AWS_MIN, 18, capacity=dict(AWS_BLOCK, nodes=10)))
-    assert [(p.path, p.suggestion) for p in problems] == [("pools[0].capacity.nodes", "9 or 18")]
+    assert [(p.path, p.suggestion) for p in problems] == [("pools[0].capacity.nodes", "18")]
 
 
 def test_aws_needs_a_capacity_block(nvl72):
@@ -91,13 +106,14 @@ def test_aws_needs_a_capacity_block(nvl72):
     assert "capacity-block" in p.allowed and p.suggestion == "capacity-block"
 
 
-@pytest.mark.parametrize("nodes, ok", [(9, False), (18, True), (20, False), (36, True)])
+@pytest.mark.parametrize("nodes, ok", [(9, False), (18, True), (20, False), (36, False)])
 def test_gcp_domains_are_18_nodes_by_reservation(nvl72, nodes, ok):
     data = _spec(GCP_MIN, nodes, capacity=GCP_RES)
     if ok:
         assert parse_spec(data).pools[0].max_nodes == nodes
     else:
-        assert any(p.path == "pools[0].max_nodes" and "multiple of 18" in p.allowed for p in _problems(data))
+        assert any(p.path == "pools[0].max_nodes" and "one NVLink domain: 18" in p.allowed
+                   and "1x72 placement policy" in p.allowed for p in _problems(data))
 
 
 def test_gcp_needs_a_reservation(nvl72):

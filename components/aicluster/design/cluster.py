@@ -229,6 +229,7 @@ def _design_slurm(spec: ClusterSpec, pools: tuple[PoolDesign, ...], vpc_cidr: st
         if pool.tpu is not None:
             nodesets.append(_tpu_nodeset(pool))
             continue
+        pool_spec = next(p for p in spec.pools if p.name == pool.name)
         acc = pool.instance.accelerator
         is_gpu = acc.kind == "gpu"
         features = [pool.instance.name, pool.name, acc.kind, acc.gres_type]
@@ -253,7 +254,8 @@ def _design_slurm(spec: ClusterSpec, pools: tuple[PoolDesign, ...], vpc_cidr: st
             switch=pool.name,
             sockets=pool.instance.sockets,
             gpus_per_socket=pool.instance.gpus_per_socket if is_gpu else None,
-            partition_settings=rendered_settings(next(p for p in spec.pools if p.name == pool.name).slurm_settings),
+            partition_settings=rendered_settings(pool_spec.slurm_settings),
+            partition=pool_spec.partition or "",
         ))
     head = spec.slurm.head_node
     return SlurmDesign(

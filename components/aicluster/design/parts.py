@@ -187,6 +187,35 @@ class SlurmNodeSet:
     sockets: int | None = None       # CPU sockets (catalog); None: unknown, declared as one socket
     gpus_per_socket: int | None = None   # GPUs 0..n-1 on socket 0, ... (catalog); None: no Cores= binding
     partition_settings: tuple[tuple[str, str], ...] = ()   # pools[].slurm_settings (slurm_settings.py)
+    partition: str = ""              # pools[].partition; "" = the pool's name
+
+    @property
+    def partition_name(self) -> str:
+        return self.partition or self.pool
+
+
+@dataclass(frozen=True)
+class SlurmPartition:
+    """One PartitionName line: the node sets of every pool that names it, in spec order."""
+    name: str
+    nodesets: tuple[SlurmNodeSet, ...]
+
+    @property
+    def hostlist(self) -> str:
+        return ",".join(ns.hostlist for ns in self.nodesets)
+
+    @property
+    def exclusive(self) -> bool:
+        return any(ns.exclusive for ns in self.nodesets)
+
+    @property
+    def def_mem_per_cpu(self) -> int:
+        """A job that asks for no memory gets its share of the smallest node of the partition."""
+        return min(ns.real_memory_mib // ns.cpus for ns in self.nodesets)
+
+    @property
+    def settings(self) -> tuple[tuple[str, str], ...]:
+        return self.nodesets[0].partition_settings      # the spec holds them equal across the pools
 
 @dataclass(frozen=True)
 class NodeImageDesign:
@@ -216,6 +245,14 @@ class SlurmDesign:
     accounting_settings: AccountingDesign | None = None
     node_image: NodeImageDesign | None = None   # slurm.node_image; None: every node installs at boot
     head_on_delete: str = "retain"              # slurm.head_node.on_delete: retain | delete
+
+    @property
+    def partitions(self) -> tuple[SlurmPartition, ...]:
+        """Pools naming the same partition share its line (the first pool's is the default)."""
+        grouped: dict[str, list[SlurmNodeSet]] = {}
+        for ns in self.nodesets:
+            grouped.setdefault(ns.partition_name, []).append(ns)
+        return tuple(SlurmPartition(name, tuple(sets)) for name, sets in grouped.items())
 
     @property
     def suspend_exc_nodes(self) -> tuple[str, ...]:

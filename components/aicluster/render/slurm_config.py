@@ -133,9 +133,9 @@ def _with_settings(text: str, slurm) -> str:
     """slurm.conf with the spec's custom settings merged (slurm_settings.py): pools[].slurm_settings
     into their PartitionName lines, slurm.settings into the file."""
     lines = text.split("\n")
-    for ns in slurm.nodesets:
-        if ns.partition_settings:
-            lines = [merge_line_settings(ln, ns.partition_settings) if ln.startswith(f"PartitionName={ns.pool} ")
+    for part in slurm.partitions:
+        if part.settings:
+            lines = [merge_line_settings(ln, part.settings) if ln.startswith(f"PartitionName={part.name} ")
                      else ln for ln in lines]
     return merge_conf_settings("\n".join(lines), slurm.settings)
 

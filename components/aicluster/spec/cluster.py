@@ -100,6 +100,12 @@ class PoolSpec(_Model):
                                                  "path (/aws/...) or a GCP image / family self link.")
     root_volume_gib: Annotated[int, Field(strict=True, ge=75, le=16_384)] = Field(
         200, description="Encrypted root volume size.")
+    partition: Name | None = Field(
+        None, description="Slurm partition the pool's nodes join (default: the pool's name). Pools naming the "
+                          "same partition share it, as the compute resources of one ParallelCluster queue do: "
+                          "NVL72 pools, one per NVLink domain, share one so a job can span domains "
+                          "(`sbatch -N 36 --segment=18`). Pools of one partition give the same slurm_settings. "
+                          "Slurm only.")
     slurm_settings: SlurmSettings = Field(
         default_factory=dict, description="Partition parameters of slurm.conf(5) added to this pool's "
                                           "PartitionName line (MaxTime, DefaultTime, PriorityTier, AllowAccounts, "
@@ -551,6 +557,25 @@ def _slurm_problems(spec: ClusterSpec) -> list[Problem]:
         problems += settings_problems(pool.slurm_settings, f"pools[{i}].slurm_settings", partition=True)
         if pool.slurm_settings and spec.scheduler != "slurm":
             problems.append(Problem(f"pools[{i}].slurm_settings", "<section>", "leave it out unless scheduler is slurm"))
+    problems += _partition_problems(spec)
+    return problems
+
+
+def _partition_problems(spec: ClusterSpec) -> list[Problem]:
+    """`partition` is Slurm's; pools sharing one give the same partition parameters (one
+    PartitionName line holds them)."""
+    problems = []
+    first: dict[str, int] = {}
+    for i, pool in enumerate(spec.pools):
+        if pool.partition is not None and spec.scheduler != "slurm":
+            problems.append(Problem(f"pools[{i}].partition", pool.partition, "leave it out unless scheduler is slurm"))
+            continue
+        name = pool.partition or pool.name
+        j = first.setdefault(name, i)
+        if j != i and dict(pool.slurm_settings) != dict(spec.pools[j].slurm_settings):
+            problems.append(Problem(f"pools[{i}].slurm_settings", dict(pool.slurm_settings),
+                                    f"the same as pools[{j}].slurm_settings ({dict(spec.pools[j].slurm_settings)}): "
+                                    f"both pools are in partition {name}"))
     return problems
 
 
@@ -960,22 +985,38 @@ _NVLINK_DOMAIN_CAPACITY = {"aws": "capacity-block", "gcp": "reservation"}
 
 
 def nvlink_domain_problems(cloud: str, at: str, pool: PoolSpec, itype: Any) -> list[Problem]:
-    """A pool of a type whose NVLink domain spans nodes holds whole domains (or whole units the
-    cloud sells: a 9-node UltraServer on AWS), for min_nodes and max_nodes, on the capacity type
-    the cloud sells such domains through. Nothing to check for a single-node domain (HGX)."""
+    """A pool of a type whose NVLink domain spans nodes is exactly one domain (or one unit the
+    cloud sells: a 9-node UltraServer on AWS), all of its nodes static, on the capacity type the
+    cloud sells such domains through. Nothing to check for a single-node domain (HGX).
+
+    One domain a pool, as every anchor has it: a ParallelCluster compute resource, an AWS PCS node
+    group and an EKS node group each take one capacity block (one UltraServer), and a GKE A4X node
+    pool one 1x72 placement policy (18 VMs, one sub-block). The pool's launch template or placement
+    policy then fixes which domain its nodes are in, so the Slurm block of each node is known when
+    the configuration is written. More domains: more pools naming the same `partition`.
+
+    Static: capacity blocks and reservations are paid whether a node runs or not, IMEX's node list
+    cannot change while it runs (nvl72.md), and on Slurm 25.x a powered-down node leaves its block."""
     if itype.nodes_per_nvlink_domain <= 1:
         return []
     unit, per_domain = itype.nvlink_capacity_unit, itype.nodes_per_nvlink_domain
-    whole = (f"a multiple of {unit} (whole NVLink domains of {itype.nvlink_domain_gpus} GPUs = "
-             f"{per_domain} {itype.name} nodes" + (f"; {cloud} also sells {unit}-node halves" if unit != per_domain
-                                                  else "") + ")")
+    sizes = sorted({unit, per_domain})
+    allowed = " or ".join(str(s) for s in sizes)
+    what = (f"one NVLink domain: {allowed} {itype.name} nodes ({per_domain} nodes = {itype.nvlink_domain_gpus} GPUs"
+            + (f"; {cloud} also sells {unit}-node UltraServers" if unit != per_domain else "") + "), one "
+            + ("capacity block" if cloud == "aws" else "1x72 placement policy") + " a pool; for more "
+            "domains add pools of the same `partition`")
     problems = []
-    for key in ("max_nodes", "min_nodes"):
-        value = getattr(pool, key)
-        if value % unit:
-            lower, upper = value // unit * unit, -(-value // unit) * unit
-            near = " or ".join(str(v) for v in (lower, upper) if v > 0 or key == "min_nodes")
-            problems.append(Problem(f"{at}.{key}", value, whole, near))
+    if pool.max_nodes not in sizes:
+        near = min(sizes, key=lambda s: (abs(s - pool.max_nodes), s))
+        if pool.max_nodes > per_domain and pool.max_nodes % per_domain == 0:
+            what += f" ({pool.max_nodes // per_domain} pools of {per_domain})"
+        problems.append(Problem(f"{at}.max_nodes", pool.max_nodes, what, str(near)))
+    if pool.min_nodes != pool.max_nodes:
+        problems.append(Problem(f"{at}.min_nodes", pool.min_nodes,
+                                f"max_nodes ({pool.max_nodes}): every node of an NVLink domain is static (the "
+                                "capacity is paid either way, IMEX's node list cannot change while it runs, and "
+                                "a powered-down node leaves its Slurm block on 25.x)", str(pool.max_nodes)))
     needed = _NVLINK_DOMAIN_CAPACITY.get(cloud)
     if needed and pool.capacity.type != needed:
         how = ("one capacity block per UltraServer" if cloud == "aws"
@@ -983,9 +1024,9 @@ def nvlink_domain_problems(cloud: str, at: str, pool: PoolSpec, itype: Any) -> l
         problems.append(Problem(f"{at}.capacity.type", pool.capacity.type,
                                 f"{needed}: {cloud} sells {itype.name} NVLink domains only so ({how})", needed))
     held = pool.capacity.nodes
-    if held is not None and held % unit:
-        problems.append(Problem(f"{at}.capacity.nodes", held, f"whole domains: {whole}",
-                                " or ".join(str(v) for v in (held // unit * unit, -(-held // unit) * unit) if v > 0)))
+    if held is not None and held != pool.max_nodes and pool.max_nodes in sizes:
+        problems.append(Problem(f"{at}.capacity.nodes", held,
+                                f"max_nodes ({pool.max_nodes}): the pool is its one domain", str(pool.max_nodes)))
     return problems
 
 

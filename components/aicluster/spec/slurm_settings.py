@@ -126,7 +126,7 @@ APPENDED = frozenset({"SchedulerParameters", "LaunchParameters"})
 
 # Partition keys the pools own: the node list, the default partition (the first pool) and the state.
 PARTITION_OWNED: Mapping[str, str] = {
-    "PartitionName": "pools[].name", "Nodes": "pools[].max_nodes", "Default": "the order of `pools` (the first is the default)",
+    "PartitionName": "pools[].name (or pools[].partition)", "Nodes": "pools[].max_nodes", "Default": "the order of `pools` (the first is the default)",
     "State": "aicluster (UP)", "Shared": "OverSubscribe (Shared is its old name)", "ResumeTimeout": "slurm.resume_timeout_min", "SuspendTime": "slurm.suspend_idle_min",
     "SuspendTimeout": _POWER,
 }
