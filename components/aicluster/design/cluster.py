@@ -157,7 +157,14 @@ def _design_pool(spec: ClusterSpec, index: int, pool: PoolSpec) -> PoolDesign:
     efa = instance.efa_capable if pool.efa is None else pool.efa
     efa = efa and spec.cloud == "aws"
     interfaces = efa_interfaces(instance) if efa else (NetworkInterface(0, 0, "interface"),)
-    if pool.capacity.type in _RESERVED_CAPACITY:
+    if spec.cloud == "gcp" and instance.nodes_per_nvlink_domain > 1:
+        # Even from a reservation: the policy's GPU topology is what puts the VMs in one NVLink
+        # domain (Cluster Toolkit: slurm-gcp's resume.py gives A4X nodesets a COLLOCATED policy
+        # with gpuTopology 1x72; examples/gke-a4x a HIGH_THROUGHPUT workload policy, 1x72).
+        placement = Placement("compact", f"one NVLink domain: a 1x{instance.nvlink_domain_gpus} placement policy "
+                                         "puts the pool's VMs in one reservation sub-block",
+                              gpu_topology=f"1x{instance.nvlink_domain_gpus}")
+    elif pool.capacity.type in _RESERVED_CAPACITY:
         placement = Placement(None, f"the {pool.capacity.type} {pool.capacity.reservation_id} fixes placement")
     elif pool.max_nodes < 2:
         placement = Placement(None, "single node: nothing to place together")

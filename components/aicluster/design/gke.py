@@ -98,6 +98,7 @@ def _node_pool(pool: "PoolDesign", net: "NetworkDesign", accelerators, managed_l
         nic_stack=itype.gpu_nic_stack if pool.gpu_nics else "none",
         networks=() if pool.tpu else _networks(pool, net),
         compact=pool.placement.strategy is not None,
+        gpu_topology=pool.placement.gpu_topology,
         min_nodes=pool.min_nodes, max_nodes=pool.max_nodes, capacity=pool.capacity.type,
         reservation=pool.capacity.reservation_id if pool.capacity.type == "reservation" else None,
         disk_type=boot_disk_type(pool), disk_size_gib=pool.root_volume_gib,

@@ -43,6 +43,7 @@ class GkeNodePool:
     secure_boot: bool = True                   # off on non-GPU node pools that mount Managed Lustre
     local_ssds: int = 0                        # bundled Local SSDs as RAID0 ephemeral storage (0: none)
     image_streaming: bool = True               # GKE image streaming (gcfs_config)
+    gpu_topology: str | None = None            # NVLink domain (A4X): a 1x72 workload policy the pool names
 
     @property
     def slices(self) -> int:

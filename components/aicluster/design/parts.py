@@ -31,6 +31,9 @@ class Placement:
     """How a pool's nodes are placed."""
     strategy: Literal["cluster", "compact"] | None   # AWS placement group / GCP compact resource policy
     reason: str
+    # GCP multi-node NVLink domain (A4X): "1x72", the GPU topology its placement policy asks for,
+    # which puts the pool's VMs in one NVLink domain (a reservation sub-block)
+    gpu_topology: str | None = None
 
 @dataclass(frozen=True)
 class GcpSubnet:

@@ -36,7 +36,7 @@ from aicluster.design.parts import PoolDesign
 from aicluster.design.gke_parts import GkeDesign, GkeNetwork, GkeNodePool
 from aicluster.kubernetes.capacity import autoscaled_health_marks
 from aicluster.design.kubernetes import KubernetesPool
-from aicluster.gcp.common import labels, node_metadata, node_tag, pool_labels
+from aicluster.gcp.common import labels, node_metadata, node_tag, pool_labels, short_name
 from aicluster.gcp.gke_upgrades import gpu_upgrade_settings
 from aicluster.gcp.gpu_pool import RESERVATION_KEY
 from aicluster.gcp.identity import CLOUD_PLATFORM
@@ -148,6 +148,20 @@ class GkeNodePools(pulumi.ComponentResource):
         keep = pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on),
                                       ignore_changes=["initialNodeCount", "nodeCount"])
         self.node_pools = {}
+        # An NVLink-domain pool (A4X) names a HIGH_THROUGHPUT workload policy with its accelerator
+        # topology: GKE then places the pool's nodes in one NVLink domain (Cluster Toolkit
+        # examples/gke-a4x: resource-policy module, workload_policy {type: HIGH_THROUGHPUT,
+        # accelerator_topology: 1x72}, used by the A4X node pool).
+        workload_policy = None
+        if pool.tpu is None and pool.gpu_topology:
+            workload_policy = gcp.compute.ResourcePolicy(
+                f"{name}-workload-policy", name=short_name(f"{design.name}-{pool.names[0]}-nvl", 63),
+                region=design.region,
+                description=f"aicluster {design.name} node pool {pool.names[0]}: one NVLink domain "
+                            f"({pool.gpu_topology})",
+                workload_policy=gcp.compute.ResourcePolicyWorkloadPolicyArgs(
+                    type="HIGH_THROUGHPUT", accelerator_topology=pool.gpu_topology),
+                opts=pulumi.ResourceOptions(parent=self))
         if pool.tpu is None:
             node_pool = gcp.container.NodePool(
                 f"{name}-pool", name=pool.names[0], **common,
@@ -160,7 +174,8 @@ class GkeNodePools(pulumi.ComponentResource):
                 # provisioningrequest: --flex-start --enable-queued-provisioning --num-nodes=0
                 # --location-policy=ANY --reservation-affinity=none --no-enable-autorepair).
                 queued_provisioning=gcp.container.NodePoolQueuedProvisioningArgs(enabled=True) if flex else None,
-                placement_policy=gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT") if pool.compact else None,
+                placement_policy=gcp.container.NodePoolPlacementPolicyArgs(
+                    type="COMPACT", policy_name=workload_policy.name if workload_policy else None) if pool.compact else None,
                 # A new node first, none down before it is up: a running gang keeps its nodes.
                 upgrade_settings=gpu_upgrade_settings(kpool.max_unavailable),
                 opts=keep)

@@ -67,8 +67,10 @@ class GpuPool(pulumi.ComponentResource):
             placement = gcp.compute.ResourcePolicy(
                 f"{name}-placement", name=short_name(f"{cluster.name}-{pool.name}-placement", 63),
                 region=cluster.region,
-                description=f"aicluster {cluster.name} pool {pool.name}: compact placement",
-                group_placement_policy=gcp.compute.ResourcePolicyGroupPlacementPolicyArgs(collocation="COLLOCATED"),
+                description=f"aicluster {cluster.name} pool {pool.name}: compact placement"
+                            + (f", one NVLink domain ({pool.placement.gpu_topology})" if pool.placement.gpu_topology else ""),
+                group_placement_policy=gcp.compute.ResourcePolicyGroupPlacementPolicyArgs(
+                    collocation="COLLOCATED", gpu_topology=pool.placement.gpu_topology),
                 opts=child)
 
         template = gcp.compute.InstanceTemplate(
