@@ -42,7 +42,7 @@ GPU_FIELDS = {
     "index", "name", "uuid", "serial", "pci.bus_id", "driver_version", "persistence_mode",
     "ecc.mode.current", "ecc.errors.corrected.volatile.total",
     "ecc.errors.uncorrected.volatile.total", "ecc.errors.uncorrected.aggregate.total",
-    "retired_pages.pending", "memory.total", "temperature.gpu",
+    "retired_pages.pending", "memory.total", "temperature.gpu", "fabric.state", "fabric.status",
 }
 REMAP_FIELDS = {
     "gpu_bus_id", "gpu_uuid", "gpu_name", "remapped_rows.correctable",
@@ -99,6 +99,7 @@ for i, gpu in enumerate(rows):
     values["retired_pages.pending"] = "No"
     values["remapped_rows.pending"] = gpu["pending"]
     values["remapped_rows.failure"] = gpu["failure"]
+    values.update(gpu.get("fields", {}))
     print(", ".join(values.get(f, values.get(f.replace(".", "_"), "[N/A]")) for f in fields))
 '''
 

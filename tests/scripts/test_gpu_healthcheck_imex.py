@@ -1,0 +1,324 @@
+"""The GPU health check on a node of a multi-node NVLink domain (GB200/GB300 NVL72), run for real.
+
+AICLUSTER_NVLINK_DOMAIN_NODES > 1 in the node's env file adds two checks (aicluster-gpu-healthcheck):
+nvlink-fabric (every GPU registered with the NVLink fabric) and imex (the IMEX domain whole). The
+stubs print what the real tools print:
+
+- nvidia-imex-ctl -q: this node's daemon state (READY, WAITING_FOR_PEERS, ...);
+- nvidia-imex-ctl -N: the domain's status as the IMEX guide and the AWS PCS user guide
+  ("capacity-blocks-nvidia-imex", validate step) show it: the legend, a time stamp, "Nodes:" with
+  one "Node #i - <ip> - <STATE> - Version: <driver>" line per node, the "Nodes From\\To" matrix of
+  connection states (C connected, D disconnected, N never connected, ...) and "Domain State: UP";
+- systemctl is-active nvidia-imex: active (exit 0) or inactive / failed (exit 3);
+- hostname -I: the node's addresses;
+- nvidia-smi --query-gpu=index,fabric.state,fabric.status: "0, Completed, Success" per GPU.
+
+Nodes of HGX types (no multi-node domain) are unchanged: tests/scripts/test_gpu_healthcheck.py.
+"""
+from __future__ import annotations
+
+import pytest
+
+from tests.scripts.test_gpu_healthcheck import Node, check_lines, gpu
+
+GB200 = "NVIDIA GB200"
+DOMAIN = 18
+ADDRS = [f"10.0.{n // 250}.{10 + n % 250}" for n in range(DOMAIN)]
+LEGEND = """Connectivity Table Legend:
+I - Invalid - Node wasn't reachable, no connection status available
+N - Never Connected
+R - Recovering - Connection was lost, but clean up has not yet been triggered.
+D - Disconnected - Connection was lost, and clean up has been triggreed.
+A - Authenticating - If GSSAPI enabled, client has initiated mutual authentication.
+!V! - Version mismatch, communication disabled.
+!M! - Node map mismatch, communication disabled.
+C - Connected - Ready for operation
+"""
+
+IMEX_CTL_STUB = r'''#!/bin/bash
+# Stub nvidia-imex-ctl: -q prints imex-q.out, -N prints imex-N.out.
+here=${0%/*}
+echo "$*" >> "$here/nvidia-imex-ctl.calls"
+case "$*" in
+    -q) f=imex-q.out ;;
+    -N) f=imex-N.out ;;
+    *) echo "Usage: nvidia-imex-ctl [-i <IP> <PORT>|-u <path>|-c <config>] <-n|-N|-q|-s|-d|-m>" >&2; exit 1 ;;
+esac
+printf '%s\n' "$(<"$here/$f")"
+rc=0
+[ -e "$here/imex.rc" ] && rc=$(<"$here/imex.rc")
+exit "$rc"
+'''
+
+SYSTEMCTL_STUB = r'''#!/bin/bash
+# Stub systemctl: `is-active nvidia-imex` prints the unit's state; exit 0 only when active.
+here=${0%/*}
+echo "$*" >> "$here/systemctl.calls"
+[ "$*" = "is-active nvidia-imex" ] || { echo "stub systemctl: unexpected arguments: $*" >&2; exit 2; }
+state=$(<"$here/imex.state")
+echo "$state"
+[ "$state" = active ]
+'''
+
+
+def domain_status(states: list[str] | None = None, links: dict[tuple[int, int], str] | None = None,
+                  domain: str = "UP", nodes: int = DOMAIN) -> str:
+    """`nvidia-imex-ctl -N` of a domain: each node's state (READY by default) and each link
+    (from, to) that is not C."""
+    states = states or ["READY"] * nodes
+    links = links or {}
+    out = [LEGEND, "11/28/2026 14:05:09.123", "Nodes:"]
+    out += [f"Node #{i:<3} - {ADDRS[i]:<15} - {s:<20} - Version: 570.172" for i, s in enumerate(states)]
+    out.append("")
+    out.append(" Nodes From\\To  " + "".join(f"{i:<4}" for i in range(len(states))).rstrip())
+    for i in range(len(states)):
+        out.append(f"{i:>7}        " + "".join(f"{links.get((i, j), 'C'):<4}" for j in range(len(states))).rstrip())
+    out += ["", f"Domain State: {domain}"]
+    return "\n".join(out) + "\n"
+
+
+def down(node: int, cell: str = "D", nodes: int = DOMAIN) -> dict[tuple[int, int], str]:
+    """Every link to and from `node` in state `cell`."""
+    return {**{(node, j): cell for j in range(nodes) if j != node}, **{(j, node): cell for j in range(nodes) if j != node}}
+
+
+class Nvl72Node(Node):
+    """A GB200 node (4 GPUs, 2 EFA devices counted by the test's env) of an 18-node NVLink domain."""
+
+    def __init__(self, tmp_path, index: int = 3):
+        super().__init__(tmp_path)
+        self.index = index
+        self.write_env(f"AICLUSTER_GPUS=4\nAICLUSTER_FABRIC_DEVICES=2\nAICLUSTER_NVLINK_DOMAIN_NODES={DOMAIN}\n")
+        self.gpus()
+        self.fi_info([f"rdmap{n}s0-rdm" for n in range(2)])
+        self.kernel_log()
+        self.scontrol()
+        self._stub("hostname", f'#!/bin/bash\n[ "$*" = "-I" ] && echo "{ADDRS[index]} 172.17.0.1 "\n')
+        self.imex()
+
+    def gpus(self, state: str = "Completed", status: str = "Success", bad: int | None = None) -> None:
+        rows = []
+        for i in range(4):
+            g = gpu(i, name=GB200)
+            ok = bad is None or i != bad
+            g["fields"] = {"fabric.state": state if not ok else "Completed",
+                           "fabric.status": status if not ok else "Success"}
+            rows.append(g)
+        self.nvidia_smi(rows)
+
+    def imex(self, q: str = "READY", n: str | None = None, service: str | None = "active", rc: int = 0) -> None:
+        (self.bin / "imex-q.out").write_text(q + "\n")
+        (self.bin / "imex-N.out").write_text(domain_status() if n is None else n)
+        (self.bin / "imex.rc").write_text(str(rc))
+        self._stub("nvidia-imex-ctl", IMEX_CTL_STUB)
+        if service is None:
+            (self.bin / "systemctl").unlink(missing_ok=True)
+        else:
+            (self.bin / "imex.state").write_text(service)
+            self._stub("systemctl", SYSTEMCTL_STUB)
+
+    def health(self, node: str = "gpu-3", **env) -> tuple[object, dict]:
+        run = self.run({"SLURMD_NODENAME": node, **env})
+        return run, check_lines(run.stdout)
+
+
+@pytest.fixture
+def nvl(tmp_path) -> Nvl72Node:
+    return Nvl72Node(tmp_path)
+
+
+def drain_of(node: Nvl72Node) -> str:
+    drains = [c for c in node.calls("scontrol") if c.startswith("update ")]
+    assert len(drains) == 1, node.calls("scontrol")
+    return drains[0]
+
+
+def test_domain_up_is_healthy(nvl):
+    run, lines = nvl.health()
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert lines["nvlink-fabric"] == "ok (4 GPUs registered with the NVLink fabric)"
+    assert lines["imex"] == f"ok (domain UP, {DOMAIN} of {DOMAIN} nodes connected)"
+    assert nvl.calls("nvidia-imex-ctl") == ["-q", "-N"]
+    assert nvl.calls("systemctl") == ["is-active nvidia-imex"]
+    assert "index,fabric.state,fabric.status" in nvl.calls("nvidia-smi")[-1]
+    # Healthy, not drained: only the look at whether a domain drain is to be lifted.
+    assert nvl.calls("scontrol") == ["-o show node gpu-3"]
+
+
+def test_one_node_down_drains_with_the_domain_reason(nvl):
+    """Node #10 gone (its daemon UNAVAILABLE, nobody reaches it): every other node of the domain is
+    drained, with the reason the reconcile loop leaves alone (it is not this node's fault)."""
+    states = ["READY"] * DOMAIN
+    states[10] = "UNAVAILABLE"
+    nvl.imex(n=domain_status(states, down(10, "I"), domain="DEGRADED"))
+    run, lines = nvl.health()
+    assert run.returncode == 1
+    assert lines["imex"] == "FAIL"
+    detail = f"IMEX domain DEGRADED: 17/18 nodes connected (not connected: #10 {ADDRS[10]} UNAVAILABLE)"
+    assert f"imex: {detail}" in run.stderr
+    assert drain_of(nvl) == f"update nodename=gpu-3 state=drain reason=aicluster-imex-domain: imex: {detail}"
+
+
+def test_a_peer_cut_off_while_ready_is_the_domain_too(nvl):
+    nvl.imex(n=domain_status(links=down(7), domain="DEGRADED"))
+    run, _ = nvl.health()
+    assert run.returncode == 1
+    assert drain_of(nvl).endswith(
+        f"reason=aicluster-imex-domain: imex: IMEX domain DEGRADED: 17/18 nodes connected "
+        f"(not connected: #7 {ADDRS[7]} READY)")
+
+
+def test_this_node_cut_off_is_its_own_fault(nvl):
+    """The others cannot reach this node (#3, by its address): an ordinary health drain, which the
+    reconcile loop replaces once the node is idle."""
+    nvl.imex(n=domain_status(links=down(3), domain="DEGRADED"))
+    run, _ = nvl.health()
+    assert run.returncode == 1
+    assert drain_of(nvl).startswith(
+        f"update nodename=gpu-3 state=drain reason=aicluster-health: imex: this node ({ADDRS[3]}) is cut off: "
+        "IMEX domain DEGRADED: 17/18 nodes connected")
+
+
+def test_a_link_down_between_connected_nodes_is_named(nvl):
+    nvl.imex(n=domain_status(links={(4, 9): "D", (9, 4): "D"}, domain="DEGRADED"))
+    run, _ = nvl.health()
+    assert run.returncode == 1
+    assert "IMEX domain DEGRADED: 18/18 nodes connected; links down: #4->#9 D, #9->#4 D" in run.stderr
+
+
+def test_domain_down_with_every_node_listed_fails(nvl):
+    nvl.imex(n=domain_status(domain="DOWN"))
+    run, lines = nvl.health()
+    assert run.returncode == 1 and lines["imex"] == "FAIL"
+    assert "IMEX domain DOWN: 18/18 nodes connected" in run.stderr
+
+
+def test_imex_told_of_fewer_nodes_than_the_domain_has_fails(nvl):
+    nvl.imex(n=domain_status(nodes=17))
+    run, _ = nvl.health()
+    assert run.returncode == 1
+    assert "IMEX domain UP: 17/18 nodes connected; IMEX knows 17 of the domain's 18 nodes" in run.stderr
+
+
+def test_waiting_for_peers_is_the_domain_not_this_node(nvl):
+    states = ["READY"] * DOMAIN
+    states[3] = "WAITING_FOR_PEERS"
+    states[12] = "UNAVAILABLE"
+    nvl.imex(q="WAITING_FOR_PEERS", n=domain_status(states, down(12, "N"), domain="DEGRADED"))
+    nvl.health()
+    assert "reason=aicluster-imex-domain: imex: IMEX domain DEGRADED: 16/18 nodes connected" in drain_of(nvl)
+
+
+def test_imex_ctl_missing_drains(nvl):
+    (nvl.bin / "nvidia-imex-ctl").unlink()
+    run, lines = nvl.health()
+    assert run.returncode == 1 and lines["imex"] == "FAIL"
+    assert drain_of(nvl).startswith(
+        "update nodename=gpu-3 state=drain reason=aicluster-health: imex: nvidia-imex-ctl not found")
+
+
+@pytest.mark.parametrize("service", ["inactive", "failed"])
+def test_imex_service_not_active_drains(nvl, service):
+    nvl.imex(service=service)
+    run, _ = nvl.health()
+    assert run.returncode == 1
+    assert drain_of(nvl).endswith(f"reason=aicluster-health: imex: the nvidia-imex service is {service}, not active")
+    assert nvl.calls("nvidia-imex-ctl") == []
+
+
+def test_own_daemon_not_ready_drains(nvl):
+    nvl.imex(q="INIT_GPU")
+    run, _ = nvl.health()
+    assert run.returncode == 1
+    assert drain_of(nvl).endswith("reason=aicluster-health: imex: this node's IMEX daemon is INIT_GPU, not READY")
+
+
+def test_imex_ctl_that_cannot_reach_its_daemon_fails(nvl):
+    nvl.imex(q="Failed to connect to IMEX command service", rc=1)
+    run, _ = nvl.health()
+    assert run.returncode == 1
+    assert "imex: nvidia-imex-ctl -q gave no daemon state (exit 1: Failed to connect" in run.stderr
+
+
+def test_hanging_imex_ctl_is_cut_off(nvl):
+    nvl.imex()
+    nvl._stub("nvidia-imex-ctl", "#!/bin/bash\nexec sleep 60\n")
+    (nvl.bin / "sleep").symlink_to("/bin/sleep")
+    run, _ = nvl.health()
+    assert run.returncode == 1
+    assert "nvidia-imex-ctl -q did not answer within 3s" in run.stderr
+
+
+def test_a_gpu_off_the_fabric_fails(nvl):
+    nvl.gpus(state="Completed", status="Failure", bad=2)
+    run, lines = nvl.health()
+    assert run.returncode == 1 and lines["nvlink-fabric"] == "FAIL"
+    assert drain_of(nvl).endswith(
+        "reason=aicluster-health: nvlink-fabric: GPU(s) not on the NVLink fabric: GPU 2: Completed, Failure")
+
+
+def test_own_failure_outranks_the_domain_in_the_reason(nvl):
+    """A node with a fault of its own is replaced, whatever its domain says."""
+    nvl.gpus(state="In Progress", status="In Progress", bad=0)
+    nvl.imex(n=domain_status(links=down(7), domain="DEGRADED"))
+    nvl.health()
+    assert ("reason=aicluster-health: nvlink-fabric: GPU(s) not on the NVLink fabric: GPU 0: registration did "
+            "not finish (In Progress)") in drain_of(nvl)
+
+
+def test_domain_whole_again_resumes_a_domain_drain(nvl):
+    nvl.scontrol("NodeName=gpu-3 State=IDLE+DRAIN Reason=aicluster-imex-domain: imex: IMEX domain DEGRADED: "
+                 "17/18 nodes connected [root@2026-11-28T14:00:00]")
+    run, _ = nvl.health()
+    assert run.returncode == 0, run.stderr
+    assert nvl.calls("scontrol") == ["-o show node gpu-3", "update nodename=gpu-3 state=resume"]
+    assert "resumed gpu-3: its NVLink domain is whole again" in run.stderr
+
+
+@pytest.mark.parametrize("reason", ["aicluster-health: imex: this node is cut off", "replacing a tray"])
+def test_other_drains_are_never_resumed(nvl, reason):
+    nvl.scontrol(f"NodeName=gpu-3 State=IDLE+DRAIN Reason={reason} [root@2026-11-28T14:00:00]")
+    assert nvl.health()[0].returncode == 0
+    assert nvl.calls("scontrol") == ["-o show node gpu-3"]
+
+
+def test_manual_run_only_reports(nvl):
+    nvl.imex(n=domain_status(links=down(7), domain="DEGRADED"))
+    run = nvl.run()
+    assert run.returncode == 1
+    assert nvl.calls("scontrol") == []
+
+
+def test_dra_mode_needs_the_host_service_off(nvl):
+    """Kubernetes: the DRA driver runs IMEX per ComputeDomain; the host's own service must be off."""
+    nvl.write_env(f"AICLUSTER_GPUS=4\nAICLUSTER_FABRIC_DEVICES=2\nAICLUSTER_NVLINK_DOMAIN_NODES={DOMAIN}\n"
+                  "AICLUSTER_IMEX=dra\n")
+    nvl.imex(service="inactive")
+    run = nvl.run()
+    assert run.returncode == 0, run.stderr
+    lines = check_lines(run.stdout)
+    assert lines["imex"].startswith("note: IMEX runs per ComputeDomain")
+    assert lines["nvlink-fabric"].startswith("ok")
+    assert nvl.calls("nvidia-imex-ctl") == []
+    nvl.imex(service="active")
+    run = nvl.run()
+    assert run.returncode == 1
+    assert "imex: the host nvidia-imex service is active" in run.stderr
+
+
+def test_bad_imex_mode_is_a_config_failure(nvl):
+    nvl.write_env("AICLUSTER_GPUS=4\nAICLUSTER_FABRIC_DEVICES=2\nAICLUSTER_NVLINK_DOMAIN_NODES=18\nAICLUSTER_IMEX=both\n")
+    run = nvl.run()
+    assert run.returncode == 1
+    assert "AICLUSTER_IMEX must be host or dra" in run.stderr
+
+
+def test_single_node_domain_runs_no_domain_check(nvl):
+    """HGX-style nodes (no AICLUSTER_NVLINK_DOMAIN_NODES, or 1): no fabric or IMEX check at all."""
+    for env in ("", "AICLUSTER_NVLINK_DOMAIN_NODES=1\n"):
+        nvl.write_env("AICLUSTER_GPUS=4\nAICLUSTER_FABRIC_DEVICES=2\n" + env)
+        run, lines = nvl.health()
+        assert run.returncode == 0, run.stderr
+        assert "imex" not in lines and "nvlink-fabric" not in lines
+    assert nvl.calls("nvidia-imex-ctl") == [] and nvl.calls("systemctl") == []
+    assert nvl.calls("scontrol") == []
