@@ -58,7 +58,8 @@ def compute_user_data(design: ClusterDesign, pool_name: str, *, controller_addr:
                   fetch_files=[BootFile(path, text, mode) for path, text, mode in node_files(("aicluster-fetch",), BIN)],
                   fetch_bin=f"{BIN}/aicluster-fetch",
                   mount_script=MOUNT_SCRIPT, bootstrap_bin=f"{BIN}/aicluster-node-bootstrap",
-                  local_nvme_devices=local_nvme_devices(pool.instance.name))     # aicluster-scratch
+                  local_nvme_devices=local_nvme_devices(pool.instance.name),     # aicluster-scratch
+                  nvlink_domain_nodes=pool.nvlink_domain_nodes)     # aicluster-gpu-healthcheck
 
 
 def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:

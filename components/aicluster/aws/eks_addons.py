@@ -119,7 +119,8 @@ def node_health_settings(design: ClusterDesign) -> NodeHealthSettings:
     """The GPU health agent on EKS: the AL2023 NVIDIA AMI keeps nvidia-smi and fi_info on the host's
     standard paths (the check adds /opt/amazon/efa/bin itself); the check counts EFA devices."""
     return NodeHealthSettings("eks", versions().images["node-health"],
-                              {p.name: expectations(p.gpus, "efa", p.efa) for p in gpu_pools(design.kubernetes.pools)})
+                              {p.name: expectations(p.gpus, "efa", p.efa, design.pool(p.name).nvlink_domain_nodes)
+                               for p in gpu_pools(design.kubernetes.pools)})
 
 
 @dataclass(frozen=True)

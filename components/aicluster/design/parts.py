@@ -105,6 +105,14 @@ class PoolDesign:
     def accelerators(self) -> int:
         return self.instance.accelerator_count * self.max_nodes
 
+    @property
+    def nvlink_domain_nodes(self) -> int:
+        """The nodes of each node's NVLink domain (node.env AICLUSTER_NVLINK_DOMAIN_NODES, what the
+        health check expects IMEX to connect): the whole pool where the type's domain spans nodes,
+        since such a pool is exactly one domain (spec nvlink_domain_problems: 18, or a 9-node
+        UltraServer), else 1."""
+        return self.max_nodes if self.instance.nodes_per_nvlink_domain > 1 else 1
+
     def node_name(self, index: int) -> str:
         """Node `index` (1-based): gpu-1, gpu-2, ... The first min_nodes are the static ones."""
         return f"{self.name}-{index}"

@@ -87,7 +87,8 @@ def compute_user_data(design: ClusterDesign, pool_name: str, mounts: list[Mount]
                   fabric_kind=kind, fabric_devices=devices, nic=nic_settings(design, pool_name),
                   fabric_script=program_text("aicluster-gcp-fabric"),
                   mount_script=render("scripts/mount-storage.sh.j2", mounts=mounts), slurm=slurm,
-                  local_nvme_devices=local_nvme_devices(pool.instance.name))     # aicluster-scratch
+                  local_nvme_devices=local_nvme_devices(pool.instance.name),     # aicluster-scratch
+                  nvlink_domain_nodes=pool.nvlink_domain_nodes)     # aicluster-gpu-healthcheck
 
 
 def _managed_accounting(design: ClusterDesign):

@@ -267,7 +267,8 @@ def node_health_settings(design: ClusterDesign) -> NodeHealthSettings:
     host's count drops by design; the GPU, ECC, row-remapping, NVLink and Xid checks all run."""
     return NodeHealthSettings(
         "gke", versions().images["node-health"],
-        {p.name: expectations(p.gpus, "rdma" if design.pool(p.name).instance.gpu_nic_stack == "rdma" else "gvnic", 0)
+        {p.name: expectations(p.gpus, "rdma" if design.pool(p.name).instance.gpu_nic_stack == "rdma" else "gvnic", 0,
+                              design.pool(p.name).nvlink_domain_nodes)
          for p in gpu_pools(design.kubernetes.pools)},
         host_path=f"{NVIDIA_HOST_DIR}/bin", host_ld_library_path=f"{NVIDIA_HOST_DIR}/lib64",
         # Flex-start pools run without auto-repair (gke_nodes.py): a NotReady node there would stay.

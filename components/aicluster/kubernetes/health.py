@@ -112,9 +112,14 @@ class NodeHealthSettings:
         return 0 if pool in self.taint_only else REPAIR_AFTER_S[self.platform]
 
 
-def expectations(gpus: int, fabric_kind: str, fabric_devices: int) -> str:
-    """A pool's env file, as the check reads it (KEY=VALUE lines, parsed, never sourced)."""
-    return f"AICLUSTER_GPUS={gpus}\nAICLUSTER_FABRIC_KIND={fabric_kind}\nAICLUSTER_FABRIC_DEVICES={fabric_devices}\n"
+def expectations(gpus: int, fabric_kind: str, fabric_devices: int, nvlink_domain_nodes: int = 1) -> str:
+    """A pool's env file, as the check reads it (KEY=VALUE lines, parsed, never sourced). A pool of a
+    multi-node NVLink domain (PoolDesign.nvlink_domain_nodes > 1) adds the domain checks, with IMEX
+    as the NVIDIA DRA driver runs it (AICLUSTER_IMEX=dra: per ComputeDomain, the host service off)."""
+    text = f"AICLUSTER_GPUS={gpus}\nAICLUSTER_FABRIC_KIND={fabric_kind}\nAICLUSTER_FABRIC_DEVICES={fabric_devices}\n"
+    if nvlink_domain_nodes > 1:
+        text += f"AICLUSTER_NVLINK_DOMAIN_NODES={nvlink_domain_nodes}\nAICLUSTER_IMEX=dra\n"
+    return text
 
 
 def gpu_pools(pools: Sequence[KubernetesPool]) -> list[KubernetesPool]:
