@@ -82,7 +82,11 @@ def test_golden_efa_layout(name, efa_devices):
 
 @pytest.mark.parametrize("name", sorted(AWS))
 def test_pool_uses_the_layout_by_default(name):
-    p = pool_design(name)
+    # A multi-node NVLink domain (p6e-gb200) comes only as one UltraServer on a capacity block.
+    unit = AWS[name].nvlink_capacity_unit
+    domain = {} if unit == 1 else {"max_nodes": unit, "min_nodes": unit,
+                                   "capacity": {"type": "capacity-block", "reservation_id": CR}}
+    p = pool_design(name, **domain)
     assert p.efa is True
     assert p.interfaces == efa_interfaces(AWS[name])
     assert p.efa_devices == AWS[name].max_efa_interfaces

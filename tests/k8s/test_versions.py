@@ -47,9 +47,11 @@ def test_versions_follow_the_cluster_version():
 
 
 def test_every_nvidia_type_in_the_catalog_runs_the_eks_nvidia_ami():
+    """Every x86_64 NVIDIA type; the arm64 ones (Grace: p6e-gb200, image role gpu-arm64) need the
+    AL2023_ARM_64_NVIDIA AMI type, which the EKS stacks do not build yet: the spec refuses them."""
     families = versions().ami_types["gpu"]["instance_families"]
     for itype in load_catalog().instance_types["aws"].values():
-        if itype.accelerator.kind == "gpu":
+        if itype.accelerator.kind == "gpu" and itype.image != "gpu-arm64":
             assert itype.family in families, itype.name
         else:
             assert itype.family not in families, itype.name

@@ -35,6 +35,8 @@ CAPACITIES = {"aws": ("on-demand", "spot", "reservation", "capacity-block"),
 TPU_CAPACITIES = ("on-demand", "spot", "reservation")
 RESERVATION = {"aws": "cr-0123456789abcdef0", "gcp": "contract-reservation"}
 GCP_IMAGE = "projects/my-project/global/images/family/my-gpu-image"   # for types with no public image
+# How each cloud sells a multi-node NVLink domain (spec/cluster.py _NVLINK_DOMAIN_CAPACITY).
+NVLINK_DOMAIN_CAPACITY = {"aws": "capacity-block", "gcp": "reservation"}
 
 
 def _max_length(model, field: str) -> int:
@@ -211,8 +213,13 @@ def _edits() -> list[tuple[str, str, dict]]:
         spec = stack_spec_data(stack)
         for name, itype in sorted(catalog.instance_types[cloud].items()):
             image = GCP_IMAGE if cloud == "gcp" and scheduler == "slurm" and itype.image is None else None
-            out.append((f"{stack}+type={name}", stack,
-                        _with_pool0(spec, instance_type=name, image=image, capacity="on-demand")))
+            keys = {"instance_type": name, "image": image, "capacity": "on-demand"}
+            if itype.nodes_per_nvlink_domain > 1:
+                # A multi-node NVLink domain (GB200 NVL72): one pool is one unit the cloud sells, every
+                # node static, on the capacity it sells domains through (spec: nvlink_domain_problems).
+                nodes = itype.nvlink_capacity_unit
+                keys.update(capacity=_capacity(cloud, NVLINK_DOMAIN_CAPACITY[cloud]), max_nodes=nodes, min_nodes=nodes)
+            out.append((f"{stack}+type={name}", stack, _with_pool0(spec, **keys)))
         for kind in CAPACITIES[cloud]:
             edited = _with_pool0(spec, capacity=_capacity(cloud, kind))
             if edited != spec:

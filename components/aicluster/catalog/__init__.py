@@ -76,7 +76,7 @@ class InstanceType:
     gpu_network_gbps: float = 0.0
     nic_mtu: int | None = None          # MTU of the VPCs its NICs attach to
     boot_disk_type: str | None = None   # pd-ssd | hyperdisk-balanced ...
-    image: str | None = None            # key of the GCP `images` its pools boot by default
+    image: str | None = None            # key of its cloud's `images` its pools boot by default (AWS: an image role)
     # NVLink domain: GPUs on one NVLink fabric. None: the node's own GPUs (an 8-GPU HGX board);
     # an NVL72 node type (GB200/GB300) sets 72, so capacity comes in whole domains of 72 / count nodes.
     nvlink_domain: int | None = None
@@ -437,6 +437,9 @@ def load_catalog() -> Catalog:
             for role, e in doc["images"].items():
                 _sourced(e, f"aws.yaml images.{role}")
                 images[role] = dict(e)
+            for name, t in instance_types[cloud].items():
+                if t.image is not None and t.image not in images:
+                    raise CatalogError(f"aws.yaml instance_types.{name}: unknown image role {t.image!r}")
         else:
             for role, e in doc.get("images", {}).items():
                 gcp_images[role] = GcpImage(role, _need(e, "image", f"gcp.yaml images.{role}"),

@@ -103,6 +103,14 @@ def _cloud(cloud: Cloud, doc: dict) -> CloudPlaces:
         covers = tuple(doc_off["covers"])
         for name, places in doc_off["types"].items():
             offerings[name] = Offering(name, "region", tuple(places), covers, off_origin)
+        # Types moto's recording does not have yet (P6e-GB200): each group with its own source and
+        # the regions it speaks for, so elsewhere the answer stays "could not check".
+        for i, group in enumerate(doc.get("offerings_announced") or ()):
+            group_origin = _origin(group, f"aws.offerings_announced[{i}]")
+            for name, places in group["types"].items():
+                if name in offerings:
+                    raise CatalogError(f"regions.yaml aws.offerings_announced[{i}]: {name} is listed twice")
+                offerings[name] = Offering(name, "region", tuple(places), tuple(group["covers"]), group_origin)
     else:
         for kind in ("machine_types", "tpus"):
             doc_off = doc["offerings"][kind]

@@ -180,7 +180,9 @@ def _design_pool(spec: ClusterSpec, index: int, pool: PoolSpec) -> PoolDesign:
             image=pool.image or (gcp_image.image if gcp_image else ""), root_device="",
             root_volume_gib=pool.root_volume_gib, nics=gcp_nics(instance),
             boot_disk_type=instance.boot_disk_type or "pd-ssd", max_unavailable=pool.unavailable_budget())
-    role = "trainium" if instance.accelerator.kind == "trainium" else "gpu"
+    # The type's own image role where it names one (aws.yaml: the arm64 Grace-Blackwell nodes boot
+    # gpu-arm64), else by accelerator kind.
+    role = instance.image or ("trainium" if instance.accelerator.kind == "trainium" else "gpu")
     # AWS images only; GCP images per machine family arrive with the GCP components.
     image_facts = catalog.images.get(role, {}) if spec.cloud == "aws" else {}
     if spec.cloud == "aws" and spec.scheduler == "kubernetes":

@@ -657,9 +657,12 @@ def _kubernetes_problems(spec: ClusterSpec) -> list[Problem]:
         if itype is None:
             continue   # reported by the pool checks
         if itype.accelerator.kind != "gpu" or itype.family not in gpu_ami["instance_families"]:
+            # An arm64 GPU type (Grace: p6e-gb200) needs EKS's AL2023_ARM_64_NVIDIA AMI type.
+            needs = ("the Neuron AMI and device plugin" if itype.accelerator.kind != "gpu"
+                     else "the arm64 AL2023 NVIDIA AMI")
             problems.append(Problem(f"pools[{i}].instance_type", pool.instance_type,
                                     f"an NVIDIA GPU type the EKS {gpu_ami['ami_type']} AMI supports with scheduler "
-                                    f"kubernetes ({itype.name} would need the Neuron AMI and device plugin, not built)"))
+                                    f"kubernetes ({itype.name} would need {needs}, not built)"))
         if pool.image:
             problems.append(Problem(f"pools[{i}].image", pool.image,
                                     f"leave it out with scheduler kubernetes: EKS node groups run the "
