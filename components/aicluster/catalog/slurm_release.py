@@ -11,7 +11,7 @@ puts the second into cluster.json for the cluster's own instance types.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
@@ -101,6 +101,8 @@ class NcclCheckFacts:
     large_message_bytes: int
     expectations: Mapping[str, BusbwExpectation]
     source: str
+    # Per accelerator: all_reduce over the NVLink of a multi-node NVLink domain (MNNVL).
+    nvlink_domain: Mapping[str, BusbwExpectation] = field(default_factory=dict)
 
 
 def _line_rate_gbs(instance_type: str) -> float:
@@ -130,16 +132,45 @@ def nccl_check_facts() -> NcclCheckFacts:
         _line_rate_gbs(name)        # every entry names a type the catalog knows
         expectations[name] = BusbwExpectation(name, busbw, int(e["message_bytes"]), int(e["nodes"]), kind,
                                               _sourced(e, where))
+    accelerators = load_catalog().accelerators
+    nvlink = {}
+    for model, e in (doc.get("nvlink_domain") or {}).items():
+        where = f"nccl_check.yaml nvlink_domain.{model}"
+        acc = accelerators.get(model)
+        if acc is None:
+            raise CatalogError(f"{where}: not an accelerator of accelerators.yaml")
+        if "busbw_gbs" in e:
+            busbw = float(e["busbw_gbs"])
+        elif e.get("kind") == "derived" and "efficiency" in e and acc.scale_up_gbs:
+            busbw = round(acc.scale_up_gbs * float(e["efficiency"]), 2)
+        else:
+            raise CatalogError(f"{where}: needs busbw_gbs, or kind derived with an efficiency and the "
+                               "accelerator's scale_up_gbs")
+        if e["kind"] not in ("measured", "derived"):
+            raise CatalogError(f"{where}: kind {e['kind']!r} is not measured or derived")
+        nvlink[model] = BusbwExpectation(model, busbw, int(e["message_bytes"]), int(e["nodes"]), e["kind"],
+                                         _sourced(e, where))
     return NcclCheckFacts(pass_ratio=float(doc["pass_ratio"]), drain_ratio=float(doc["drain_ratio"]),
                           large_message_bytes=int(doc["large_message_bytes"]), expectations=expectations,
-                          source=_sourced(doc, "nccl_check.yaml"))
+                          source=_sourced(doc, "nccl_check.yaml"), nvlink_domain=nvlink)
 
 
 def nccl_check_config(instance_types) -> dict:
     """The check's settings for cluster.json (`nccl_check`): the ratios and the expectation of each
-    of the cluster's instance types that has one (a type without one is checked for errors only)."""
+    of the cluster's instance types that has one (a type without one is checked for errors only),
+    and, for a type whose NVLink domain spans nodes, the expectation of a run inside one domain
+    (`nvlink_domain`: its accelerator's figure and the domain's nodes)."""
     facts = nccl_check_facts()
-    return {"pass_ratio": facts.pass_ratio, "drain_ratio": facts.drain_ratio,
-            "large_message_bytes": facts.large_message_bytes,
-            "expected": {t: facts.expectations[t].facts() for t in sorted(set(instance_types))
-                         if t in facts.expectations}}
+    types = sorted(set(instance_types))
+    nvlink = {}
+    for name in types:
+        it = load_catalog().find(name)
+        if it is None or it.nodes_per_nvlink_domain <= 1 or it.accelerator.model not in facts.nvlink_domain:
+            continue
+        nvlink[name] = facts.nvlink_domain[it.accelerator.model].facts() | {"domain_nodes": it.nodes_per_nvlink_domain}
+    config = {"pass_ratio": facts.pass_ratio, "drain_ratio": facts.drain_ratio,
+              "large_message_bytes": facts.large_message_bytes,
+              "expected": {t: facts.expectations[t].facts() for t in types if t in facts.expectations}}
+    if nvlink:
+        config["nvlink_domain"] = nvlink
+    return config
