@@ -94,7 +94,8 @@ class NodeHealthSettings:
     platform: eks | gke (picks REPAIR_AFTER_S).
     image: the agent's image (python with nsenter; catalog images `node-health`).
     expectations: pool name -> the check's env file (AICLUSTER_GPUS, AICLUSTER_FABRIC_KIND,
-        AICLUSTER_FABRIC_DEVICES), one per GPU pool.
+        AICLUSTER_FABRIC_DEVICES; NVL72 pools: AICLUSTER_NVLINK_DOMAIN_NODES, AICLUSTER_IMEX), one
+        per GPU pool.
     host_path, host_ld_library_path: where the host keeps nvidia-smi and its libraries when they are
         not on the standard path (GKE installs the driver under /home/kubernetes/bin/nvidia).
     taint_only: pools whose NotReady nodes nothing repairs (GKE flex-start pools run without

@@ -6,8 +6,10 @@ AICLUSTER_HEALTH_INTERVAL seconds, runs the very health check the Slurm nodes ru
 (aicluster/node/bin/aicluster-gpu-healthcheck: GPU count, ECC, row remapping, NVLink, fatal Xids,
 EFA / RDMA device count) in the host's mount and network namespaces (nsenter into PID 1: the
 host's nvidia-smi, fi_info, kernel log and sysfs), in its "manual" role: it reports and never
-drains anything. The expectations (AICLUSTER_GPUS, AICLUSTER_FABRIC_KIND, AICLUSTER_FABRIC_DEVICES)
-come from the pool's env file in the agent's ConfigMap and reach the check on its stdin.
+drains anything. The expectations (AICLUSTER_GPUS, AICLUSTER_FABRIC_KIND, AICLUSTER_FABRIC_DEVICES;
+on NVL72 pools AICLUSTER_NVLINK_DOMAIN_NODES and AICLUSTER_IMEX=dra, which add the nvlink-fabric
+and imex checks) come from the pool's env file in the agent's ConfigMap and reach the check on its
+stdin.
 
 One scheme marks the node, all three parts set together from one decision:
   condition  AiclusterGpuHealthy   True (passed), False (failed), Unknown (not decided yet)
@@ -64,7 +66,8 @@ STARTUP_TAINT_KEY = "startup-taint.cluster-autoscaler.kubernetes.io/aicluster-gp
 FAIL_AFTER_TIMEOUT = 2
 # A failed node needs this many passing runs in a row before jobs may land on it again.
 PASS_AFTER = 3
-# The check bounds each command itself (about 25 s in all, aicluster/node/bin/aicluster-gpu-healthcheck);
+# The check bounds each command itself (about 25 s in all, some 45 s on an NVL72 node with its IMEX
+# calls, aicluster/node/bin/aicluster-gpu-healthcheck);
 # this bounds the whole run, nsenter included.
 CHECK_TIMEOUT_S = 120
 SCRIPT_NAME = "aicluster-gpu-healthcheck"
