@@ -221,3 +221,25 @@ def test_the_installed_command_answers_in_json():
     bad = subprocess.run([exe, "estimate", "stacks/Pulumi.nope.yaml"], cwd=ROOT, capture_output=True, text=True,
                          timeout=300)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "FILE" in bad.stderr
+
+
+def test_compare_of_a_large_moe_says_which_term_moved_and_why(capsys):
+    """Issue 28 item 5: H200 vs B200 vs GB200 NVL72 for a DeepSeek-V3-like MoE. The ranking comes
+    with the step-time terms that moved against the slowest cluster, and GB200's line says the
+    NVLink domain made its expert group of more than 8 GPUs possible."""
+    rc, out, err = estimate(capsys, ROOT / "examples" / "workloads" / "deepseek-v3-nvl72-compare.yaml", "--compare")
+    assert rc == EXIT_OK, err
+    rows = [line for line in out.splitlines() if line[:3].strip().isdigit()]
+    assert [r.split()[4] for r in rows] == ["gb200", "b200", "h200"]
+    why = out.split("why (step time per term against the slowest, same global batch):")[1]
+    gb200 = next(line for line in why.splitlines() if "144 x gb200" in line)
+    assert "against what-if 72 x h200" in gb200 and "compute " in gb200 and "expert all-to-all " in gb200
+    assert "the NVLink domain made this layout possible" in gb200 and "inside one 72-GPU NVLink domain" in gb200
+    b200 = next(line for line in why.splitlines() if "72 x b200" in line)
+    assert "NVLink domain made" not in b200
+    rc, out, err = estimate(capsys, ROOT / "examples" / "workloads" / "deepseek-v3-nvl72-compare.yaml", "--compare",
+                            "--format", "json")
+    data = json.loads(out)
+    first = data["comparison"][0]
+    assert first["estimate"]["layout"]["ep"] * first["estimate"]["layout"]["tp"] > 8
+    assert "the NVLink domain made this layout possible" in first["why"]

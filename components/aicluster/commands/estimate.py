@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from aicluster.errors import Problem, SpecError
 from aicluster.perf import Estimate
+from aicluster.perf.estimate import TERMS
 from aicluster.perf.flops import parameter_count
 from aicluster.commands.workload_file import Cluster, WorkloadRequest, read_workload
 from aicluster.design.workload import estimate_for
@@ -99,9 +100,11 @@ def workload_json(request: WorkloadRequest) -> dict:
 def compare_json(request: WorkloadRequest, ranked: list[Ranked]) -> dict:
     by_cost = sorted((r for r in ranked if r.usd_per_token is not None), key=lambda r: r.usd_per_token)
     cost_rank = {id(r): i + 1 for i, r in enumerate(by_cost)}
+    reasons = dict(why(ranked))
     entries = []
     for i, r in enumerate(ranked):
         entries.append({"cluster": r.cluster.to_dict(), "estimate": None if r.estimate is None else r.estimate.to_dict(),
+                        "why": reasons.get(r.cluster.label),
                         "error": r.error, "rank_by_time": i + 1 if r.estimate else None,
                         "rank_by_cost": cost_rank.get(id(r)), "usd_per_million_tokens":
                         None if r.usd_per_token is None else r.usd_per_token * 1e6})
@@ -145,7 +148,7 @@ def describe_cluster(cluster: Cluster) -> list[str]:
     hw = cluster.hardware
     fabric = "ICI" if hw.kind == "tpu" else "NVLink"
     lines = [f"{'hardware':<13} {cluster.label}: {hw.name} = {hw.count} x {hw.accelerator} ({hw.hbm_gib:.0f} GiB "
-             f"HBM, {hw.bf16_tflops:g} TFLOP/s bf16), {fabric} domain {hw.scale_up_size}, "
+             f"HBM, {hw.bf16_tflops:g} TFLOP/s bf16), {fabric} domain {hw.domain_gpus or hw.scale_up_size}, "
              f"{hw.scale_out_gbps_per_node:g} Gbps per node between domains"]
     fs = cluster.storage
     if fs is not None:
@@ -190,6 +193,8 @@ def text(request: WorkloadRequest, cluster: Cluster, est: Estimate) -> list[str]
     if len(d["candidates"]) > 1:
         lines += ["", "next best layouts:", _candidate_header(unit)]
         lines += [_candidate_row(i + 2, c) for i, c in enumerate(d["candidates"][1:])]
+    if d["nvlink_domain"]:
+        lines.append(f"{'nvlink domain':<13} {d['nvlink_domain']}")
     if d["warnings"]:
         lines += ["", "warnings:"] + [f"  - {w}" for w in d["warnings"]]
     return lines
@@ -225,4 +230,32 @@ def compare_text(request: WorkloadRequest, ranked: list[Ranked]) -> list[str]:
     fastest, cheapest = _fastest(ranked), _cheapest(ranked)
     lines += ["", f"fastest: {fastest.cluster.label if fastest else 'none fits'}; "
                   f"cheapest: {cheapest.cluster.label if cheapest else 'no priced cluster fits'}"]
+    reasons = why(ranked)
+    if reasons:
+        lines += ["", "why (step time per term against the slowest, same global batch):"]
+        lines += [f"  - {label}: {reason}" for label, reason in reasons]
     return lines
+
+
+def why(ranked: list[Ranked], terms: int = 3) -> list[tuple[str, str]]:
+    """(cluster, what moved) for every fitting cluster but the slowest: the step time against the
+    slowest's (the workload's global batch is the same everywhere, so step times compare), the
+    terms that moved most and, where a multi-node NVLink domain made the layout possible, that."""
+    fitting = [r for r in ranked if r.estimate is not None]
+    if len(fitting) < 2:
+        return []
+    base = fitting[-1]
+    b0, lay0 = base.estimate.best.breakdown, base.estimate.best.layout
+    out = []
+    for r in fitting[:-1]:
+        best = r.estimate.best
+        b = best.breakdown
+        moved = sorted(TERMS, key=lambda name: -abs(getattr(b, name) - getattr(b0, name)))[:terms]
+        parts = [f"{TERMS[name](best.layout if getattr(b, name) else lay0)} {getattr(b0, name):.2f} -> "
+                 f"{getattr(b, name):.2f} s" for name in moved if abs(getattr(b, name) - getattr(b0, name)) >= 0.005]
+        text = (f"step {b0.total:.2f} -> {b.total:.2f} s against {base.cluster.label} "
+                f"(layout {_layout(lay0.as_dict())} -> {_layout(best.layout.as_dict())}): " + ", ".join(parts))
+        if r.estimate.nvlink_domain:
+            text += f"; {r.estimate.nvlink_domain}"
+        out.append((r.cluster.label, text))
+    return out

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 
 from aicluster.errors import Problem, SpecError
 from aicluster.perf.calibration import CALIBRATION
+from aicluster.perf import nvlink
 from aicluster.perf.flops import flops_per_token, parameter_count
+from aicluster.perf.hardware import placements
 from aicluster.perf.memory import memory
 from aicluster.perf.result import Candidate, Checkpoint, DataLoading, Estimate, Memory
 from aicluster.perf.search import layouts, space
@@ -95,14 +97,30 @@ def estimate(model: ModelShape, training: TrainingShape, hardware: Hardware, *, 
                                  "peak in the catalog (`aicluster catalog`)")], subject="workload")
     if training.precision == "fp8" and not hardware.fp8_tflops:
         warnings.append(f"{hardware.accelerator} has no FP8 tensor cores in the catalog: timed as BF16")
-    space(model, hardware, hint, at)       # a fixed layout that cannot work: a SpecError naming `at`
-    searched = _search(model, training, dataclasses.replace(hardware, hbm_gib=0.0), hint, calibration)
-    fitting = [e for e in searched.ranked if e.memory_gib <= hardware.hbm_gib]
-    if not fitting:
-        raise SpecError([Problem("cluster", hardware.name, f"enough HBM for the model: none of the {searched.count} "
+    # Where NVLink domains span nodes (NVL72), the job may fill each domain or leave nodes idle so
+    # that power-of-two groups line up with it (hardware.placements): both are searched, the one
+    # that trains faster on the same paid-for cluster wins.
+    placed: list[Hardware] = []
+    refusals: list[SpecError] = []
+    for option in placements(hardware):
+        try:
+            space(model, option, hint, at)   # a fixed layout that cannot work: a SpecError naming `at`
+            placed.append(option)
+        except SpecError as exc:
+            refusals.append(exc)
+    if not placed:
+        raise refusals[0]
+    searches = [(hw, _search(model, training, dataclasses.replace(hw, hbm_gib=0.0), hint, calibration))
+                for hw in placed]
+    count = sum(s.count for _, s in searches)
+    chosen = [(hw, s, [e for e in s.ranked if e.memory_gib <= hardware.hbm_gib]) for hw, s in searches]
+    chosen = [c for c in chosen if c[2]]
+    if not chosen:
+        raise SpecError([Problem("cluster", hardware.name, f"enough HBM for the model: none of the {count} "
                                  f"layouts searched fits in {hardware.hbm_gib:.0f} GiB per accelerator (add nodes, "
                                  f"choose accelerators with more HBM, or relax the fixed keys under {at})")],
                         subject="workload")
+    hardware, searched, fitting = max(chosen, key=lambda c: c[2][0].tokens_per_s_per_gpu * c[0].count)
     candidates = tuple(_candidate(model, training, hardware, e.layout, e.step,
                                   dataclasses.replace(e.memory, capacity=hardware.hbm_gib))
                        for e in fitting[:max(1, top)])
@@ -123,7 +141,7 @@ def estimate(model: ModelShape, training: TrainingShape, hardware: Hardware, *, 
             loading.filesystem_mb_per_s is not None and loading.mb_per_s > loading.filesystem_mb_per_s):
         bound = "storage"
     usd_per_hour = None if hardware.usd_per_accelerator_hour is None else \
-        hardware.usd_per_accelerator_hour * hardware.count
+        hardware.usd_per_accelerator_hour * hardware.paid
     days = cost = None
     if training.tokens:
         days = training.tokens / tokens_per_s / 86400
@@ -132,9 +150,39 @@ def estimate(model: ModelShape, training: TrainingShape, hardware: Hardware, *, 
                         "restarts and evaluation (divide by your goodput)")
     warnings += _caveats(model, training, hardware, best)
     return Estimate(hardware=hardware.name, accelerators=hardware.count, best=best, candidates=candidates[:top],
-                    layouts_searched=searched.count, layouts_fitting=len(fitting), tokens_per_s=tokens_per_s,
+                    layouts_searched=count, layouts_fitting=len(fitting), tokens_per_s=tokens_per_s,
                     train_days=days, train_cost_usd=cost, usd_per_hour=usd_per_hour, checkpoint=checkpoint,
-                    data_loading=loading, bound=bound, warnings=tuple(warnings))
+                    data_loading=loading, bound=bound, warnings=tuple(warnings),
+                    nvlink_domain=_domain_note(model, training, hardware, best, calibration))
+
+
+def _domain_note(m: ModelShape, tr: TrainingShape, hw: Hardware, best: Candidate, cal: Calibration) -> str | None:
+    """When the best layout's model-parallel group spans nodes inside one multi-node NVLink domain
+    (NVL72), say so and what it saved: the same layout timed as if the domain ended at the node."""
+    lay = best.layout
+    if not nvlink.spans_nodes(hw, lay):
+        return None
+    cut = step_time(m, tr, nvlink.node_only(hw), lay, cal).breakdown
+    b = best.breakdown
+    terms = [(TERMS[name](lay), getattr(b, name), getattr(cut, name)) for name in ("exposed_cp_ep", "exposed_tp")]
+    moved = "; ".join(f"{label} {now:.2f} s per step on NVLink, {then:.2f} s if it crossed nodes over the NICs"
+                      for label, now, then in terms if then > now)
+    return (f"the NVLink domain made this layout possible: model-parallel group {nvlink.group_text(lay)} GPUs "
+            f"spans {nvlink.group_ranks(lay) // hw.per_node} nodes inside {nvlink.domain_text(hw)}"
+            + (f"; {moved} (step {b.total:.2f} s vs {cut.total:.2f} s)" if moved else ""))
+
+
+# What each breakdown term is, in words (the layout decides whether exposed_cp_ep is experts or context).
+TERMS = {
+    "compute": lambda lay: "compute",
+    "exposed_tp": lambda lay: "tensor-parallel communication",
+    "bubble": lambda lay: "pipeline bubble",
+    "exposed_dp": lambda lay: "data-parallel communication",
+    "p2p": lambda lay: "pipeline sends",
+    "optimizer": lambda lay: "optimizer step",
+    "exposed_cp_ep": lambda lay: ("expert all-to-all" if lay.cp == 1 else "context-parallel ring" if lay.ep == 1
+                                  else "context/expert exchange"),
+}
 
 
 def _checkpoint(params: float, storage: Storage | None) -> Checkpoint:
@@ -163,6 +211,9 @@ def _caveats(m: ModelShape, tr: TrainingShape, hw: Hardware, best: Candidate) ->
     if ceiling and best.mfu > ceiling:
         out.append(f"predicted MFU {best.mfu:.0%} is above the best published run in the calibration set "
                    f"({ceiling:.0%} for {hw.kind} {tr.precision}): the layout extrapolates, treat it as optimistic")
+    crossing = nvlink.crossing(hw, best.layout)
+    if crossing:
+        out.append(crossing)
     b = best.breakdown
     if best.layout.tp > 1 and b.exposed_tp > 0.1 * b.total:
         out.append("tensor-parallel time is uncertain: published throughput cannot tell TP communication from "

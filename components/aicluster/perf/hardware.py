@@ -2,6 +2,9 @@
 a TPU slice (or several), or a what-if named by an accelerator alias."""
 from __future__ import annotations
 
+import dataclasses
+import math
+
 from aicluster.catalog import InstanceType, TpuGeneration, load_catalog
 from aicluster.errors import Problem, SpecError, close_match
 from aicluster.perf.shapes import Hardware
@@ -13,15 +16,48 @@ def from_instance(instance: InstanceType, nodes: int, wired_gbps_per_node: float
     acc = instance.accelerator
     fabric = instance.fabric_gbps if wired_gbps_per_node is None else wired_gbps_per_node
     price = instance.price.usd_per_hour / instance.accelerator_count if instance.price else None
+    count = nodes * instance.accelerator_count
+    domain = instance.nvlink_domain_gpus
+    aligned = math.gcd(count, domain) if count else domain
+    sources = [instance.source, acc.source, acc.scale_up_source, instance.nvlink_domain_source]
     return Hardware(
         name=f"{nodes} x {instance.name}", accelerator=acc.model, kind=acc.kind,
-        count=nodes * instance.accelerator_count, per_node=instance.accelerator_count,
+        count=count, per_node=instance.accelerator_count,
         bf16_tflops=float(acc.bf16_tflops or 0.0), fp8_tflops=acc.fp8_tflops,
         hbm_gib=acc.memory_gib, hbm_gbs=float(acc.hbm_bandwidth_gbs or 0.0),
-        # An HGX board is one NVLink domain: every GPU of the node, none beyond it.
-        scale_up_size=instance.accelerator_count, scale_up_gbs=acc.scale_up_gbs,
+        # The catalog's NVLink domain: an HGX board's 8 GPUs, an NVL72 rack's 72 over 18 nodes. A
+        # job holding part of a domain (9 nodes of an NVL72, or 27 nodes = 1.5 domains) lines its
+        # groups up on what every domain it touches holds of it: gcd(job, domain).
+        scale_up_size=aligned, scale_up_gbs=acc.scale_up_gbs,
         scale_out_gbps_per_node=float(fabric), usd_per_accelerator_hour=price,
-        source=f"{instance.source}; {acc.source}" + (f"; {acc.scale_up_source}" if acc.scale_up_source else ""))
+        source="; ".join(s for s in sources if s), domain_gpus=None if domain == aligned else domain)
+
+
+def placements(hw: Hardware) -> tuple[Hardware, ...]:
+    """The ways a job can sit on multi-node NVLink domains: every GPU of every domain, and, when a
+    domain's GPUs are not a power of two (NVL72: 72 = 8 x 9), also the largest power of two of
+    whole nodes per domain (16 of 18 nodes = 64 GPUs), the rest idle. Power-of-two model-parallel
+    groups (TP 16, EP 32 or 64) line up only with the second: 16 ranks of 72 straddle two
+    domains. NVIDIA recommends Slurm `--segment=16` on GB200 NVL72 for large jobs such as MoE
+    training (NVIDIA Technical Blog, "Unlock Exascale Performance on NVIDIA GB200 NVL72 with Slurm
+    Topology-Aware Job Scheduling"), and its DeepSeek-V3 recipe for GB200 runs 256 GPUs (four
+    domains of 64) with EP 64 (Megatron-Bridge scripts/performance/configs/deepseek/
+    deepseek_workload_base_configs.py). HGX nodes and TPU slices have one placement."""
+    if hw.kind != "gpu" or hw.scale_up_size <= hw.per_node or hw.count % hw.scale_up_size:
+        return (hw,)
+    nodes = hw.scale_up_size // hw.per_node
+    used = max(k for k in range(1, nodes + 1) if _power_of_two(k * hw.per_node))
+    if used == nodes:
+        return (hw,)
+    domains = hw.count // hw.scale_up_size
+    segment = dataclasses.replace(
+        hw, name=f"{hw.name}, {used} of {nodes} nodes per NVLink domain", count=domains * used * hw.per_node,
+        scale_up_size=used * hw.per_node, domain_gpus=hw.domain_gpus or hw.scale_up_size, paid_count=hw.paid)
+    return (hw, segment)
+
+
+def _power_of_two(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
 
 
 def from_tpu(generation: TpuGeneration, chips_per_slice: int, slices: int = 1,

@@ -95,6 +95,7 @@ class Estimate:
     data_loading: DataLoading
     bound: str                             # the best layout's, or storage when checkpoints stall more
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    nvlink_domain: str | None = None       # what a multi-node NVLink domain did for the best layout
 
     def to_dict(self) -> dict:
         b = self.best
@@ -118,6 +119,7 @@ class Estimate:
             "checkpoint": dataclasses.asdict(self.checkpoint),
             "data_loading": dataclasses.asdict(self.data_loading),
             "warnings": list(self.warnings),
+            "nvlink_domain": self.nvlink_domain,
             "layouts_searched": self.layouts_searched,
             "layouts_fitting": self.layouts_fitting,
             "candidates": [{"layout": c.layout.as_dict(), "tokens_per_s_per_gpu": c.tokens_per_s_per_gpu,

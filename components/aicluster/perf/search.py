@@ -17,6 +17,7 @@ VIRTUAL_STAGES = (1, 2, 4, 8)
 # Context parallelism only pays for long sequences: NeMo's Llama 3 recipes split 8k-token sequences
 # in two; shorter chunks starve the attention kernels.
 CP_MIN_CHUNK = 4096
+CP_MAX = 16
 
 
 def _divisors(n: int) -> list[int]:
@@ -46,9 +47,14 @@ class Space:
 
 def _allowed(m: ModelShape, hw: Hardware) -> dict[str, tuple[list, str]]:
     """Per degree: the values the hardware and model allow, and the rule in words (for errors)."""
-    # TP stays inside the NVLink / ICI domain and must split heads and KV heads evenly.
+    # TP stays inside the NVLink / ICI domain (8 GPUs of an HGX node, up to 64 of an NVL72 rack) and
+    # must split heads and KV heads evenly. EP is any divisor of the experts: the step model times an
+    # expert group that leaves the domain at NIC speed.
     tp = [t for t in _powers_of_two(hw.scale_up_size) if m.heads % t == 0 and (m.kv_heads % t == 0 or t % m.kv_heads == 0)]
-    cp = [c for c in _powers_of_two(min(16, hw.count))
+    # CP: up to 16 ranks (NeMo's long-context recipes), or up to the NVLink domain where it is larger
+    # (NVL72): the ring of K/V blocks wants NVLink.
+    cp_max = max(CP_MAX, hw.scale_up_size) if hw.kind == "gpu" else CP_MAX
+    cp = [c for c in _powers_of_two(min(cp_max, hw.count))
           if c == 1 or (m.seq_len // c >= CP_MIN_CHUNK and m.seq_len % (2 * c) == 0)]
     # Stages need not hold equal layers: the fullest one sets the pace (memory.stage_layers).
     pp = [p for p in _divisors(hw.count) if p <= m.layers]
@@ -60,7 +66,7 @@ def _allowed(m: ModelShape, hw: Hardware) -> dict[str, tuple[list, str]]:
     return {
         "tp": (tp, f"a power of two within one NVLink/ICI domain ({hw.scale_up_size} accelerators) that divides "
                    f"heads ({m.heads}) and KV heads ({m.kv_heads}): {listed(tp)}"),
-        "cp": (cp, f"1, or a power of two up to 16 that leaves chunks of at least {CP_MIN_CHUNK} tokens and divides "
+        "cp": (cp, f"1, or a power of two up to {cp_max} that leaves chunks of at least {CP_MIN_CHUNK} tokens and divides "
                    f"the sequence in 2 x cp chunks: {listed(cp)}"),
         "pp": (pp, f"a divisor of the {hw.count} accelerators, at most the {m.layers} layers: {listed(pp)}"),
         "ep": (ep, f"1 for a dense model, or a divisor of the experts: {listed(ep)}"),

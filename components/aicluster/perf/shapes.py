@@ -87,9 +87,12 @@ class LayoutHint:
 class Hardware:
     """The accelerators a job runs on and the networks between them.
 
-    GPUs: a node is one NVLink domain (scale_up_size = per_node); nodes talk over EFA or GPU NICs
-    (scale_out_gbps_per_node). TPUs: a slice is one ICI domain (scale_up_size = chips per slice);
-    slices talk over the data-center network (DCN)."""
+    GPUs: an NVLink domain is one node of an HGX type (scale_up_size = per_node = 8) or several
+    nodes of a rack-scale type (GB200 NVL72: 18 nodes of 4 GPUs, scale_up_size 72); domains talk
+    over EFA or GPU NICs (scale_out_gbps_per_node). TPUs: a slice is one ICI domain (scale_up_size =
+    chips per slice); slices talk over the data-center network (DCN). scale_up_size counts the
+    job's ranks in one domain: a job that leaves nodes of each domain idle (a Slurm segment of 16
+    of an NVL72's 18 nodes) has 64 there, and `domain_gpus` keeps the physical 72."""
     name: str                           # e.g. "64 x p5.48xlarge", "v5p 8x8x8"
     accelerator: str                    # catalog model: H100, TPU v5p ...
     kind: str                           # gpu | trainium | tpu
@@ -104,10 +107,23 @@ class Hardware:
     scale_out_gbps_per_node: float      # wired inter-node bandwidth per node (TPU: DCN per host)
     usd_per_accelerator_hour: float | None = None
     source: str = ""
+    domain_gpus: int | None = None      # GPUs of one physical NVLink domain; None: scale_up_size
+    paid_count: int | None = None       # accelerators paid for (idle ones of each domain too); None: count
 
     @property
     def nodes(self) -> int:
         return -(-self.count // self.per_node)
+
+    @property
+    def paid(self) -> int:
+        return self.paid_count or self.count
+
+    def fits_domain(self, ranks: int) -> bool:
+        """Whether every group of `ranks` consecutive ranks lies inside one NVLink / ICI domain. Groups
+        are aligned blocks (Megatron orders ranks tp, cp, dp, pp), so the block must also divide the
+        job's ranks per domain: 16 consecutive ranks of a 72-GPU domain straddle two domains (ranks
+        64-79), 16 of 64 never do."""
+        return 0 < ranks <= self.scale_up_size and self.scale_up_size % ranks == 0
 
 
 @dataclass(frozen=True)

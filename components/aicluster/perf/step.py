@@ -9,12 +9,13 @@ compute, context- and expert-parallel exchanges, and the optimizer step.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 from aicluster.perf.flops import attention_flops_per_token, matmul_flops_per_token, recompute_flops_per_token
 from aicluster.perf.memory import micro_batches, stage_layers, stage_params
 from aicluster.perf.result import Breakdown
-from aicluster.perf.shapes import Hardware, Layout, ModelShape, TrainingShape
+from aicluster.perf.shapes import MLP_MATRICES, Hardware, Layout, ModelShape, TrainingShape
 
 # Share of link bandwidth a ring collective reaches: NVLink 0.65 (Calculon's A100/H100 system files,
 # docs/training-model.md section 3.2); NICs 0.8 (nccl-tests bus bandwidth over EFA/InfiniBand is
@@ -59,12 +60,16 @@ def _nic_gbs_per_accelerator(hw: Hardware) -> float:
 
 def _group_gbs(hw: Hardware, stride: int, size: int) -> tuple[float, bool]:
     """Bus bandwidth of a group of `size` ranks `stride` apart (Megatron orders ranks tp, cp, dp, pp)
-    and whether it leaves the scale-up domain. Across nodes, each node's members of the group drive
-    their own NICs together (hierarchical collectives), so the group gets members-per-node NICs."""
-    if stride * size <= hw.scale_up_size:
+    and whether it leaves the NVLink / ICI domain. Inside one domain, whether that is one HGX node
+    or an NVL72 rack of 18 nodes, the group runs at NVLink speed. A group that leaves its domain
+    waits on the NICs; the members it has inside one domain reach each other over NVLink and drive
+    their own NICs together (hierarchical collectives), so the group gets that many NICs (on an
+    HGX node: the members per node)."""
+    span = stride * size
+    if hw.fits_domain(span):
         return (hw.scale_up_gbs or 0.0) * SCALE_UP_EFFICIENCY, False
-    members_per_node = max(1, hw.per_node // stride)
-    return _nic_gbs_per_accelerator(hw) * members_per_node, True
+    members_per_domain = max(1, math.gcd(span, hw.scale_up_size) // stride)
+    return _nic_gbs_per_accelerator(hw) * members_per_domain, True
 
 
 def ceiling_for(hw: Hardware, cal: Calibration) -> float:
@@ -100,7 +105,16 @@ def _compute_s(m: ModelShape, tr: TrainingShape, hw: Hardware, lay: Layout, cal:
     gemm_eff = ceiling * width / (width + cal.gemm_width)
     if tr.precision == "fp8" and hw.fp8_tflops:
         gemm_eff *= cal.fp8_gain
-    gemm_s = tokens * (flops.matmul + gemm_rc) / n / (peak * gemm_eff)
+    # Routed experts: a GEMM is also narrow in its token dimension. Each accelerator's experts get
+    # ep x b x (s / cp) x top_k / E token rows per micro-batch (DeepSeek-V3's 256 experts, top 8,
+    # 4096 tokens: 128 rows at ep 1, 8192 at ep 64), at the same calibrated form rows / (rows + w0)
+    # as the width. Not fitted: the calibration set has no MoE measurement (estimate warns so).
+    routed = _routed_flops(m, lay.recompute)
+    expert_eff = 1.0
+    if routed:
+        rows = lay.ep * lay.micro_batch * (m.seq_len / lay.cp) * m.moe.top_k / m.moe.experts
+        expert_eff = rows / (rows + cal.gemm_width)
+    gemm_s = tokens * (flops.matmul + gemm_rc - routed + routed / expert_eff) / n / (peak * gemm_eff)
     attn_s = tokens * (flops.attention + attn_rc) / n / (peak * ceiling * cal.attention_efficiency)
     elementwise = cal.elementwise_bytes * (4 / 3 if lay.recompute == "full" else 1)
     # XLA fuses elementwise work into the matmuls on TPUs; GPUs run it as separate HBM-bound kernels.
@@ -172,10 +186,32 @@ def _context_and_expert_s(m: ModelShape, hw: Hardware, lay: Layout, mb: int, att
         ring = mb * layers * 3 * (c - 1) * kv / (bw * 1e9) if bw else 0.0
         seconds += net.add(max(0.0, ring - attn_s), leaves)
     if m.moe is not None and e > 1:
-        bw, leaves = _group_gbs(hw, lay.tp * c, e)
-        volume = (e - 1) / e * b * (m.seq_len / c) * m.moe.top_k * m.hidden * 2 / lay.tp
-        seconds += net.add(mb * layers * 4 * volume / (bw * 1e9) if bw else 0.0, leaves)
+        seconds += net.add(*_all_to_all_s(hw, lay.tp * c, e, b * (m.seq_len / c) * m.moe.top_k * m.hidden * 2 / lay.tp,
+                                          mb * layers * 4))
     return seconds
+
+
+def _all_to_all_s(hw: Hardware, stride: int, ranks: int, volume: float, times: int) -> tuple[float, bool]:
+    """`times` all-to-alls in which every rank sends `volume` bytes spread evenly over `ranks` ranks
+    `stride` apart, and whether they leave the NVLink domain. Nothing is reduced on the way, so a
+    group that leaves its domain cannot pool NICs as a ring does: each rank pushes the share bound
+    outside its domain through its own NIC while the share inside goes over NVLink at the same time."""
+    nvl = (hw.scale_up_gbs or 0.0) * SCALE_UP_EFFICIENCY * 1e9
+    if hw.fits_domain(stride * ranks):
+        return (times * (ranks - 1) / ranks * volume / nvl if nvl else 0.0), False
+    inside = max(1, math.gcd(stride * ranks, hw.scale_up_size) // stride)
+    nic = _nic_gbs_per_accelerator(hw) * 1e9
+    over_nic = (ranks - inside) / ranks * volume / nic if nic else 0.0
+    over_nvl = (inside - 1) / ranks * volume / nvl if nvl else 0.0
+    return times * max(over_nic, over_nvl), True
+
+
+def _routed_flops(m: ModelShape, recompute: str) -> float:
+    """Matmul FLOPs per token in routed experts (forward and backward; full recompute adds a forward)."""
+    if m.moe is None:
+        return 0.0
+    per_token = 6.0 * m.layers * m.moe.top_k * MLP_MATRICES[m.mlp] * m.hidden * m.moe.expert_ffn_hidden
+    return per_token * (4 / 3 if recompute == "full" else 1)
 
 
 @dataclass(frozen=True)
