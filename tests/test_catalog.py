@@ -18,7 +18,7 @@ ISSUE_AWS = ["p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5
              "p6-b200.48xlarge", "trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge", "g6e.48xlarge",
              "g5.48xlarge", "p6e-gb200.36xlarge"]
 ISSUE_GCP = ["a2-highgpu-8g", "a2-ultragpu-8g", "a3-highgpu-8g", "a3-megagpu-8g", "a3-ultragpu-8g",
-             "a4-highgpu-8g"]
+             "a4-highgpu-8g", "a4x-highgpu-4g"]
 
 
 # --- every fact has a source --------------------------------------------------------------------
@@ -135,7 +135,8 @@ def test_issue_aws_types_present(name):
 @pytest.mark.parametrize("name", ISSUE_GCP)
 def test_issue_gcp_types_present(name):
     it = GCP[name]
-    assert it.cloud == "gcp" and it.accelerator_count == 8
+    # A4X is the 4-GPU tray of an NVL72 rack; the HGX types carry 8.
+    assert it.cloud == "gcp" and it.accelerator_count == (4 if it.nvlink_domain else 8)
 
 
 @pytest.mark.parametrize("name, accelerator, count", [
@@ -145,10 +146,22 @@ def test_issue_gcp_types_present(name):
     ("g6e.48xlarge", "L40S", 8), ("g5.48xlarge", "A10G", 8), ("p6e-gb200.36xlarge", "GB200", 4),
     ("a2-highgpu-8g", "A100-40GB", 8), ("a2-ultragpu-8g", "A100-80GB", 8), ("a3-highgpu-8g", "H100", 8),
     ("a3-megagpu-8g", "H100", 8), ("a3-ultragpu-8g", "H200", 8), ("a4-highgpu-8g", "B200", 8),
+    ("a4x-highgpu-4g", "GB200", 4),
 ])
 def test_accelerators_per_type(name, accelerator, count):
     it = CAT.find(name)
     assert it.accelerator.model == accelerator and it.accelerator_count == count
+
+
+def test_a4x_is_an_nvl72_vm_with_one_rdma_nic_a_gpu():
+    """Issue 28: A4X is 4 GB200 GPUs a VM, 18 VMs (one reservation sub-block) a 72-GPU domain; its
+    4 ConnectX-7 NICs are one a GPU (1600 of its 2000 Gbps); arm64, so no default image."""
+    it = GCP["a4x-highgpu-4g"]
+    assert (it.accelerator.model, it.accelerator_count, it.nvlink_domain_gpus, it.nvlink_capacity_unit) \
+        == ("GB200", 4, 72, 18)
+    assert (it.gpu_nics, it.gpu_network_gbps, it.host_nics, it.network_gbps) == (4, 1600, 2, 2000)
+    assert (it.vcpu, it.memory_gib, it.nic_mtu, it.boot_disk_type, it.image) == (140, 884, 8896, "hyperdisk-balanced", None)
+    assert CAT.resolve("gcp", "gb200") is it and CAT.resolve("aws", "gb200") is AWS["p6e-gb200.36xlarge"]
 
 
 def test_p6e_gb200_is_an_nvl72_node_whose_efa_devices_are_not_one_per_gpu():
@@ -180,6 +193,7 @@ def test_grace_blackwell_accelerators_are_dense_figures(model, bf16, fp8, gres):
     ("a3-megagpu-8g", 8, "tcpxo", 1),
     ("a3-ultragpu-8g", 8, "rdma", 2),
     ("a4-highgpu-8g", 8, "rdma", 2),
+    ("a4x-highgpu-4g", 4, "rdma", 2),
 ])
 def test_gcp_gpu_nics(name, gpu_nics, stack, host_nics):
     it = GCP[name]

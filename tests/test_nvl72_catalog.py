@@ -74,3 +74,39 @@ def test_eks_refuses_gb200_until_the_arm64_nvidia_ami_is_built():
     spec["pools"][0].update(instance_type=GB200, min_nodes=0, max_nodes=18, capacity=dict(BLOCK))
     p = next(p for p in _problems(spec) if p.path == "pools[0].instance_type")
     assert "arm64 AL2023 NVIDIA AMI" in p.allowed and "Neuron" not in p.allowed
+
+
+# --- GCP: A4X -----------------------------------------------------------------------------------
+
+A4X = "a4x-highgpu-4g"
+
+
+def _gke_a4x(nodes: int) -> dict:
+    """gcp-a3ultra-gke with its GPU pool made one A4X NVLink domain from a reservation."""
+    spec = stack_spec_data("gcp-a3ultra-gke")
+    spec["pools"][0].update(instance_type=A4X, min_nodes=nodes, max_nodes=nodes,
+                            capacity={"type": "reservation", "reservation_id": "a4x-reservation"})
+    return spec
+
+
+def test_gcp_a3ultra_gke_on_18_a4x_nodes_plans():
+    """One sub-block: 18 VMs, nvidia-gb200 x 4 on each node, the 4 bundled Titanium SSDs, 2 host and
+    4 RDMA NICs, a 1x72 placement."""
+    result = result_with_spec("gcp-a3ultra-gke", _gke_a4x(18))
+    pool = result.design.pools[0]
+    assert (pool.instance.name, pool.max_nodes, pool.capacity.type, pool.placement.gpu_topology) == \
+        (A4X, 18, "reservation", "1x72")
+    assert [n.role for n in pool.nics] == ["host", "host", "gpu", "gpu", "gpu", "gpu"]
+    node_pool = next(r for r in result.plan.resources if r.type == "gcp:container/nodePool:NodePool"
+                     and r.inputs["nodeConfig"]["machineType"] == A4X)
+    config = node_pool.inputs["nodeConfig"]
+    assert [(g["type"], g["count"]) for g in config["guestAccelerators"]] == [("nvidia-gb200", 4)]
+    assert config["ephemeralStorageLocalSsdConfig"] == {"localSsdCount": 4}
+    assert config["diskType"] == "hyperdisk-balanced"
+
+
+@pytest.mark.parametrize("nodes", [9, 20])
+def test_a4x_pools_that_are_not_one_domain_are_refused(nodes):
+    """GCP sells no half domain: 18 VMs a pool, nothing else."""
+    p = next(p for p in _problems(_gke_a4x(nodes)) if p.path == "pools[0].max_nodes")
+    assert p.value == nodes and p.suggestion == "18"

@@ -29,7 +29,8 @@ def test_nic_stacks_pin_their_pieces_with_sources(stack):
 def test_every_gcp_type_names_its_image_disk_and_stack(name):
     it = GCP[name]
     assert it.boot_disk_type in ("pd-ssd", "hyperdisk-balanced")
-    assert it.image in CAT.gcp_images or (it.image is None and it.gpu_nic_stack == "tcpx")
+    # No default image: TCPX's patched kernel, and A4X's arm64 (the accelerator image is amd64).
+    assert it.image in CAT.gcp_images or (it.image is None and (it.gpu_nic_stack == "tcpx" or name == "a4x-highgpu-4g"))
     assert (it.gpu_nics == 0) == (it.gpu_nic_stack == "none")
     if it.gpu_nics:
         assert it.nic_mtu in (8244, 8896)

@@ -117,6 +117,13 @@ def _cloud(cloud: Cloud, doc: dict) -> CloudPlaces:
             off_origin = _origin(doc_off, f"gcp.offerings.{kind}")
             for name, places in doc_off["types"].items():
                 offerings[name] = Offering(name, "zone", tuple(places), None, off_origin)
+        # Machine types the GPU zones page was not read for, each group with its own source.
+        for i, group in enumerate(doc["offerings"].get("announced") or ()):
+            group_origin = _origin(group, f"gcp.offerings.announced[{i}]")
+            for name, places in group["types"].items():
+                if name in offerings:
+                    raise CatalogError(f"regions.yaml gcp.offerings.announced[{i}]: {name} is listed twice")
+                offerings[name] = Offering(name, "zone", tuple(places), None, group_origin)
     known_regions = set(zones)
     known_zones = {z for zs in zones.values() for z in zs}
     for entry in offerings.values():
