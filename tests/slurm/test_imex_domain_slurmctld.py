@@ -21,6 +21,14 @@ from tests.support import slurmd_spec
 from tests.support.slurmctld import Controller, tool
 
 
+def test_the_script_and_the_reconcile_loop_agree_on_the_domain_reason():
+    from aicluster.node import slurm as core
+    script = (Path(__file__).resolve().parents[2] / "components" / "aicluster" / "node" / "bin"
+              / "aicluster-gpu-healthcheck").read_text()
+    assert f"\nDOMAIN_REASON={core.IMEX_DOMAIN_REASON}\n" in script
+    assert core.IMEX_DOMAIN_REASON not in reconcile.OUR_REASONS
+
+
 def test_a_degraded_domain_drains_with_its_own_reason_and_the_check_lifts_it(tmp_path):
     ctl = Controller("imex", design_cluster(parse_spec(slurmd_spec("imex"))), tmp_path / "ctl")
     (tmp_path / "node").mkdir()

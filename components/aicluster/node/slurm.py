@@ -39,6 +39,10 @@ HEALTH_REASON = "aicluster-health"      # the health check failed (aicluster-gpu
 EVENT_REASON = "aicluster-event"        # a scheduled event, spot interruption, maintenance, preemption
 BOOTSTRAP_REASON = "aicluster-bootstrap"  # the node's set-up failed before slurmd started
 ROLL_REASON = "aicluster-roll"          # a rolling update: the node's instance runs an older version
+# Drained because its NVLink domain is degraded by another node (aicluster-gpu-healthcheck imex):
+# deliberately not one of the reasons the reconcile loop replaces for (a fresh instance cannot mend
+# a peer); the health check resumes the node once the domain is whole again.
+IMEX_DOMAIN_REASON = "aicluster-imex-domain"
 # The tag or label the resume programs put on every instance they launch: the version of its pool
 # it was launched from (cluster.json pools[].version: the launch template version on AWS, the
 # instance template's name on GCP), so the reconcile loop knows from the listing which nodes run
