@@ -20,7 +20,7 @@ from tests.support import ROOT, STACK_NAMES
 
 SEEDED = ROOT / "tests" / "policies" / "seeded"
 SARIF_SCHEMA = ROOT / "tests" / "data" / "schemas" / "sarif-schema-2.1.0.json"   # vendored: its README.md
-RULE_IDS = [f"AIC-{a}" for a in ("NET-001", "NET-002", "NET-003", "NET-004", "NET-005", "STO-001", "STO-002",
+RULE_IDS = [f"AIC-{a}" for a in ("NET-001", "NET-002", "NET-003", "NET-004", "NET-005", "NET-006", "STO-001", "STO-002",
                                 "STO-003", "STO-004", "STO-005", "STO-006", "MEM-001", "MEM-002", "CMP-001",
                                 "CMP-002", "SEC-001", "SEC-002", "SEC-003", "SEC-004", "SEC-005", "SEC-006", "CST-001",
                                 "CST-002", "CST-003")]
