@@ -109,6 +109,8 @@ def test_fetch_installs_exactly_the_pinned_programs(node, tmp_path, role):
                 "compute": {*NODE_PROGRAMS, "aicluster-node-bootstrap", "aicluster-gpu-healthcheck",
                             "aicluster-mount-storage", "aicluster-resume-job", "aicluster-task-prolog",
                             "aicluster-scratch", "aicluster-containers",
+                            # slurm.conf's IMEX prolog on NVL72 clusters (exits 0 elsewhere)
+                            "aicluster-imex-config",
                             # what watches the node (slurm_monitoring), started after slurmd
                             "aicluster-monitoring", "aicluster-node-metrics"}}[role]
     assert {Path(e["path"]).name for e in listing["files"] if not e["path"].startswith("/opt/aicluster/lib/")} == expected

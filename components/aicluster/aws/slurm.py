@@ -61,7 +61,10 @@ _NODE_PROGRAMS = {"aicluster-node-bootstrap": "aicluster-node-bootstrap",
                   # slurm.conf TaskProlog: the NCCL environment of every task.
                   "aicluster-task-prolog": "aicluster-task-prolog",
                   # Runs inside a job's batch script (opt-in auto-resume; docs/jobs-and-health.md).
-                  "aicluster-resume-job": "aicluster-resume-job"}
+                  "aicluster-resume-job": "aicluster-resume-job",
+                  # slurm.conf's second Prolog on clusters with NVL72 pools (IMEX's node list); exits 0
+                  # on a node in no NVLink domain. Fetched by every node: one content key, no user data.
+                  "aicluster-imex-config": "aicluster-imex-config"}
 
 
 def secret_prefix(cluster: Cluster) -> str:

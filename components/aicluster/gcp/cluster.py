@@ -12,6 +12,7 @@ import pulumi
 from aicluster.render.alert_rules import rule_groups
 from aicluster.catalog import load_catalog
 from aicluster.catalog.observability import scrape
+from aicluster.design.slurm_blocks import slurm_topology
 from aicluster.design.model import ClusterDesign
 from aicluster.mounts import Mount
 from aicluster.render.node_local_files import local_nvme_devices, node_local_programs
@@ -75,6 +76,9 @@ def compute_user_data(design: ClusterDesign, pool_name: str, mounts: list[Mount]
             "healthcheck_script": program_text("aicluster-gpu-healthcheck"),
             "resume_job_script": program_text("aicluster-resume-job"),
             "task_prolog_script": program_text("aicluster-task-prolog"),   # slurm.conf TaskProlog
+            # slurm.conf's IMEX Prolog, on every node of a cluster with NVL72 pools only (metadata size).
+            "imex_config_script": (program_text("aicluster-imex-config")
+                                   if slurm_topology(design).blocks else None),
             "node_local": node_local_programs(),     # /scratch, enroot and pyxis
             # pyxis as the head builds it, from the configuration bucket (node_local_files).
             "bucket": bucket,

@@ -15,6 +15,7 @@ from typing import Mapping
 from aicluster.design import balance
 from aicluster.design.model import ClusterDesign
 from aicluster.design.parts import SlurmNodeSet
+from aicluster.design.slurm_blocks import slurm_topology
 from aicluster.catalog.node_local import containers
 from aicluster.render.templates import render
 from aicluster.spec.slurm_settings import merge_conf_settings, merge_line_settings
@@ -103,7 +104,10 @@ class _Switch:
 
 
 def render_slurm_configs(design: ClusterDesign, runtime: SlurmRuntime) -> dict[str, str]:
-    """{"slurm.conf": ..., "gres.conf": ..., "cgroup.conf": ..., "topology.conf": ...}"""
+    """{"slurm.conf": ..., "gres.conf": ..., "cgroup.conf": ..., "topology.conf": ...}
+
+    topology.conf is topology/tree (one switch per placement group) or, with an NVL72 pool,
+    topology/block (one block per NVLink domain: design/slurm_blocks.py)."""
     if design.slurm is None:
         raise ValueError(f"cluster {design.name!r} has scheduler {design.scheduler!r}, not slurm")
     slurm = design.slurm
@@ -117,6 +121,7 @@ def render_slurm_configs(design: ClusterDesign, runtime: SlurmRuntime) -> dict[s
         "gpu_nodesets": [n for n in slurm.nodesets if n.gres],
         "gpu_bindings": gpu_bindings,
         "switches": _switches(slurm.nodesets),
+        "topology": slurm_topology(design),          # tree, or block with the NVLink domains
         "health_check_interval_s": HEALTH_CHECK_INTERVAL_S,
         "dcgm_max_timeout_s": DCGM_MAX_TIMEOUT_S,
         "batch_start_timeout_s": BATCH_START_TIMEOUT_S,

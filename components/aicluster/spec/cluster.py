@@ -576,7 +576,21 @@ def _partition_problems(spec: ClusterSpec) -> list[Problem]:
             problems.append(Problem(f"pools[{i}].slurm_settings", dict(pool.slurm_settings),
                                     f"the same as pools[{j}].slurm_settings ({dict(spec.pools[j].slurm_settings)}): "
                                     f"both pools are in partition {name}"))
+        if j != i and _nvlink_pool(spec, pool) != _nvlink_pool(spec, spec.pools[j]):
+            # topology/block places a job whose nodes are in some block inside the blocks only, so
+            # the other pools' nodes of such a partition would never run its jobs (design/slurm_blocks.py).
+            problems.append(Problem(f"pools[{i}].partition", name,
+                                    f"a partition of its own: pools of multi-node NVLink domains (NVL72) share a "
+                                    f"partition only with each other, and pools[{j}] ({spec.pools[j].name}) "
+                                    f"{'is' if _nvlink_pool(spec, spec.pools[j]) else 'is not'} one",
+                                    pool.name))
     return problems
+
+
+def _nvlink_pool(spec: ClusterSpec, pool: PoolSpec) -> bool:
+    """Whether a pool's instance type has an NVLink domain of several nodes (GB200/GB300 NVL72)."""
+    itype = load_catalog().resolve(spec.cloud, pool.instance_type) if pool.instance_type else None
+    return itype is not None and itype.nodes_per_nvlink_domain > 1
 
 
 # Tags aicluster puts on the baked image's Image Builder resources: cluster, role, contents key.
