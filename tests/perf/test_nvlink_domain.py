@@ -77,6 +77,8 @@ def test_large_moe_on_gb200_picks_a_group_beyond_8_and_says_the_domain_made_it_p
     assert f"inside one 72-GPU NVLink domain" in est.nvlink_domain
     assert "expert all-to-all" in est.nvlink_domain and "if it crossed nodes over the NICs" in est.nvlink_domain
     assert est.to_dict()["nvlink_domain"] == est.nvlink_domain
+    if est.accelerators < 576:   # the job took 16 of each domain's 18 nodes: the idle GPUs are said and paid
+        assert any("64 of 576 GPUs stay idle" in w and "--segment=16" in w for w in est.warnings)
     # Both placements (all 72 GPUs of each domain, 64 of them) searched, in bounded time.
     assert est.layouts_searched > 5000 and elapsed < 10
     # The same chips with the domain cut to the node: no such layout wins, nothing to say.
@@ -91,3 +93,11 @@ def test_a_fixed_group_beyond_the_domain_is_warned_with_what_to_change():
     assert "expert all-to-all traffic runs over the NICs" in warning
     assert "lower ep" in warning and "larger NVLink domain (GB200/GB300 NVL72: 72 GPUs)" in warning
     assert crossing(from_instance(AWS["p5en.48xlarge"], 72), Layout(tp=8, dp=72)) is None
+
+
+def test_the_cost_counts_the_idle_gpus_of_each_domain():
+    """On a 64-of-72 placement the job runs 512 GPUs and the bill is for 576."""
+    hw = dataclasses.replace(what_if("gb200", 144), usd_per_accelerator_hour=10.0)
+    est = estimate(DSV3, RECIPE, hw, hint=ZERO1)
+    assert est.usd_per_hour == 576 * 10.0
+    assert est.accelerators in (512, 576)
