@@ -17,6 +17,8 @@ Nodes of HGX types (no multi-node domain) are unchanged: tests/scripts/test_gpu_
 """
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from tests.scripts.test_gpu_healthcheck import Node, check_lines, gpu
@@ -87,6 +89,9 @@ class Nvl72Node(Node):
 
     def __init__(self, tmp_path, index: int = 3):
         super().__init__(tmp_path)
+        setsid = shutil.which("setsid")
+        assert setsid, "setsid (util-linux) is required to run the health check"
+        (self.bin / "setsid").symlink_to(setsid)
         self.index = index
         self.write_env(f"AICLUSTER_GPUS=4\nAICLUSTER_FABRIC_DEVICES=2\nAICLUSTER_NVLINK_DOMAIN_NODES={DOMAIN}\n")
         self.gpus()
@@ -116,6 +121,16 @@ class Nvl72Node(Node):
         else:
             (self.bin / "imex.state").write_text(service)
             self._stub("systemctl", SYSTEMCTL_STUB)
+
+    def run(self, extra_env: dict | None = None, timeout: float = 30):
+        # aicluster-imex-config is the stub below or none, never the one beside the script.
+        return super().run({"AICLUSTER_IMEX_CONFIG": str(self.bin / "aicluster-imex-config"), **(extra_env or {})},
+                           timeout)
+
+    def imex_config(self) -> None:
+        """A stub aicluster-imex-config that records the node it ran for."""
+        self._stub("aicluster-imex-config",
+                   '#!/bin/bash\necho "node=$SLURMD_NODENAME" >> "${0%/*}/aicluster-imex-config.calls"\n')
 
     def health(self, node: str = "gpu-3", **env) -> tuple[object, dict]:
         run = self.run({"SLURMD_NODENAME": node, **env})
@@ -322,3 +337,54 @@ def test_single_node_domain_runs_no_domain_check(nvl):
         assert "imex" not in lines and "nvlink-fabric" not in lines
     assert nvl.calls("nvidia-imex-ctl") == [] and nvl.calls("systemctl") == []
     assert nvl.calls("scontrol") == []
+
+
+def _wait_for_calls(node: Nvl72Node, tool: str, seconds: float = 10) -> list[str]:
+    """The calls of a tool the check started in the background."""
+    import time
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not node.calls(tool):
+        time.sleep(0.05)
+    return node.calls(tool)
+
+
+def test_an_idle_node_refreshes_the_imex_node_list_in_the_background(nvl):
+    """A node drained for its domain takes no job, so no prolog rewrites IMEX's node list: the
+    periodic check runs aicluster-imex-config itself, detached, and reports the domain as it is."""
+    nvl.imex_config()
+    nvl.scontrol("NodeName=gpu-3 State=IDLE+DRAIN Reason=aicluster-imex-domain: imex: old [root@2026-11-28T14:00:00]")
+    nvl.imex(n=domain_status(links=down(7), domain="DEGRADED"))
+    run, lines = nvl.health()
+    assert run.returncode == 1
+    assert lines["imex-config"].startswith("started ")
+    assert _wait_for_calls(nvl, "aicluster-imex-config") == ["node=gpu-3"]
+
+
+@pytest.mark.parametrize("state", ["ALLOCATED", "MIXED+DRAIN", "IDLE+COMPLETING"])
+def test_a_node_with_a_job_never_has_its_imex_restarted(nvl, state):
+    nvl.imex_config()
+    nvl.scontrol(f"NodeName=gpu-3 State={state} ThreadsPerCore=1")
+    run, lines = nvl.health()
+    assert run.returncode == 0, run.stderr
+    assert "imex-config" not in lines and nvl.calls("aicluster-imex-config") == []
+
+
+def test_the_prolog_never_runs_the_imex_config_itself(nvl):
+    """In a job's prolog slurm.conf's own IMEX prolog does it; the check only looks."""
+    nvl.imex_config()
+    run = nvl.run({"SLURMD_NODENAME": "gpu-3", "SLURM_JOB_ID": "9"})
+    assert run.returncode == 0, run.stderr
+    assert "imex-config" not in check_lines(run.stdout)
+
+
+def test_a_service_never_started_waits_for_the_domain_not_replaced(nvl):
+    """With aicluster-imex-config installed, an inactive (never started) service means the domain's
+    addresses are not all known yet: the domain's reason, never a replacement."""
+    nvl.imex_config()
+    nvl.imex(service="inactive")
+    nvl.health()
+    assert "reason=aicluster-imex-domain: imex: the nvidia-imex service is not started yet" in drain_of(nvl)
+    nvl.imex(service="failed")
+    (nvl.bin / "scontrol.calls").unlink()
+    nvl.health()
+    assert drain_of(nvl).endswith("reason=aicluster-health: imex: the nvidia-imex service is failed, not active")
