@@ -219,7 +219,23 @@ TPU_FACTS = {
     "v5p": ("tpu-v5p-slice", {4: "ct5p-hightpu-4t"}, 3, ["2x2x1", "2x4x4", "4x4x4", "16x16x24"]),
     "v6e": ("tpu-v6e-slice", {1: "ct6e-standard-1t", 4: "ct6e-standard-4t", 8: "ct6e-standard-8t"}, 2,
             ["1x1", "2x2", "2x4", "8x16", "16x16"]),
+    "tpu7x": ("tpu7x", {4: "tpu7x-standard-4t"}, 3, ["2x2x1", "2x2x2", "4x4x4", "8x16x16"]),
 }
+
+
+def test_tpu7x_ironwood_per_chip_and_gke_needs():
+    """Issue 28: TPU7x chips carry 192 GiB HBM, 2,307 dense BF16 and 4,614 FP8 TFLOPS, 1.2 TB/s ICI;
+    GKE places its slices by a workload policy and runs it from 1.34.3-gke.1318000, which the
+    pinned GKE version satisfies."""
+    from aicluster.catalog.kubernetes import versions
+
+    g = CAT.tpus["tpu7x"]
+    assert (g.hbm_gib_per_chip, g.bf16_tflops, g.fp8_tflops, g.ici_gbs_bidirectional) == (192, 2307, 4614, 1200)
+    assert g.workload_policy and g.boot_disk_type == "hyperdisk-balanced" and g.max_chips == 9216
+    need = tuple(int(p) for p in g.min_gke_version.split("-")[0].split("."))
+    pinned = tuple(int(p) for p in versions().gke.version.split("."))
+    assert pinned[:2] > need[:2] or (pinned[:2] == need[:2] and len(pinned) > 2 and pinned >= need), (pinned, need)
+    assert not any(CAT.tpus[o].workload_policy for o in ("v4", "v5e", "v5p", "v6e"))
 
 
 @pytest.mark.parametrize("gen", sorted(TPU_FACTS))

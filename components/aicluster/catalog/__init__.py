@@ -200,6 +200,11 @@ class TpuGeneration:
     boot_disk_type: str | None = None           # the boot disk type its hosts support (GKE node pools)
     ici_gbs_bidirectional: float | None = None  # ICI per chip, both directions, GB/s; None: not sourced
     ici_source: str = ""
+    fp8_tflops: float | None = None             # dense FP8 per chip; None: not sourced
+    # GKE places its slices by a HIGH_THROUGHPUT workload policy of the slice's topology (TPU7x),
+    # not by placement_policy.tpu_topology; min_gke_version: the oldest GKE version that runs it.
+    workload_policy: bool = False
+    min_gke_version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -478,6 +483,9 @@ def load_catalog() -> Catalog:
             hosts={m: (int(h["vcpu"]), int(h["memory_gib"])) for m, h in (e.get("hosts") or {}).items()},
             host_source=str(e.get("host_source", "")),
             boot_disk_type=e.get("boot_disk_type"),
+            fp8_tflops=e.get("fp8_tflops"),
+            workload_policy=bool(e.get("workload_policy", False)),
+            min_gke_version=e.get("min_gke_version"),
         )
         for name, e in _read("tpu.yaml")["tpus"].items()
     }

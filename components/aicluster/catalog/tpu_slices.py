@@ -83,7 +83,7 @@ def host_instance(tpu: TpuSlice) -> InstanceType:
     gen = tpu.generation
     chip = Accelerator(model=f"TPU {gen.name}", vendor="google", kind="tpu", gres_type="tpu",
                        memory_mib=int(gen.hbm_gib_per_chip * 1024), bf16_tflops=gen.bf16_tflops,
-                       hbm_bandwidth_gbs=gen.hbm_bandwidth_gbs, source=gen.source)
+                       hbm_bandwidth_gbs=gen.hbm_bandwidth_gbs, source=gen.source, fp8_tflops=gen.fp8_tflops)
     vcpu, memory = gen.hosts.get(tpu.machine_type, (None, None))
     network = gen.dcn_gbps_per_chip * tpu.chips_per_host if gen.dcn_gbps_per_chip else 0.0
     return InstanceType(name=tpu.machine_type, cloud="gcp", accelerator=chip, accelerator_count=tpu.chips_per_host,

@@ -19,8 +19,9 @@ GPU pools: one node pool in the cluster's zone with
   gke_upgrades.py), so an upgrade never shrinks the pool under a running gang.
 
 TPU pools: one node pool per slice, each of the slice's hosts, with placement_policy COMPACT and the
-slice's tpu_topology for a multi-host slice (GKE creates and scales such a pool atomically), the
-generation's boot disk type (only v6e takes Hyperdisk), and no Secure Boot when they mount Managed
+slice's tpu_topology for a multi-host slice (GKE creates and scales such a pool atomically; TPU7x
+names a HIGH_THROUGHPUT workload policy of the topology instead), the generation's boot disk type
+(v6e and TPU7x take Hyperdisk), and no Secure Boot when they mount Managed
 Lustre (GKE mounts it on Secure Boot nodes of GPU machine types only).
 """
 from __future__ import annotations
@@ -181,6 +182,26 @@ class GkeNodePools(pulumi.ComponentResource):
                 opts=keep)
             self.node_pools[pool.names[0]] = node_pool.id
         else:
+            # A generation GKE places by a workload policy (TPU7x: xpk's tpu_type_requires_workload_policy;
+            # Cluster Toolkit examples/gke-tpu-7x: resource-policy workload_policy {type: HIGH_THROUGHPUT,
+            # accelerator_topology: the tpu_topology}, named by every slice's node pool): one policy
+            # for the pool's slices, in place of placement_policy.tpu_topology.
+            tpu_policy = None
+            if pool.tpu.generation.workload_policy:
+                tpu_policy = gcp.compute.ResourcePolicy(
+                    f"{name}-workload-policy", name=short_name(f"{design.name}-{pool.names[0]}-tpu", 63),
+                    region=design.region,
+                    description=f"aicluster {design.name} node pool {pool.names[0]}: TPU {pool.tpu.name} "
+                                f"slices of {pool.tpu.topology}",
+                    workload_policy=gcp.compute.ResourcePolicyWorkloadPolicyArgs(
+                        type="HIGH_THROUGHPUT", accelerator_topology=pool.tpu.topology),
+                    opts=pulumi.ResourceOptions(parent=self))
+            if tpu_policy is not None:
+                placement = gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT", policy_name=tpu_policy.name)
+            elif pool.tpu.multi_host:
+                placement = gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT", tpu_topology=pool.tpu.topology)
+            else:
+                placement = None
             for node_pool_name, low, high in pool.slice_sizes():
                 node_pool = gcp.container.NodePool(
                     f"{name}-{node_pool_name}", name=node_pool_name, **common,
@@ -189,8 +210,7 @@ class GkeNodePools(pulumi.ComponentResource):
                     autoscaling=gcp.container.NodePoolAutoscalingArgs(min_node_count=low, max_node_count=high)
                     if low < high else None,
                     node_count=high if low == high else None,
-                    placement_policy=gcp.container.NodePoolPlacementPolicyArgs(
-                        type="COMPACT", tpu_topology=pool.tpu.topology) if pool.tpu.multi_host else None,
+                    placement_policy=placement,
                     opts=keep)
                 self.node_pools[node_pool_name] = node_pool.id
         self.register_outputs({"node_pools": self.node_pools})
