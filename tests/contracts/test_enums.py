@@ -187,6 +187,16 @@ TABLE = [
     Row("gcp:compute/resourcePolicy:ResourcePolicy", "groupPlacementPolicy.collocation",
         {"COLLOCATED", "UNSPECIFIED_COLLOCATION"},
         "Compute Engine API reference, ResourcePolicyGroupPlacementPolicy.collocation"),
+    # Multi-node NVLink domains (A4X, 18 VMs) and TPU7x slices are placed by an accelerator topology.
+    Row("gcp:compute/resourcePolicy:ResourcePolicy", "groupPlacementPolicy.gpuTopology", {"1x72"},
+        "Compute Engine API reference, ResourcePolicyGroupPlacementPolicy.gpuTopology; Cluster Toolkit "
+        "a4xhigh-slurm-blueprint.yaml (accelerator_topology 1x72: one GB200 NVL72 domain of 18 a4x-highgpu-4g)"),
+    Row("gcp:compute/resourcePolicy:ResourcePolicy", "workloadPolicy.type", {"HIGH_AVAILABILITY", "HIGH_THROUGHPUT"},
+        "Compute Engine API reference, ResourcePolicyWorkloadPolicy.type (HIGH_AVAILABILITY | HIGH_THROUGHPUT)"),
+    Row("gcp:compute/resourcePolicy:ResourcePolicy", "workloadPolicy.acceleratorTopology",
+        {"1x72"} | {t for g in CATALOG.tpus.values() if g.workload_policy for t in g.topologies},
+        "Compute Engine API reference, ResourcePolicyWorkloadPolicy.acceleratorTopology; Cluster Toolkit "
+        "examples/gke-a4x (1x72) and examples/gke-tpu-7x (the TPU7x slice's tpu_topology, catalog/tpu.yaml)"),
     Row("gcp:compute/firewall:Firewall", "direction", {"INGRESS", "EGRESS"}, "Compute Engine API reference, Firewall.direction"),
     Row("gcp:compute/firewall:Firewall", "allows[].protocol",
         {"tcp", "udp", "icmp", "esp", "ah", "sctp", "ipip", "all", *map(str, range(256))},
