@@ -18,7 +18,7 @@ def test_every_entry_has_a_source():
     keys = {"kubernetes", *(f"addon:{a}" for a in v.addons), *(f"chart:{c}" for c in v.charts),
             *(f"ami:{a}" for a in v.ami_types), *(f"image:{i}" for i in v.images), "gke", "gke:accelerators",
             *(f"nccl-installer:{s}" for s in v.nccl_installers), *(f"package:{n}" for n in v.packages),
-            "gke:flex-start-compact", "gke:lustre-secure-boot", "gke:maintenance"}
+            "gke:flex-start-compact", "gke:lustre-secure-boot", "gke:maintenance", "nvlink-domains"}
     assert set(v.sources) == keys
     assert all(len(s) > 20 for s in v.sources.values())
 
@@ -26,7 +26,8 @@ def test_every_entry_has_a_source():
 @pytest.mark.parametrize("path", [("kubernetes",), ("eks_addons", "vpc-cni"), ("charts", "kueue"),
                                   ("ami_types", "gpu"), ("images", "pytorch-training"), ("gke",),
                                   ("gke", "accelerators"), ("nccl_installers", "rdma"), ("packages", "jax-tpu"),
-                                  ("gke", "flex_start_compact"), ("gke", "lustre_secure_boot"), ("gke", "maintenance")])
+                                  ("gke", "flex_start_compact"), ("gke", "lustre_secure_boot"), ("gke", "maintenance"),
+                                  ("charts", "nvidia-dra-driver-gpu"), ("nvlink_domains",)])
 def test_loader_refuses_an_entry_without_source(path):
     doc = yaml.safe_load(_VERSIONS_FILE.read_text())
     entry = doc

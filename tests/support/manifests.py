@@ -1,5 +1,5 @@
 """Validation of rendered Kubernetes manifests against the pinned version's schemas and the CRD
-schemas (tests/support/kueue_schema.py, jobset_schema.py, karpenter_schema.py and gmp_schema.py: the pinned releases' CRDs; gke_schema.py:
+schemas (tests/support/kueue_schema.py, jobset_schema.py, karpenter_schema.py, gmp_schema.py and dra_schema.py: the pinned releases' CRDs; gke_schema.py:
 subsets of GKE's networking CRDs)."""
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import kubernetes_validate
 import yaml
 
 from aicluster.design.kubernetes import versions
+from tests.support.dra_schema import SCHEMAS as DRA_SCHEMAS
 from tests.support.gke_schema import SCHEMAS as GKE_SCHEMAS
 from tests.support.gmp_schema import SCHEMAS as GMP_SCHEMAS
 from tests.support.jobset_schema import jobset_schema
@@ -25,7 +26,8 @@ def validate(doc: dict) -> None:
         crd = jobset_schema()
     else:
         key = (doc["apiVersion"], doc["kind"])
-        crd = GKE_SCHEMAS.get(key) or KARPENTER_SCHEMAS.get(key) or GMP_SCHEMAS.get(key)
+        crd = (GKE_SCHEMAS.get(key) or KARPENTER_SCHEMAS.get(key) or GMP_SCHEMAS.get(key)
+               or DRA_SCHEMAS.get(key))
     if crd is not None:
         jsonschema.validate(doc, crd)
         # A CRD object's metadata is a Kubernetes ObjectMeta: check it through a kind that has one.

@@ -14,6 +14,8 @@ the cluster's own provider. Chart versions come from components/aicluster/catalo
 - The example training job per pool (templates/k8s/train-job.yaml.j2: a JobSet that restarts as a
   gang and resumes from its checkpoint, k8s_jobs.py), published in a ConfigMap and written by
   `aicluster plan --out DIR`.
+- NVLink domains (GB200/GB300 NVL72 pools): the NVIDIA DRA driver with ComputeDomains, GPU
+  Feature Discovery's clique label, a Kueue Topology (aicluster.kubernetes.nvlink).
 - GPU node health: the agent DaemonSet per GPU pool that runs the Slurm nodes' health check and
   labels, taints and conditions the node (aicluster.kubernetes.health; EFA devices counted).
 - Metrics (aicluster.kubernetes.metrics): dcgm-exporter, node-exporter and kube-state-metrics, and
@@ -39,6 +41,7 @@ from aicluster.kubernetes.data import pod_identities_and_datasets
 from aicluster.design.kubernetes import EFA_PRESENT_LABEL, GPU_PRESENT_LABEL, GPU_TAINT, ROLE_LABEL, SYSTEM_NODES, KubernetesPool, versions
 from aicluster.kubernetes.health import NodeHealthSettings, expectations, gpu_pools, node_health
 from aicluster.kubernetes.metrics import MetricsSettings, metrics
+from aicluster.kubernetes.nvlink import EKS_DRIVER_ROOT, dra_driver_values
 from aicluster.mounts import Mount
 
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
@@ -93,10 +96,19 @@ def gpu_device_values(design: ClusterDesign) -> tuple[str, dict]:
             "operator": {"nodeSelector": SYSTEM_NODES},
             "daemonsets": {"tolerations": [GPU_TAINT.toleration()]},
         }
-    return "nvidia-device-plugin", {
+    values = {
         "affinity": gpu_nodes,
         "tolerations": [GPU_TAINT.toleration(), {"key": "CriticalAddonsOnly", "operator": "Exists"}],
     }
+    if design.kubernetes.nvlink_pools:
+        # GPU Feature Discovery labels each node with its NVLink clique (nvidia.com/gpu.clique), the
+        # level the Kueue Topology places a job by; the chart brings Node Feature Discovery with it
+        # (Chart.yaml dependency, condition gfd.enabled), whose master runs with the add-ons. GFD
+        # runs with the plugin's affinity and tolerations (templates/daemonset-gfd.yml); NFD's worker
+        # tolerates the GPU taint by default. (The GPU operator runs GFD by default.)
+        values["gfd"] = {"enabled": True}
+        values["nfd"] = {"master": {"nodeSelector": SYSTEM_NODES}}
+    return "nvidia-device-plugin", values
 
 
 def chart_values(design: ClusterDesign) -> dict[str, dict]:
@@ -112,6 +124,10 @@ def chart_values(design: ClusterDesign) -> dict[str, dict]:
             "node": {"tolerateAllTaints": True, "region": design.region},
         }
     charts.update(gang_charts())      # Kueue and JobSet, as on GKE
+    if design.kubernetes.nvlink_pools:
+        # ComputeDomains (IMEX per job) for the pools whose NVLink domain spans nodes; the AL2023
+        # NVIDIA AMI has the driver on the root filesystem.
+        charts["nvidia-dra-driver-gpu"] = dra_driver_values(design.kubernetes, EKS_DRIVER_ROOT)
     return charts
 
 

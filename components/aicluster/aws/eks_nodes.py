@@ -49,7 +49,8 @@ def eks_node_user_data(design: ClusterDesign, pool_name: str) -> str:
     node_config = render("k8s/node-config.yaml.j2", cluster=design.name, pool=pool.name, local_nvme=kpool.local_nvme,
                          shutdown_grace=SHUTDOWN_GRACE, shutdown_grace_critical=SHUTDOWN_GRACE_CRITICAL)
     cloud_config = render("k8s/node-cloud-config.yaml.j2", cluster=design.name, pool=pool.name, gpus=kpool.gpus,
-                          fabric_devices=kpool.efa, hugepages=kpool.hugepages_per_node)
+                          fabric_devices=kpool.efa, hugepages=kpool.hugepages_per_node,
+                          host_imex_off=kpool.multi_node_nvlink)
     return render("k8s/node-user-data.mime.j2", boundary=MIME_BOUNDARY, node_config=node_config,
                   cloud_config=cloud_config)
 

@@ -83,6 +83,9 @@ class Versions:
     gke: GkeVersions | None = None
     nccl_installers: Mapping[str, NcclInstaller] = dataclasses.field(default_factory=dict)
     packages: Mapping[str, str] = dataclasses.field(default_factory=dict)   # name -> pip requirement
+    # Platform (eks, gke) -> the lowest cluster version that takes pools of multi-node NVLink
+    # domains (kubernetes.yaml nvlink_domains.min_version).
+    nvlink_min_versions: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def platform_charts(self, platform: str) -> dict[str, Chart]:
         return {n: c for n, c in self.charts.items() if platform in c.used_by}
@@ -159,10 +162,20 @@ def versions_from(doc: Mapping) -> Versions:
     for name, entry in (doc.get("packages") or {}).items():
         sources[f"package:{name}"] = _sourced(entry, f"packages.{name}")
         packages[name] = str(entry["requirement"])
+    nvlink: dict[str, str] = {}
+    if "nvlink_domains" in doc:
+        sources["nvlink-domains"] = _sourced(doc["nvlink_domains"], "nvlink_domains")
+        nvlink = {str(k): str(v) for k, v in doc["nvlink_domains"]["min_version"].items()}
     return Versions(kubernetes=str(doc["kubernetes"]["version"]),
                     schema_version=str(doc["kubernetes"]["schema_version"]),
                     addons=addons, ami_types=amis, charts=charts, images=images, sources=sources,
-                    image_users=image_users, gke=gke, nccl_installers=installers, packages=packages)
+                    image_users=image_users, gke=gke, nccl_installers=installers, packages=packages,
+                    nvlink_min_versions=nvlink)
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """"1.35" -> (1, 35): Kubernetes versions compare by their numbers, not as strings."""
+    return tuple(int(part) for part in version.split("."))
 
 
 def second_zone(zone: str) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import ipaddress
 from typing import TYPE_CHECKING
 
-from aicluster.design.kubernetes import (ACCELERATOR_LABEL, DEFAULT_SYSTEM_TYPE, GPU_TAINT, INSTANCE_TYPE_LABEL, POOL_LABEL,
+from aicluster.design.kubernetes import (ACCELERATOR_LABEL, ARM_TAINT, DEFAULT_SYSTEM_TYPE, GPU_TAINT, INSTANCE_TYPE_LABEL, POOL_LABEL,
                                 SHM_SHARE, TPU_TAINT, WORKER_CPU_MARGIN, WORKER_MEMORY_SHARE, KubernetesDesign,
                                 KubernetesPool, kubernetes_teams, versions)
 from aicluster.catalog.kubernetes import MAX_NODES, MAX_PODS_PER_NODE, POD_RANGE_PREFIX, SYSTEM_POOL  # noqa: F401
@@ -158,7 +158,9 @@ def _kubernetes_pool(pool: "PoolDesign", gke: GkeNodePool) -> KubernetesPool:
         gpus=gke.gpus, efa=0, vcpu=vcpu, memory_gib=memory, hugepages_per_node=0, local_nvme=False,
         worker_cpu=max(1, vcpu - WORKER_CPU_MARGIN), worker_memory_gib=worker_memory,
         shm_gib=max(1, int(worker_memory * SHM_SHARE)), tpus=tpu.chips_per_host if tpu else 0,
-        bought_nodes=pool.capacity.nodes, max_unavailable=pool.max_unavailable)
+        bought_nodes=pool.capacity.nodes, max_unavailable=pool.max_unavailable,
+        nvlink_domain_nodes=itype.nodes_per_nvlink_domain,
+        cloud_taints=(ARM_TAINT,) if itype.nodes_per_nvlink_domain > 1 else ())
 
 
 def design_gke_kubernetes(spec: "ClusterSpec", pools: "tuple[PoolDesign, ...]",

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Mapping
 from aicluster.catalog.tpu_slices import TPU_RESOURCE
 from aicluster.design.zone_subnets import two_zone_subnets
 from aicluster.catalog.kubernetes import (_VERSIONS_FILE, Chart, GkeVersions, NcclInstaller, Versions,  # noqa: F401
-                                 second_zone, versions, versions_from)
+                                 second_zone, version_tuple, versions, versions_from)
 
 from aicluster.design.pod_identity import Dataset, PodIdentity, design_datasets, design_identities
 
@@ -119,6 +119,52 @@ class Taint:
 
 GPU_TAINT = Taint(GPU_TAINT_KEY, GPU_TAINT_VALUE, "NoSchedule")
 TPU_TAINT = Taint(TPU_TAINT_KEY, "present", "NoSchedule")
+# GKE taints every Arm node kubernetes.io/arch=arm64:NoSchedule itself (GKE docs, Arm workloads);
+# every multi-node NVLink type is a Grace (Arm) machine (GB200, GB300), so its workloads and its
+# Kueue flavor tolerate it, as Cluster Toolkit examples/gke-a4x does (nccl-jobset-example.yaml,
+# kueue-configuration.yaml.tftpl). A toleration, not a taint aicluster sets: GKE sets it.
+ARM_TAINT = Taint("kubernetes.io/arch", "arm64", "NoSchedule")
+
+# Pools whose NVLink domain spans nodes (GB200/GB300 NVL72; catalog nodes_per_nvlink_domain > 1).
+# Kueue Topology Aware Scheduling places a job inside one domain, and the NVIDIA DRA driver's
+# ComputeDomain runs IMEX for the job's pods (aicluster.kubernetes.nvlink).
+NVLINK_TOPOLOGY = "nvlink-domains"          # the Kueue Topology's name
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+# GPU Feature Discovery's IMEX labeler: <ClusterUUID>.<CliqueID>, the same on every node of one
+# NVLink partition (NVIDIA/k8s-device-plugin internal/lm/imex.go; EKS user guide,
+# ml-eks-nvidia-ultraserver: "Nodes within the same nvidia.com/gpu.clique have multi-node
+# NVLink-reachability").
+GPU_CLIQUE_LABEL = "nvidia.com/gpu.clique"
+# The Topology's levels, widest first (Kueue requires kubernetes.io/hostname last). GKE: the labels
+# GKE puts on A4X nodes, as Cluster Toolkit's examples/gke-a4x/kueue-configuration.yaml.tftpl lists
+# them; the sub-block is one NVLink domain (a 1x72 placement). EKS: the clique, then the host. The
+# EC2 network-node labels (topology.k8s.aws/network-node-layer-N, EKS user guide ml-workload-topology)
+# describe the EFA network, and nothing documents that an UltraServer sits under one of them; Kueue
+# names a domain by its path from the widest level, so a level above the clique that split one
+# UltraServer would make a whole-domain job unplaceable. Each EKS pool is one capacity block, one
+# UltraServer: its ResourceFlavor (the pool label) already keeps a job to it.
+TOPOLOGY_LEVELS = {
+    "gke": ("cloud.google.com/gce-topology-block", "cloud.google.com/gce-topology-subblock",
+            "cloud.google.com/gke-nodepool", "cloud.google.com/gce-topology-host", HOSTNAME_LABEL),
+    "eks": (GPU_CLIQUE_LABEL, HOSTNAME_LABEL),
+}
+# The level a job's pods must share: one NVLink domain (the JobSet's
+# kueue.x-k8s.io/podset-required-topology; Cluster Toolkit's nccl-jobset-example.yaml on GKE).
+NVLINK_DOMAIN_LEVEL = {"gke": "cloud.google.com/gce-topology-subblock", "eks": GPU_CLIQUE_LABEL}
+# resource.k8s.io (DRA: ResourceClaimTemplate, DeviceClass) by cluster version: v1 is served from
+# Kubernetes 1.34 (DRA GA), v1beta2 from 1.33, v1beta1 from 1.32 (Kubernetes 1.34 and 1.33 release
+# notes, "Dynamic Resource Allocation"). The DRA driver chart renders its DeviceClasses at it.
+RESOURCE_API_VERSIONS = (((1, 34), "resource.k8s.io/v1"), ((1, 33), "resource.k8s.io/v1beta2"),
+                         ((1, 32), "resource.k8s.io/v1beta1"))
+
+
+def resource_api_version(kubernetes_version: str) -> str:
+    """The resource.k8s.io version a cluster of this version serves (the newest)."""
+    have = version_tuple(kubernetes_version)
+    for since, api in RESOURCE_API_VERSIONS:
+        if have >= since:
+            return api
+    raise ValueError(f"Kubernetes {kubernetes_version} serves no resource.k8s.io DRA API aicluster uses (1.32+)")
 # The system node group's type when the spec names none (4 vCPU / 16 GiB on both clouds).
 DEFAULT_SYSTEM_TYPE = {"aws": "m7i.xlarge", "gcp": "n2-standard-4"}
 
@@ -148,10 +194,24 @@ class KubernetesPool:
     # Rolling updates (pools[].max_unavailable, PoolDesign.max_unavailable): the EKS node group's
     # update_config max_unavailable; the GKE node pool's surge (max_surge).
     max_unavailable: int = 1
+    # Nodes per NVLink domain (catalog nodes_per_nvlink_domain): 18 for GB200 NVL72, 1 for HGX.
+    nvlink_domain_nodes: int = 1
+    # Taints the cloud sets on these nodes itself, which jobs and the flavor must tolerate too.
+    cloud_taints: tuple[Taint, ...] = ()
 
     @property
     def flavor(self) -> str:
         return self.name
+
+    @property
+    def multi_node_nvlink(self) -> bool:
+        """Whether the pool's NVLink domain spans nodes: its jobs need a ComputeDomain (IMEX)."""
+        return self.nvlink_domain_nodes > 1
+
+    @property
+    def tolerations(self) -> tuple[Taint, ...]:
+        """What a job on this pool and its Kueue flavor tolerate: aicluster's taints and the cloud's."""
+        return (*self.taints, *self.cloud_taints)
 
     @property
     def desired_nodes(self) -> int:
@@ -299,6 +359,23 @@ class KubernetesDesign:
             groups.append(ResourceGroup((TPU_RESOURCE,), tpu))
         return tuple(groups)
 
+    @property
+    def nvlink_pools(self) -> tuple[KubernetesPool, ...]:
+        """The pools whose NVLink domain spans nodes (the DRA driver's and the Topology's)."""
+        return tuple(p for p in self.pools if p.multi_node_nvlink)
+
+    @property
+    def topology_levels(self) -> tuple[str, ...]:
+        return TOPOLOGY_LEVELS[self.platform]
+
+    @property
+    def nvlink_domain_level(self) -> str:
+        return NVLINK_DOMAIN_LEVEL[self.platform]
+
+    @property
+    def resource_api_version(self) -> str:
+        return resource_api_version(self.version)
+
     def pool(self, name: str) -> KubernetesPool:
         for pool in self.pools:
             if pool.name == name:
@@ -383,4 +460,5 @@ def _pool(pool: "PoolDesign") -> KubernetesPool:
         worker_memory_gib=worker_memory,
         shm_gib=max(1, int(worker_memory * SHM_SHARE)),
         max_unavailable=pool.max_unavailable,
+        nvlink_domain_nodes=itype.nodes_per_nvlink_domain,
     )

@@ -12,6 +12,8 @@ cluster's own provider (versions from components/aicluster/catalog/kubernetes.ya
 - the example jobs, published in a ConfigMap and written by `aicluster plan --out DIR`: per GPU pool
   a multi-node job with the family's multi-network pod annotations, per TPU pool a JobSet over its
   slices;
+- NVLink domains (A4X pools): the NVIDIA DRA driver with ComputeDomains and a Kueue Topology down
+  to the sub-block (aicluster.kubernetes.nvlink);
 - GPU node health: the agent DaemonSet per GPU pool (aicluster.kubernetes.health), with the driver's host
   path and without the fabric count (node_health_settings);
 - metrics (aicluster.kubernetes.metrics): dcgm-exporter, node-exporter and kube-state-metrics, the
@@ -38,6 +40,7 @@ from aicluster.kubernetes.in_cluster import (JOB_PRIORITY, SCRIPT_DIR, examples_
 from aicluster.design.kubernetes import EXAMPLES_CONFIGMAP, POOL_LABEL, ROLE_LABEL, versions
 from aicluster.kubernetes.health import NodeHealthSettings, expectations, gpu_pools, node_health
 from aicluster.kubernetes.metrics import MetricsSettings, metrics
+from aicluster.kubernetes.nvlink import dra_driver_values
 from aicluster.mounts import Mount
 from aicluster.render.templates import render, static
 
@@ -230,8 +233,13 @@ def example_files(design: ClusterDesign) -> dict[str, str]:
 
 
 def chart_values(design: ClusterDesign) -> dict[str, dict]:
-    """Every chart this cluster installs -> its values: Kueue and JobSet, as on EKS."""
-    return gang_charts()
+    """Every chart this cluster installs -> its values: Kueue and JobSet, as on EKS, and the NVIDIA
+    DRA driver (ComputeDomains) where a pool's NVLink domain spans nodes, pointed at the driver GKE
+    installs (NVIDIA_HOST_DIR), as Cluster Toolkit's gke-a4x does."""
+    charts = gang_charts()
+    if design.kubernetes.nvlink_pools:
+        charts["nvidia-dra-driver-gpu"] = dra_driver_values(design.kubernetes, NVIDIA_HOST_DIR)
+    return charts
 
 
 # ---------------------------------------------------------------- the component

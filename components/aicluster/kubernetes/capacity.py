@@ -121,7 +121,13 @@ def autoscaled_health_marks(pool: KubernetesPool) -> tuple[dict[str, str], tuple
 
 def karpenter_nodes(pool: KubernetesPool) -> int:
     """The nodes a pool's NodePool may launch: the quota's nodes above what the node group keeps
-    (a capacity block's group keeps none)."""
+    (a capacity block's group keeps none). None for a pool whose NVLink domain spans nodes: its
+    jobs' pods claim a ComputeDomain channel (DRA), which the pinned Karpenter does not provision
+    for ("DRA is not supported in Karpenter", EKS user guide, ml-eks-nvidia-ultraserver, which
+    recommends managed node groups; Karpenter supports DRA from 1.15): its node group is scaled to
+    the capacity block when the block starts, as for any capacity block (capacity-blocks-mng)."""
+    if pool.multi_node_nvlink:
+        return 0
     return max(0, pool.quota_nodes - pool.min_size)
 
 
@@ -315,7 +321,9 @@ def capacity_lines(design: "ClusterDesign") -> list[str]:
             nodes = karpenter_nodes(pool)
             how = (f"Karpenter NodePool {pool.name} launches up to {nodes} more "
                    f"({KARPENTER_CAPACITY[design.pool(pool.name).capacity.type]}) when Kueue admits a job "
-                   f"that does not fit" if nodes else "fixed size (no NodePool)")
+                   f"that does not fit" if nodes else
+                   f"scale it to {pool.quota_nodes} when the capacity block starts (no NodePool: Karpenter "
+                   f"does not provision DRA claims)" if pool.multi_node_nvlink else "fixed size (no NodePool)")
             lines.append(f"  capacity {pool.name}: node group keeps {pool.min_size}; {how}")
         elif pool.capacity_type == "FLEX_START":
             lines.append(f"  capacity {pool.name}: flex-start with queued provisioning: Kueue's {PROVISIONING_CHECK} "

@@ -17,11 +17,12 @@ import yaml
 from aicluster.design.model import ClusterDesign
 from aicluster.design.parts import StorageDesign
 from aicluster.kubernetes.data import data_lines
-from aicluster.design.kubernetes import (BORROW_PREEMPTS_UP_TO, DEFAULT_PRIORITY, EXAMPLES_CONFIGMAP, POOL_LABEL,
+from aicluster.design.kubernetes import (BORROW_PREEMPTS_UP_TO, DEFAULT_PRIORITY, EXAMPLES_CONFIGMAP, NVLINK_TOPOLOGY, POOL_LABEL,
                                 PRIORITY_LABEL, SYSTEM_NODES, WORKLOAD_PRIORITIES, Chart, KubernetesPool,
                                 versions)
 from aicluster.kubernetes.health import HEALTH_LABEL, HEALTH_PASSED
 from aicluster.kubernetes.jobs import jobset_values
+from aicluster.kubernetes.nvlink import job_nvlink
 from aicluster.kubernetes.capacity import admission_checks, kueue_manager_values, provisioning_objects
 from aicluster.render.templates import render
 
@@ -140,7 +141,9 @@ def render_kueue(design: ClusterDesign) -> str:
     return render("k8s/kueue.yaml.j2", cluster=design.name, pools=kd.pools, queues=kd.queues, cohort=kd.cohort,
                   api_version=versions().charts["kueue"].api_version, pool_label=POOL_LABEL,
                   resource_groups=kd.resource_groups, priorities=WORKLOAD_PRIORITIES,
-                  borrow_preempts_up_to=BORROW_PREEMPTS_UP_TO, admission_checks=admission_checks(kd)) \
+                  borrow_preempts_up_to=BORROW_PREEMPTS_UP_TO, admission_checks=admission_checks(kd),
+                  nvlink_pools=kd.nvlink_pools, topology=NVLINK_TOPOLOGY, topology_levels=kd.topology_levels,
+                  domain_level=kd.nvlink_domain_level if kd.nvlink_pools else None) \
         + "".join(f"---\n{yaml.safe_dump(obj, sort_keys=False)}"
                   for obj in provisioning_objects(kd, versions().charts["kueue"].api_version))
 
@@ -203,6 +206,7 @@ def render_train_job(design: ClusterDesign, pool_name: str, *, image: str, env: 
     pool = kd.pool(pool_name)
     job = job_name(pool)
     return render("k8s/train-job.yaml.j2", pool=pool, job=job, namespace=kd.namespace, gke=gke,
+                  nvlink=job_nvlink(kd, pool, job, pool.max_nodes),
                   local_queue=kd.local_queue, cluster_queue=kd.cluster_queue, pool_label=POOL_LABEL,
                   image=image, port=RENDEZVOUS_PORT, script_dir=SCRIPT_DIR,
                   examples=EXAMPLES_CONFIGMAP, claims=job_claims(design), env=env,

@@ -666,6 +666,7 @@ def _kubernetes_problems(spec: ClusterSpec) -> list[Problem]:
     k8s, problems = spec.kubernetes, []
     catalog = load_catalog()
     gpu_ami = versions().ami_types["gpu"]
+    problems += _nvlink_version_problems(spec, "eks", versions().kubernetes)
     for i, pool in enumerate(spec.pools):
         itype = catalog.resolve(spec.cloud, pool.instance_type) if pool.instance_type else None
         if itype is None:
@@ -815,6 +816,26 @@ def _api_access_problems(spec: ClusterSpec) -> list[Problem]:
     return []
 
 
+def _nvlink_version_problems(spec: ClusterSpec, platform: str, version: str) -> list[Problem]:
+    """A pool whose NVLink domain spans nodes needs DRA (the NVIDIA DRA driver's ComputeDomains):
+    the cluster version aicluster pins must be at least the platform's floor (kubernetes.yaml
+    nvlink_domains.min_version: EKS 1.33 for P6e-GB200, GKE the DRA driver chart's 1.32)."""
+    from aicluster.catalog.kubernetes import version_tuple, versions
+
+    floor = versions().nvlink_min_versions.get(platform)
+    if floor is None or version_tuple(version) >= version_tuple(floor):
+        return []
+    problems = []
+    for i, pool in enumerate(spec.pools):
+        itype = load_catalog().resolve(spec.cloud, pool.instance_type) if pool.instance_type else None
+        if itype is not None and itype.nodes_per_nvlink_domain > 1:
+            problems.append(Problem(f"pools[{i}].instance_type", pool.instance_type,
+                                    f"a type whose NVLink domain is one node: {itype.name} needs {platform.upper()} "
+                                    f"Kubernetes {floor} or later (DRA ComputeDomains), and this aicluster pins "
+                                    f"{version} (catalog/kubernetes.yaml)"))
+    return problems
+
+
 def _gke_problems(spec: ClusterSpec) -> list[Problem]:
     """scheduler: kubernetes on gcp builds GKE: node pools run GKE's Container-Optimized OS image
     (GKE installs the NVIDIA driver and device plugin; the Managed Lustre CSI driver needs COS)."""
@@ -849,6 +870,7 @@ def _gke_problems(spec: ClusterSpec) -> list[Problem]:
                                     "0 with flex-start on GKE: queued provisioning creates the pool's nodes only "
                                     "for a job Kueue admits, all of them at once (GKE docs, provisioningrequest: "
                                     "--enable-queued-provisioning --num-nodes=0)", "0"))
+    problems += _nvlink_version_problems(spec, "gke", versions().gke.version)
     if k8s.gpu_devices != "nvidia-device-plugin":
         problems.append(Problem("kubernetes.gpu_devices", k8s.gpu_devices,
                                 "nvidia-device-plugin (leave it out) on gcp: GKE installs the NVIDIA driver and "
@@ -987,7 +1009,7 @@ def _pool_problems(spec: ClusterSpec) -> list[Problem]:
             problems += _instance_type_problems(spec, at, pool)
             itype = load_catalog().resolve(spec.cloud, pool.instance_type)
             if itype is not None:
-                problems += nvlink_domain_problems(spec.cloud, at, pool, itype)
+                problems += nvlink_domain_problems(spec.cloud, at, pool, itype, spec.scheduler)
         problems += _capacity_problems(spec, at, pool.capacity)
         if not tpu_pool:    # images and node names of instance types (TPU: _tpu_pool_problems)
             problems += _image_problems(spec, at, pool)
@@ -1001,7 +1023,7 @@ def _pool_problems(spec: ClusterSpec) -> list[Problem]:
 _NVLINK_DOMAIN_CAPACITY = {"aws": "capacity-block", "gcp": "reservation"}
 
 
-def nvlink_domain_problems(cloud: str, at: str, pool: PoolSpec, itype: Any) -> list[Problem]:
+def nvlink_domain_problems(cloud: str, at: str, pool: PoolSpec, itype: Any, scheduler: str = "slurm") -> list[Problem]:
     """A pool of a type whose NVLink domain spans nodes is exactly one domain (or one unit the
     cloud sells: a 9-node UltraServer on AWS), all of its nodes static, on the capacity type the
     cloud sells such domains through. Nothing to check for a single-node domain (HGX).
@@ -1013,7 +1035,9 @@ def nvlink_domain_problems(cloud: str, at: str, pool: PoolSpec, itype: Any) -> l
     the configuration is written. More domains: more pools naming the same `partition`.
 
     Static: capacity blocks and reservations are paid whether a node runs or not, IMEX's node list
-    cannot change while it runs (nvl72.md), and on Slurm 25.x a powered-down node leaves its block."""
+    cannot change while it runs (nvl72.md), and on Slurm 25.x a powered-down node leaves its block.
+    Not on EKS: a capacity block's node group is created empty and scaled to the block when it
+    starts (the EKS check asks min_nodes 0), and each job's ComputeDomain runs its own IMEX daemons."""
     if itype.nodes_per_nvlink_domain <= 1:
         return []
     unit, per_domain = itype.nvlink_capacity_unit, itype.nodes_per_nvlink_domain
@@ -1029,7 +1053,7 @@ def nvlink_domain_problems(cloud: str, at: str, pool: PoolSpec, itype: Any) -> l
         if pool.max_nodes > per_domain and pool.max_nodes % per_domain == 0:
             what += f" ({pool.max_nodes // per_domain} pools of {per_domain})"
         problems.append(Problem(f"{at}.max_nodes", pool.max_nodes, what, str(near)))
-    if pool.min_nodes != pool.max_nodes:
+    if pool.min_nodes != pool.max_nodes and not (cloud == "aws" and scheduler == "kubernetes"):
         problems.append(Problem(f"{at}.min_nodes", pool.min_nodes,
                                 f"max_nodes ({pool.max_nodes}): every node of an NVLink domain is static (the "
                                 "capacity is paid either way, IMEX's node list cannot change while it runs, and "
