@@ -2,12 +2,12 @@
 holds whole domains, on the capacity type its cloud sells them through.
 
 One domain a pool (a capacity block, a 1x72 placement policy), every node static; more domains
-are more pools sharing a `partition`. The rule is exercised with a type derived from a catalog
-entry and given an NVL72 domain: 4 GPUs a node, 72 a domain, 18 nodes; AWS sells 9-node halves."""
+are more pools sharing a `partition`. The rule is exercised with the catalog's GB200 NVL72 types:
+p6e-gb200.36xlarge on AWS and a4x-highgpu-4g on GCP, 4 GPUs a node, 72 a domain, 18 nodes; AWS sells
+9-node halves (u-p6e-gb200x36)."""
 from __future__ import annotations
 
 import copy
-import dataclasses
 
 import pytest
 
@@ -17,23 +17,18 @@ from aicluster.spec.cluster import parse_spec
 from tests.support import AWS_MIN, GCP_MIN
 
 CAT = load_catalog()
-NVL = "nvl72-test.36xlarge"
+NVL = {"aws": "p6e-gb200.36xlarge", "gcp": "a4x-highgpu-4g"}     # the catalog's GB200 NVL72 nodes
 
 
 @pytest.fixture
-def nvl72(monkeypatch):
-    """Put an NVL72-shaped type into both clouds' tables of the (cached) catalog for one test."""
-    cat = load_catalog()   # the one the spec checks read now (other tests may reload the cache)
-    for cloud, base, unit in (("aws", "p5.48xlarge", 9), ("gcp", "a3-megagpu-8g", None)):
-        derived = dataclasses.replace(cat.instance_types[cloud][base], name=NVL, accelerator_count=4,
-                                      nvlink_domain=72, nvlink_domain_source="test", capacity_unit_nodes=unit)
-        monkeypatch.setitem(cat.instance_types[cloud], NVL, derived)
-    return cat.instance_types
+def nvl72():
+    """The catalog's NVL72 types of both clouds (as the spec checks read them now)."""
+    return load_catalog().instance_types
 
 
 def _spec(base, max_nodes, min_nodes=None, capacity=None, pools=1):
     data = copy.deepcopy(base)
-    data["pools"] = [{"name": f"gb200{chr(ord('a') + k)}", "instance_type": NVL, "max_nodes": max_nodes,
+    data["pools"] = [{"name": f"gb200{chr(ord('a') + k)}", "instance_type": NVL[data["cloud"]], "max_nodes": max_nodes,
                       "min_nodes": max_nodes if min_nodes is None else min_nodes, "partition": "gb200"}
                      for k in range(pools)]
     for pool in data["pools"]:
@@ -60,10 +55,10 @@ def test_every_catalog_type_has_a_one_node_domain_by_default():
                 assert it.nodes_per_nvlink_domain == it.nvlink_capacity_unit == 1
 
 
-def test_derived_type_is_18_nodes_a_domain(nvl72):
-    it = nvl72["aws"][NVL]
+def test_gb200_types_are_18_nodes_a_domain(nvl72):
+    it = nvl72["aws"][NVL["aws"]]
     assert (it.nvlink_domain_gpus, it.nodes_per_nvlink_domain, it.nvlink_capacity_unit) == (72, 18, 9)
-    assert nvl72["gcp"][NVL].nvlink_capacity_unit == 18
+    assert nvl72["gcp"][NVL["gcp"]].nvlink_capacity_unit == 18
 
 
 def test_20_nodes_refused_at_max_nodes(nvl72):
@@ -109,11 +104,18 @@ def test_aws_needs_a_capacity_block(nvl72):
 @pytest.mark.parametrize("nodes, ok", [(9, False), (18, True), (20, False), (36, False)])
 def test_gcp_domains_are_18_nodes_by_reservation(nvl72, nodes, ok):
     data = _spec(GCP_MIN, nodes, capacity=GCP_RES)
+    for pool in data["pools"]:      # A4X is arm64: Slurm pools name their image (no public default)
+        pool["image"] = "projects/my-project/global/images/family/a4x-slurm"
     if ok:
         assert parse_spec(data).pools[0].max_nodes == nodes
     else:
         assert any(p.path == "pools[0].max_nodes" and "one NVLink domain: 18" in p.allowed
                    and "1x72 placement policy" in p.allowed for p in _problems(data))
+
+
+def test_gcp_a4x_on_slurm_names_its_arm64_image(nvl72):
+    p = next(p for p in _problems(_spec(GCP_MIN, 18, capacity=GCP_RES)) if p.path == "pools[0].image")
+    assert "arm64" in p.allowed and "TCPX" not in p.allowed
 
 
 def test_gcp_needs_a_reservation(nvl72):

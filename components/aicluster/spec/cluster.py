@@ -1143,8 +1143,10 @@ def _image_problems(spec: ClusterSpec, at: str, pool: PoolSpec) -> list[Problem]
     itype = load_catalog().resolve(spec.cloud, pool.instance_type)
     if spec.cloud == "gcp" and spec.scheduler == "slurm" and itype is not None and itype.image is None \
             and not pool.image:
+        # TCPX needs a patched kernel; A4X is arm64 (Grace) while the catalog's accelerator image is amd64.
+        what = "the TCPX kernel" if itype.gpu_nic_stack == "tcpx" else "an arm64 image with its NIC stack"
         problems.append(Problem(f"{at}.image", None, f"required for {itype.name}: no public image carries "
-                                f"what its {itype.gpu_nic_stack} NICs need (the TCPX kernel); name your image"))
+                                f"what its {itype.gpu_nic_stack} NICs need ({what}); name your image"))
     return problems
 
 
