@@ -10,15 +10,23 @@ that never power up: `sbatch --test-only` asks the scheduler where a job would r
 it. A mixed cluster (an NVL72 pool and a p5 pool) logs only that the p5 nodes are in no block, and
 its p5 jobs still run there.
 
-switch/nvidia_imex is loaded by slurmctld here (it allocates the channels); slurmd's half needs the
-NVIDIA driver's nvidia-caps-imex-channels device (/proc/devices), which a machine without GPUs has
-not, so no slurmd runs in these tests.
+switch/nvidia_imex, both halves: slurmctld allocates each job a channel, and a real slurmd 24.11 (one
+node of a domain, powered up by hand) gives the job's srun step exactly that channel,
+/dev/nvidia-caps-imex-channels/channel<N>, and its batch step none, as 24.11 does. The test machine
+has no NVIDIA driver, so the test's copy of slurm.conf names the device's major number
+(SwitchParameters=imex_dev_major, which slurmd otherwise reads from /proc/devices), drops the GPUs
+from the node (no /dev/nvidia*), and leaves out cloud_dns (no DNS zone: srun takes the address
+slurmctld sends). The step's private /dev needs "/" to be a mount point and cgroups /sys: the slurmd
+wrapper of this test binds both into the chroot.
 
 Needs the release (`sudo .ci/install-slurm-release`) and root, as test_slurm_2411.py."""
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
+
+from pathlib import Path
 
 import pytest
 
@@ -27,7 +35,7 @@ from aicluster.design.slurm_blocks import slurm_topology
 from aicluster.spec.cluster import parse_spec
 from tests.support.nvl72 import nvl72_spec, nvl72_type
 from tests.support.slurm_release import RELEASE, Release, first_on_path
-from tests.support.slurmctld import COMMAND_TIMEOUT_S, Controller, config_complaints, fields
+from tests.support.slurmctld import COMMAND_TIMEOUT_S, Controller, config_complaints, fields, wait_for
 
 P5 = {"name": "p5", "instance_type": "p5.48xlarge", "max_nodes": 2}
 CLUSTERS = {
@@ -151,3 +159,62 @@ def test_a_mixed_cluster_says_only_that_the_other_nodes_are_in_no_block(mixed):
     assert mixed.config()["TopologyPlugin"] == "topology/block"
     assert where(mixed, "-p", "p5", "-N", "2") == ["p5-1", "p5-2"]
     assert blocks_of(mixed, where(mixed, "-p", "gb200", "-N", "18")) == {"gb200a": 18}
+
+
+# --- slurmd: the job's IMEX channel ---------------------------------------------------------------
+
+IMEX_MAJOR = 511          # any major: the channel is a device node in the step's own tmpfs
+NODE = "gb200a-1"
+PROLOG = (Path(__file__).resolve().parents[2] / "components" / "aicluster" / "node" / "bin"
+          / "aicluster-imex-config")
+
+
+class ImexNode(Controller):
+    """The rendered configuration, with the test machine's three differences (module docstring)."""
+
+    def write_configs(self, design) -> None:
+        super().write_configs(design)
+        conf = self.conf.read_text().replace("cloud_dns,", "")
+        conf = re.sub(r" Gres=gpu:\S+", "", conf) + f"SwitchParameters=imex_dev_major={IMEX_MAJOR}\n"
+        self.conf.write_text(conf)
+        (self.conf.parent / "gres.conf").write_text("")
+
+
+@pytest.fixture(scope="module")
+def imex_node(tmp_path_factory, release_bin):
+    wrappers = Release.installed().wrappers(tmp_path_factory.mktemp("slurm-2411-slurmd-bin"))
+    slurmd = wrappers / "slurmd"
+    slurmd.write_text(slurmd.read_text().replace(
+        'mount --rbind /proc "$root/proc"\n',
+        'mount --bind "$root" "$root"\nmount --rbind /proc "$root/proc"\nmount --rbind /sys "$root/sys"\n'))
+    with nvl72_type():
+        design = design_cluster(parse_spec(nvl72_spec(domains=(18,), name="imex")))
+    with first_on_path(wrappers):
+        ctl = ImexNode("nvl72-imex", design, tmp_path_factory.mktemp("slurmd-2411-imex"))
+        try:
+            ctl.start()
+            # The real IMEX prolog: this node has no node.env, so it is in no domain and exits 0.
+            shutil.copy(PROLOG, ctl.root / "bin" / "aicluster-imex-config")
+            ctl.run("scontrol", "update", f"nodename={NODE}", "state=power_up")
+            ctl.start_slurmd(NODE)
+            wait_for(f"{NODE} to register", lambda: "IDLE" in fields(
+                ctl.run("scontrol", "-o", "show", "node", NODE))["State"].split("+"), 60, ctl.diagnostics)
+            yield ctl
+        finally:
+            ctl.stop()
+
+
+def test_slurmd_gives_the_job_s_step_its_own_imex_channel(imex_node):
+    out = imex_node.root / "job.out"
+    script = ("srun sh -c 'for c in /dev/nvidia-caps-imex-channels/*; do stat -c \"step %n %F %t:%T\" $c; done'; "
+              "ls /dev/nvidia-caps-imex-channels | sed 's/^/batch /'; echo end")
+    submitted = imex_node.run("sbatch", "-p", "gb200", "-N", "1", "-w", NODE, "-o", str(out), "--wrap", script)
+    job = re.search(r"Submitted batch job (\d+)", submitted).group(1)
+    wait_for("the job's output", lambda: out.exists() and "end" in out.read_text(), 60, imex_node.diagnostics)
+    said = [ln for ln in out.read_text().splitlines() if ln.startswith(("step ", "batch "))]
+    # One channel, a character device of the configured major; the batch step sees none on 24.11.
+    assert len(said) == 1 and re.fullmatch(rf"step /dev/nvidia-caps-imex-channels/channel(\d+) character special "
+                                           rf"file {IMEX_MAJOR:x}:([0-9a-f]+)", said[0]), out.read_text()
+    channel = int(re.search(r"channel(\d+)", said[0]).group(1))
+    assert channel > 0 and said[0].endswith(f":{channel:x}")
+    assert fields(imex_node.run("scontrol", "-o", "show", "job", job))["JobState"] == "COMPLETED"
