@@ -5,6 +5,8 @@ the same files in tests/slurm/test_nvl72_slurmctld.py."""
 from __future__ import annotations
 
 import dataclasses
+import shutil
+import subprocess
 
 import pytest
 
@@ -131,7 +133,7 @@ def test_the_pinned_release_is_before_the_block_power_down_regression():
     assert (major, minor) < (25, 5), "Slurm 25.x: see design/slurm_blocks.py on block topology and power-down"
 
 
-def test_the_imex_prolog_reaches_every_gcp_node_of_an_nvl72_cluster_only():
+def test_the_imex_prolog_reaches_every_gcp_node_of_an_nvl72_cluster_only(tmp_path):
     """AWS nodes fetch every program by its content key (tests/aws/test_boot_programs.py); GCP nodes
     carry theirs in metadata, so only clusters whose slurm.conf names the IMEX prolog carry it."""
     import yaml
@@ -146,6 +148,12 @@ def test_the_imex_prolog_reaches_every_gcp_node_of_an_nvl72_cluster_only():
     mixed = design(nvl72_spec(cloud="gcp", domains=(18,), others=({"name": "h100", "instance_type": "h100",
                                                                    "max_nodes": 2},)))
     assert prolog in paths(mixed, "gb200a") and prolog in paths(mixed, "h100")
+    cloud_init = shutil.which("cloud-init")
+    assert cloud_init, "cloud-init is required for this test (.ci/run installs it)"
+    path = tmp_path / "gb200a.yaml"
+    path.write_text(compute_user_data(mixed, "gb200a", [], controller_addr="10.0.0.10", munge_secret="s", bucket="b"))
+    run = subprocess.run([cloud_init, "schema", "--config-file", str(path)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
     plain = design_cluster(parse_spec({"name": "tg", "cloud": "gcp", "region": "us-central1", "zone": "us-central1-a",
                                        "pools": [{"name": "h100", "instance_type": "h100", "max_nodes": 2}]}))
     assert prolog not in paths(plain, "h100")
