@@ -1035,7 +1035,8 @@ def nvlink_domain_problems(cloud: str, at: str, pool: PoolSpec, itype: Any, sche
     the configuration is written. More domains: more pools naming the same `partition`.
 
     Static: capacity blocks and reservations are paid whether a node runs or not, IMEX's node list
-    cannot change while it runs (nvl72.md), and on Slurm 25.x a powered-down node leaves its block.
+    cannot change while it runs (AWS PCS user guide, capacity-blocks-nvidia-imex), and on Slurm 25.x
+    a powered-down node leaves its block.
     Not on EKS: a capacity block's node group is created empty and scaled to the block when it
     starts (the EKS check asks min_nodes 0), and each job's ComputeDomain runs its own IMEX daemons."""
     if itype.nodes_per_nvlink_domain <= 1:
