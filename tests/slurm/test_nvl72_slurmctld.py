@@ -35,7 +35,7 @@ from aicluster.design.slurm_blocks import slurm_topology
 from aicluster.spec.cluster import parse_spec
 from tests.support.nvl72 import nvl72_spec, nvl72_type
 from tests.support.slurm_release import RELEASE, Release, first_on_path
-from tests.support.slurmctld import COMMAND_TIMEOUT_S, Controller, config_complaints, fields, wait_for
+from tests.support.slurmctld import COMMAND_TIMEOUT_S, Controller, config_complaints, fields, tool, wait_for
 
 P5 = {"name": "p5", "instance_type": "p5.48xlarge", "max_nodes": 2}
 CLUSTERS = {
@@ -74,16 +74,11 @@ def mixed(tmp_path_factory, release_bin):
 
 def where(ctl: Controller, *args: str) -> list[str]:
     """The nodes `sbatch --test-only` says the job would start on (it runs nothing)."""
-    done = subprocess.run([*_tool(ctl, "sbatch"), "--test-only", *args, "--wrap", "true"], env=ctl.env, cwd=ctl.root,
+    done = subprocess.run([tool("sbatch"), "--test-only", *args, "--wrap", "true"], env=ctl.env, cwd=ctl.root,
                           capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
     found = re.search(r"to start at \S+ using \d+ processors on nodes (\S+) in partition", done.stderr)
     assert done.returncode == 0 and found, f"sbatch --test-only {' '.join(args)}: {done.stderr}"
     return ctl.hostnames(found.group(1))
-
-
-def _tool(ctl: Controller, name: str) -> list[str]:
-    from tests.support.slurmctld import tool
-    return [tool(name)]
 
 
 def blocks_of(ctl: Controller, nodes: list[str]) -> dict[str, int]:
