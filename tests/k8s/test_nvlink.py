@@ -262,3 +262,16 @@ def test_eks_capacity_block_pool_starts_empty(nvl72):
         parse_spec(data)
     assert [p.path for p in info.value.problems] == ["pools[0].min_nodes"]
     assert "0 with capacity-block on EKS" in info.value.problems[0].allowed
+
+
+def test_plan_says_what_the_nvlink_pools_get():
+    from aicluster.design.cluster import design_cluster
+    from aicluster.kubernetes.capacity import capacity_lines
+
+    with pytest.MonkeyPatch.context() as mp:
+        _derive(mp)
+        eks = capacity_lines(design_cluster(parse_spec(_spec(AWS_MIN, EKS_POOLS))))
+    gke = capacity_lines(design_cluster(parse_spec(_spec(GCP_MIN, GKE_POOLS))))
+    assert any("scale it to 18 when the capacity block starts" in line for line in eks)
+    (line,) = [line for line in gke if "NVLink domains" in line]
+    assert f"{DRA.chart} {DRA.version}" in line and SUBBLOCK in line and "gb200: 18 nodes a domain" in line

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
+from aicluster.kubernetes.nvlink import nvlink_lines
 from aicluster.catalog import dump_yaml
 from aicluster.kubernetes.health import HEALTH_LABEL, HEALTH_PASSED, STARTUP_TAINT_KEY
 from aicluster.design.kubernetes import GPU_RESOURCE, HUGEPAGES_RESOURCE, KubernetesDesign, KubernetesPool, Taint, versions
@@ -333,7 +334,7 @@ def capacity_lines(design: "ClusterDesign") -> list[str]:
                          "nodes, node by node")
     lines.append(f"  Kueue waitForPodsReady: a gang not running within {POD_READY_TIMEOUT} is evicted whole and "
                  f"requeued (backoff {REQUEUE_BACKOFF_BASE_S}s..{REQUEUE_BACKOFF_MAX_S}s)")
-    return lines
+    return lines + nvlink_lines(kd)
 
 
 def capacity_warnings(design: "ClusterDesign") -> list[str]:
