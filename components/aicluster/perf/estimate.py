@@ -203,8 +203,8 @@ def _caveats(m: ModelShape, tr: TrainingShape, hw: Hardware, best: Candidate) ->
     if hw.scale_up_gbs is None:
         out.append(f"{hw.accelerator}'s scale-up bandwidth is not in the catalog: tensor-parallel traffic is not timed")
     if m.moe is not None:
-        out.append("the calibration set has no MoE measurement: expert all-to-all, routing and the expert GEMMs' efficiency "
-                   "are modelled, not fitted")
+        out.append("the calibration set has no MoE measurement: expert all-to-all, routing and the expert GEMMs' "
+                   "efficiency are modelled, not fitted")
     if best.layout.zero_stage == 3 and best.layout.dp >= ZERO3_WARN_DP:
         out.append(f"ZeRO-3 over {best.layout.dp} data-parallel ranks: such stacks ran up to ~1.5x slower than "
                    "predicted in published runs")
@@ -213,10 +213,10 @@ def _caveats(m: ModelShape, tr: TrainingShape, hw: Hardware, best: Candidate) ->
         out.append(f"predicted MFU {best.mfu:.0%} is above the best published run in the calibration set "
                    f"({ceiling:.0%} for {hw.kind} {tr.precision}): the layout extrapolates, treat it as optimistic")
     if hw.paid > hw.count:
-        nodes = hw.scale_up_size // hw.per_node
-        out.append(f"the job runs on {nodes} of each NVLink domain's {(hw.domain_gpus or hw.scale_up_size) // hw.per_node} "
-                   f"nodes (Slurm --segment={nodes}) so that its groups line up with the domain: {hw.paid - hw.count} of "
-                   f"{hw.paid} GPUs stay idle (spares for a failed node), and the cost counts them")
+        nodes, of = hw.scale_up_size // hw.per_node, (hw.domain_gpus or hw.scale_up_size) // hw.per_node
+        out.append(f"the job runs on {nodes} of each NVLink domain's {of} nodes (Slurm --segment={nodes}) so that its "
+                   f"groups line up with the domain: {hw.paid - hw.count} of {hw.paid} GPUs stay idle (spares for a "
+                   "failed node), and the cost counts them")
     crossing = nvlink.crossing(hw, best.layout)
     if crossing:
         out.append(crossing)
