@@ -67,13 +67,15 @@ def test_gb200_needs_a_capacity_block():
     assert any(p.path == "pools[0].capacity.type" and p.suggestion == "capacity-block" for p in _problems(spec))
 
 
-def test_eks_refuses_gb200_until_the_arm64_nvidia_ami_is_built():
-    """p6e-gb200 is arm64 (Grace): EKS's x86_64 NVIDIA AMI type cannot boot it, and the message
-    says what it needs (it used to say the Neuron AMI)."""
+def test_eks_takes_gb200_on_the_arm64_nvidia_ami():
+    """p6e-gb200 is arm64 (Grace): EKS boots it on AL2023_ARM_64_NVIDIA (kubernetes.yaml
+    ami_types.gpu-arm64, named by the type's image role), not the x86_64 NVIDIA AMI."""
+    from aicluster.design.cluster import design_cluster
+
     spec = stack_spec_data("aws-p5-eks")
     spec["pools"][0].update(instance_type=GB200, min_nodes=0, max_nodes=18, capacity=dict(BLOCK))
-    p = next(p for p in _problems(spec) if p.path == "pools[0].instance_type")
-    assert "arm64 AL2023 NVIDIA AMI" in p.allowed and "Neuron" not in p.allowed
+    pool = design_cluster(parse_spec(spec)).kubernetes.pools[0]
+    assert pool.ami_role == "gpu-arm64" and pool.multi_node_nvlink
 
 
 # --- GCP: A4X -----------------------------------------------------------------------------------

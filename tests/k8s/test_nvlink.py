@@ -275,3 +275,23 @@ def test_plan_says_what_the_nvlink_pools_get():
     assert any("scale it to 18 when the capacity block starts" in line for line in eks)
     (line,) = [line for line in gke if "NVLink domains" in line]
     assert f"{DRA.chart} {DRA.version}" in line and SUBBLOCK in line and "gb200: 18 nodes a domain" in line
+
+
+def test_p6e_gb200_on_eks_boots_the_arm64_nvidia_ami():
+    """The catalog's P6e-GB200 (Grace, arm64): its node group runs AL2023_ARM_64_NVIDIA at the pinned
+    release, its example job the arm64 training image, with the ComputeDomain as for any NVL72 pool."""
+    pools = [{"name": "gb200", "instance_type": "p6e-gb200.36xlarge", "min_nodes": 0, "max_nodes": 18,
+              "capacity": {"type": "capacity-block", "reservation_id": CR, "nodes": 18}}]
+    plan = run_spec(_spec(AWS_MIN, pools))
+    v = versions()
+    (group,) = [g for g in plan.of_type("aws:eks/nodeGroup:NodeGroup")
+                if g.inputs.get("labels", {}).get(POOL_LABEL) == "gb200"]
+    assert group.inputs["amiType"] == "AL2023_ARM_64_NVIDIA"
+    assert group.inputs["releaseVersion"] == v.ami_types["gpu-arm64"]["release_version"]
+    docs = _job_docs(plan, "gb200")
+    for doc in docs:
+        validate(doc)
+    pod = worker_pod(example_jobset(docs))
+    assert pod["spec"]["containers"][0]["image"] == v.images["pytorch-training-arm64"]
+    assert [d["kind"] for d in docs][0] == "ComputeDomain"
+    assert _release(plan, DRA.name) is not None

@@ -48,14 +48,19 @@ def test_versions_follow_the_cluster_version():
 
 
 def test_every_nvidia_type_in_the_catalog_runs_the_eks_nvidia_ami():
-    """Every x86_64 NVIDIA type; the arm64 ones (Grace: p6e-gb200, image role gpu-arm64) need the
-    AL2023_ARM_64_NVIDIA AMI type, which the EKS stacks do not build yet: the spec refuses them."""
-    families = versions().ami_types["gpu"]["instance_families"]
+    """Every x86_64 NVIDIA type runs AL2023_x86_64_NVIDIA; the arm64 ones (Grace: image role
+    gpu-arm64) AL2023_ARM_64_NVIDIA, each family in exactly its AMI's list, at the same release."""
+    amis = versions().ami_types
+    assert amis["gpu-arm64"]["ami_type"] == "AL2023_ARM_64_NVIDIA"
+    assert amis["gpu-arm64"]["release_version"] == amis["gpu"]["release_version"]
     for itype in load_catalog().instance_types["aws"].values():
-        if itype.accelerator.kind == "gpu" and itype.image != "gpu-arm64":
-            assert itype.family in families, itype.name
+        role = "gpu-arm64" if itype.image == "gpu-arm64" else "gpu"
+        other = "gpu" if role == "gpu-arm64" else "gpu-arm64"
+        if itype.accelerator.kind == "gpu":
+            assert itype.family in amis[role]["instance_families"], itype.name
         else:
-            assert itype.family not in families, itype.name
+            assert itype.family not in amis[role]["instance_families"], itype.name
+        assert itype.family not in amis[other]["instance_families"], itype.name
 
 
 def test_kueue_api_version_is_what_the_plan_applies(plan_spec, base_spec):

@@ -79,7 +79,9 @@ def nccl_env(pool: KubernetesPool, gpudirect_rdma: bool) -> list[tuple[str, str]
 
 def render_job(design: ClusterDesign, pool_name: str) -> str:
     pool = design.kubernetes.pool(pool_name)
-    return render_train_job(design, pool_name, image=versions().images["pytorch-training"],
+    # Grace (arm64) pools run the arm64 build of the same training image.
+    image = versions().images["pytorch-training-arm64" if pool.ami_role == "gpu-arm64" else "pytorch-training"]
+    return render_train_job(design, pool_name, image=image,
                             env=nccl_env(pool, bool(design.pool(pool_name).instance.gpudirect_rdma)))
 
 

@@ -113,9 +113,10 @@ class EksNodeGroup(pulumi.ComponentResource):
             node_group_name=f"{cluster.name}-{pool.name}",
             node_role_arn=args.node_role_arn,
             subnet_ids=[args.subnet_id],
-            ami_type=versions().ami_types["gpu"]["ami_type"],
-            # The AMI release, pinned (catalog/kubernetes.yaml): a bump rolls the group node by node.
-            release_version=versions().ami_types["gpu"]["release_version"],
+            # The pool's AMI type (x86_64 or, for Grace nodes, arm64 NVIDIA) at its pinned release
+            # (catalog/kubernetes.yaml): a bump rolls the group node by node.
+            ami_type=versions().ami_types[pool.ami_role]["ami_type"],
+            release_version=versions().ami_types[pool.ami_role]["release_version"],
             capacity_type=pool.capacity_type,
             # instance_types stays unset: the launch template names the type (capacity blocks
             # require it there: Amazon EKS User Guide, Capacity Blocks for ML).

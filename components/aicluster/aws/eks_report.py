@@ -39,7 +39,7 @@ def kubernetes_summary(design: ClusterDesign) -> dict[str, Any]:
         "node_groups": [{
             "pool": p.name, "instance_type": p.instance_type, "min": p.min_nodes, "max": p.max_nodes,
             "desired_at_creation": p.desired_nodes,
-            "capacity_type": p.capacity_type, "ami_type": v.ami_types["gpu"]["ami_type"],
+            "capacity_type": p.capacity_type, "ami_type": v.ami_types[p.ami_role]["ami_type"],
             "efa_devices": p.efa, "gpus": p.gpus, "hugepages_2mi": p.hugepages_per_node,
             "placement_group": design.pool(p.name).placement.strategy is not None,
             "taints": [f"{t.key}={t.value}:{t.effect}" for t in p.taints], "labels": dict(p.labels),

@@ -198,6 +198,9 @@ class KubernetesPool:
     nvlink_domain_nodes: int = 1
     # Taints the cloud sets on these nodes itself, which jobs and the flavor must tolerate too.
     cloud_taints: tuple[Taint, ...] = ()
+    # EKS: the catalog/kubernetes.yaml ami_types entry its node group boots (gpu, or gpu-arm64 for
+    # the Grace types, whose catalog image role says so).
+    ami_role: str = "gpu"
 
     @property
     def flavor(self) -> str:
@@ -461,4 +464,11 @@ def _pool(pool: "PoolDesign") -> KubernetesPool:
         shm_gib=max(1, int(worker_memory * SHM_SHARE)),
         max_unavailable=pool.max_unavailable,
         nvlink_domain_nodes=itype.nodes_per_nvlink_domain,
+        ami_role=eks_ami_role(itype.image),
     )
+
+
+def eks_ami_role(image_role: str | None) -> str:
+    """The ami_types entry (kubernetes.yaml) of an instance type: its catalog image role where EKS
+    has an AMI type for it (gpu-arm64: AL2023_ARM_64_NVIDIA), else the x86_64 NVIDIA AMI's."""
+    return image_role if image_role and image_role in versions().ami_types else "gpu"

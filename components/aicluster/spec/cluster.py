@@ -665,12 +665,14 @@ def _kubernetes_problems(spec: ClusterSpec) -> list[Problem]:
 
     k8s, problems = spec.kubernetes, []
     catalog = load_catalog()
-    gpu_ami = versions().ami_types["gpu"]
     problems += _nvlink_version_problems(spec, "eks", versions().kubernetes)
     for i, pool in enumerate(spec.pools):
         itype = catalog.resolve(spec.cloud, pool.instance_type) if pool.instance_type else None
         if itype is None:
             continue   # reported by the pool checks
+        # The type's own AMI type where its image role has one (Grace: gpu-arm64), else x86_64 NVIDIA.
+        amis = versions().ami_types
+        gpu_ami = amis[itype.image] if itype.image in amis else amis["gpu"]
         if itype.accelerator.kind != "gpu" or itype.family not in gpu_ami["instance_families"]:
             # An arm64 GPU type (Grace: p6e-gb200) needs EKS's AL2023_ARM_64_NVIDIA AMI type.
             needs = ("the Neuron AMI and device plugin" if itype.accelerator.kind != "gpu"
