@@ -99,7 +99,7 @@ def test_a_described_model_is_estimated_in_text_markdown_and_json(monkeypatch):
     monkeypatch.setattr(plan_report, "estimate_design", fake)
     result = _described(training={"global_batch_seqs": 1024, "tokens": 15e12})
     out = "\n".join(text(result))
-    assert "Training estimate (the workload on the largest accelerator pool at max nodes)" in out
+    assert "Training estimate (the workload on the largest accelerator pool, with its partition, at max nodes)" in out
     assert out.index("Balance") < out.index("Training estimate") < out.index("Policy pack")
     assert "  throughput  3,277 tokens/s per GPU" in out
     assert "bound: compute" in "\n".join(markdown(result))

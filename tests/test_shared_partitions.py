@@ -63,3 +63,19 @@ def test_partition_is_slurm_only():
 def test_a_pool_without_partition_keeps_its_own():
     spec = copy.deepcopy(BASE_SPEC)
     assert [ln.split()[0] for ln in _partitions(spec)] == ["PartitionName=gpu"]
+
+
+def test_the_estimate_runs_a_job_over_its_partition():
+    """One job spans a partition: two pools of one type in it are modelled as one job of both
+    pools' nodes, and a pool outside it is named as left out."""
+    from aicluster.design.workload import hardware, job_nodes
+
+    design = design_cluster(parse_spec(_spec()))
+    hw, warnings = hardware(design)
+    assert hw.count == 6 * 8 and job_nodes(design) == 6
+    assert any("partition h100a, h100b (48 accelerators)" in w and "a100 not included" in w for w in warnings)
+    alone = copy.deepcopy(_spec())
+    for pool in alone["pools"]:
+        pool.pop("partition", None)
+    hw, _ = hardware(design_cluster(parse_spec(alone)))
+    assert hw.count == 4 * 8

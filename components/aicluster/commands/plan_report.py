@@ -162,7 +162,7 @@ def text(result: PlanResult) -> list[str]:
         "Balance",
         *["  " + line for line in report_lines(result.balance)],
         "",
-        "Training estimate (the workload on the largest accelerator pool at max nodes)",
+        "Training estimate (the workload on the largest accelerator pool, with its partition, at max nodes)",
         *["  " + line for line in estimate_lines(plan_estimate(d))],
         "",
         "Monitoring (alert thresholds from the plan's numbers)",

@@ -27,7 +27,7 @@ def accelerator_pools(design: ClusterDesign) -> list[PoolDesign]:
 
 def modelled_pool(design: ClusterDesign) -> PoolDesign:
     """The pool the job runs on: the one with most accelerators at max_nodes (a training job
-    spans one pool: one accelerator type, one fabric)."""
+    spans one accelerator type and one fabric: this pool and its partition mates)."""
     pools = accelerator_pools(design)
     if not pools:
         raise SpecError([Problem("pools", [p.name for p in design.pools],
@@ -36,15 +36,32 @@ def modelled_pool(design: ClusterDesign) -> PoolDesign:
     return max(pools, key=lambda p: (p.accelerators, p.instance.accelerator.bf16_tflops or 0.0))
 
 
+def partition_mates(design: ClusterDesign, pool: PoolDesign) -> list[PoolDesign]:
+    """`pool` and the pools of the same instance type in its Slurm partition: one job spans them
+    (NVL72 domains, one pool each, share a partition; `sbatch -N 36 --segment=18`)."""
+    if design.slurm is None:
+        return [pool]
+    partition = {ns.pool: ns.partition_name for ns in design.slurm.nodesets}
+    return [p for p in design.pools if p is pool or (partition.get(p.name) == partition.get(pool.name)
+                                                      and p.instance == pool.instance and p.tpu is None)]
+
+
+def job_nodes(design: ClusterDesign) -> int:
+    """The nodes one job may hold: the modelled pool's and its partition mates' max_nodes."""
+    return sum(p.max_nodes for p in partition_mates(design, modelled_pool(design)))
+
+
 def hardware(design: ClusterDesign) -> tuple[Hardware, tuple[str, ...]]:
-    """The largest accelerator pool at max_nodes, with the fabric actually wired, and what the
-    model leaves out."""
+    """The largest accelerator pool at max_nodes (with its partition mates), with the fabric
+    actually wired, and what the model leaves out."""
     pool = modelled_pool(design)
+    mates = partition_mates(design, pool)
     warnings = []
-    others = [p for p in accelerator_pools(design) if p is not pool]
+    others = [p for p in accelerator_pools(design) if p not in mates]
     if others:
-        warnings.append(f"modelled on pool {pool.name} ({pool.accelerators} accelerators), the largest; "
-                        f"{', '.join(p.name for p in others)} not included (a job spans one pool)")
+        where = (f"partition {', '.join(p.name for p in mates)}" if len(mates) > 1 else f"pool {pool.name}")
+        warnings.append(f"modelled on {where} ({sum(p.accelerators for p in mates)} accelerators), the largest; "
+                        f"{', '.join(p.name for p in others)} not included (a job spans one partition)")
     if pool.tpu is not None:
         hw = from_tpu(pool.tpu.generation, pool.tpu.chips, max(1, pool.slices))
         return hw, tuple(warnings)
@@ -54,7 +71,7 @@ def hardware(design: ClusterDesign) -> tuple[Hardware, tuple[str, ...]]:
         what = "EFA devices" if design.cloud == "aws" else "GPU NICs"
         warnings.append(f"pool {pool.name} wires {gbps:g} of {full:g} Gbps of {what} per node: inter-node "
                         "collectives are modelled at what is wired")
-    return from_instance(pool.instance, pool.max_nodes, gbps), tuple(warnings)
+    return from_instance(pool.instance, sum(p.max_nodes for p in mates), gbps), tuple(warnings)
 
 
 def _parallel_filesystems(design: ClusterDesign) -> list[StorageDesign]:
@@ -70,10 +87,11 @@ def storage(design: ClusterDesign, workload: WorkloadSpec | None = None) -> Stor
         return None
     fs = max(filesystems, key=lambda s: s.throughput_mbps)
     ws = workload if workload is not None else design.workload
-    # Only the job's own nodes write its checkpoints: one pool (see modelled_pool). Clients: a node's
-    # storage bandwidth in Gbps / 8 = GB/s (balance.client_gbps has the sources).
+    # Only the job's own nodes write its checkpoints: one partition's pools of one type (see
+    # partition_mates). Clients: a node's storage bandwidth in Gbps / 8 = GB/s (balance.client_gbps
+    # has the sources).
     pool = modelled_pool(design)
-    client = pool.max_nodes * client_gbps(pool.instance) / 8
+    client = job_nodes(design) * client_gbps(pool.instance) / 8
     extra = {} if ws is None else {"checkpoint_interval_min": ws.checkpoint_interval_min,
                                    "max_checkpoint_stall_pct": ws.max_checkpoint_stall_pct}
     return Storage(name=fs.name, throughput_gbs=fs.throughput_mbps / 1000, client_gbs=client if client > 0 else None,
