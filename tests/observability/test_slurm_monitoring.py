@@ -172,7 +172,7 @@ class Node:
     """A scratch tree, the program rendered with the digests of the tree's own release tarballs,
     and stubs in front of PATH. The agent tarball's promtool runs the real promtool."""
 
-    def __init__(self, tmp: Path, *, tamper: str = ""):
+    def __init__(self, tmp: Path, *, tamper: str = "", machine: str = "x86_64"):
         self.tmp, self.root, self.stubs, self.downloads = tmp, tmp / "root", tmp / "bin", tmp / "downloads"
         for d in (self.root / "etc/aicluster", self.stubs, self.downloads, self.root / "opt/aicluster/bin"):
             d.mkdir(parents=True)
@@ -180,16 +180,22 @@ class Node:
             self._stub(name, text)
         for name in RECORDERS:
             self._stub(name, f'#!/bin/bash\necho "{name} $*" >> "${{0%/*}}/calls"\n')
+        # The node's architecture as `uname -m` prints it: which pins the program takes.
+        self._stub("uname", f'#!/bin/bash\necho {machine}\n')
         self.calls = self.stubs / "calls"
         self.calls.touch()
         agents = slurm_node_agents()
         real_promtool = program("promtool")
-        node_exporter = _tarball(f"node_exporter-{agents.node_exporter.version}.linux-amd64",
-                                 {"node_exporter": "#!/bin/sh\n"})
-        prometheus = _tarball(f"prometheus-{agents.prometheus.version}.linux-amd64",
-                              {"prometheus": "#!/bin/sh\n", "promtool": f'#!/bin/sh\nexec {real_promtool} "$@"\n'})
+        # The tree serves both architectures' tarballs, each with its own digest, so a node that took
+        # the other architecture's pin fails its check.
+        keys = ("node_exporter", "prometheus", "node_exporter_arm64", "prometheus_arm64")
         digests = {}
-        for download, data in ((agents.node_exporter, node_exporter), (agents.prometheus, prometheus)):
+        for key in keys:
+            download = getattr(agents, key)
+            top = download.url.rsplit("/", 1)[1].removesuffix(".tar.gz")
+            files = ({"node_exporter": f"#!/bin/sh\n# {top}\n"} if key.startswith("node_exporter") else
+                     {"prometheus": f"#!/bin/sh\n# {top}\n", "promtool": f'#!/bin/sh\nexec {real_promtool} "$@"\n'})
+            data = _tarball(top, files)
             (self.downloads / download.url.rsplit("/", 1)[1]).write_bytes(data)
             digests[download.url] = hashlib.sha256(data).hexdigest()
         if tamper:      # the pinned digest of that download is not what the server sends
@@ -199,7 +205,7 @@ class Node:
             (self.downloads / name).write_text(name)
         self.agents = dataclasses.replace(
             agents, **{key: Download(getattr(agents, key).url, digests[getattr(agents, key).url],
-                                     getattr(agents, key).version) for key in ("node_exporter", "prometheus")})
+                                     getattr(agents, key).version) for key in keys})
         self.program = tmp / "aicluster-monitoring"
         self.program.write_text(mon.monitoring_program(self.agents))
         self.program.chmod(0o755)
@@ -269,6 +275,67 @@ def test_a_second_run_downloads_nothing(tmp_path):
     assert done.returncode == 0, done.stderr
     assert not [c for c in node.calls_of("curl") if ".tar.gz" in c]
     assert not [c for c in node.calls_of("enroot") if " import " in c]
+
+
+def test_an_aarch64_node_installs_the_same_versions_from_the_arm64_pins(tmp_path):
+    # Grace-Blackwell nodes (p6e-gb200, a4x) are aarch64: the same releases, their arm64 assets.
+    node = Node(tmp_path, machine="aarch64")
+    done = node.run("--cloud", "aws", "--role", "compute")
+    assert done.returncode == 0, done.stderr
+    fetched = node.calls_of("curl")
+    agents = slurm_node_agents()
+    for download in (agents.node_exporter_arm64, agents.prometheus_arm64):
+        assert f"curl {download.url}" in fetched
+    assert not [c for c in fetched if "amd64" in c], fetched
+    assert "curl https://amazoncloudwatch-agent.s3.amazonaws.com/ubuntu/arm64/latest/amazon-cloudwatch-agent.deb" in fetched
+    dest = node.root / "opt/aicluster/monitoring"
+    assert "linux-arm64" in (dest / "node_exporter").read_text() and "linux-arm64" in (dest / "prometheus").read_text()
+    assert (dest / "node_exporter.version").read_text().strip() == agents.node_exporter.version
+
+
+def test_an_x86_64_node_keeps_its_pins(tmp_path):
+    node = Node(tmp_path)
+    assert node.run("--cloud", "aws", "--role", "compute").returncode == 0
+    fetched = node.calls_of("curl")
+    assert not [c for c in fetched if "arm64" in c], fetched
+    assert "curl https://amazoncloudwatch-agent.s3.amazonaws.com/ubuntu/amd64/latest/amazon-cloudwatch-agent.deb" in fetched
+
+
+def test_the_program_carries_both_architectures_pins():
+    text = mon.monitoring_program()
+    x86, arm = text.split("  x86_64)\n", 1)[1].split("  aarch64)\n", 1)
+    # The x86_64 pins are the ones every x86_64 node has installed (observability.yaml, 2026-11-24).
+    assert "NODE_EXPORTER_SHA256=b51d8a76aa2a9156a55d501aca6276fae09e262259a5e4e831d2c2222f084e63" in x86
+    assert "PROMETHEUS_SHA256=0e8c4d46101bd025ea8265e377d2caabc57f488fc1be1c367f37db69ea41be6f" in x86
+    assert "node_exporter-1.12.1.linux-amd64.tar.gz" in x86 and "arm64" not in x86
+    assert "NODE_EXPORTER_SHA256=ad35b605f9954b9f1ffddf5ba054bdc5a98d790b9eae5291e1eeb83f1ecbd0e7" in arm
+    assert "PROMETHEUS_SHA256=7cecb17a6f41d59814e1a0581a1f81f79051ad5973d1ecf39e23a9f747d6572a" in arm
+    assert "node_exporter-1.12.1.linux-arm64.tar.gz" in arm.split(";;", 1)[0]
+
+
+def test_another_architecture_downloads_nothing(tmp_path):
+    node = Node(tmp_path, machine="riscv64")
+    done = node.run("--cloud", "aws", "--role", "compute")
+    assert done.returncode == 1 and "this is riscv64" in done.stderr
+    assert not node.calls_of("curl")
+
+
+@pytest.mark.parametrize("entry,why", [
+    ({"amd64": "b" * 64}, "sha256.arm64 is None"),
+    ({"amd64": "b" * 64, "arm64": ""}, "sha256.arm64 is ''"),
+    ({"amd64": "b" * 64, "arm64": "B" * 64}, "not a hex SHA-256"),
+    ({"amd64": "b" * 64, "arm64": "b" * 64, "aarch64": "b" * 64}, "names aarch64"),
+])
+def test_the_catalog_refuses_an_architecture_without_its_sha256(monkeypatch, entry, why):
+    from aicluster.catalog import CatalogError
+    from aicluster.catalog import observability as obs
+    doc = obs._doc()
+    broken = {**doc, "slurm_nodes": {**doc["slurm_nodes"], "node_exporter": {**doc["slurm_nodes"]["node_exporter"],
+                                                                            "sha256": entry}}}
+    monkeypatch.setattr(obs, "_doc", lambda: broken)
+    with pytest.raises(CatalogError, match="slurm_nodes.node_exporter.sha256") as error:
+        obs.slurm_node_agents.__wrapped__()
+    assert why in str(error.value)
 
 
 @pytest.mark.parametrize("tamper", ["node_exporter", "prometheus"])

@@ -16,6 +16,8 @@ from typing import Any, Literal, Mapping
 import yaml
 
 Cloud = Literal["aws", "gcp"]
+# An instance type's CPU architecture (EC2's name) -> the name Debian packages and release assets use.
+DPKG_ARCH = {"x86_64": "amd64", "arm64": "arm64"}
 _HERE = Path(__file__).parent
 
 
@@ -84,6 +86,14 @@ class InstanceType:
     # The smallest block of nodes the cloud sells for a multi-node NVLink domain (AWS: a 9-node
     # UltraServer, half an NVL72 rack); None: one whole domain.
     capacity_unit_nodes: int | None = None
+    # CPU architecture in EC2's words (DescribeInstanceTypes ProcessorInfo.SupportedArchitectures):
+    # what a node's downloads are pinned for (observability.yaml, node_local.yaml) and which image it boots.
+    arch: str = "x86_64"
+
+    @property
+    def dpkg_arch(self) -> str:
+        """The architecture as Debian packages and release assets name it (amd64, arm64)."""
+        return DPKG_ARCH[self.arch]
 
     @property
     def family(self) -> str:
@@ -382,8 +392,16 @@ def _instance(cloud: Cloud, name: str, e: dict, accelerators: Mapping[str, Accel
         nic_mtu=e.get("nic_mtu"),
         boot_disk_type=e.get("boot_disk_type"),
         image=e.get("image"),
+        arch=_arch(e, where),
         **_nvlink_domain(e, where, int(e["accelerator_count"])),
     )
+
+
+def _arch(e: dict, where: str) -> str:
+    arch = e.get("arch", "x86_64")
+    if arch not in DPKG_ARCH:
+        raise CatalogError(f"{where}: arch {arch!r} is not one of {', '.join(DPKG_ARCH)}")
+    return arch
 
 
 def _nvlink_domain(e: dict, where: str, count: int) -> dict:

@@ -5,6 +5,7 @@ spec. The alert rules and the dashboards name metrics only through `metric()`, `
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -189,9 +190,15 @@ def textfile_directory() -> str:
     return _doc()["exporters"]["node_exporter"]["textfile_directory"]
 
 
+# The architectures a Slurm node can have, as `uname -m` prints them -> as release assets name them
+# (the instance types' `arch`, aws.yaml / gcp.yaml): every tarball is pinned for each.
+NODE_ARCHES = {"x86_64": "amd64", "aarch64": "arm64"}
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
 @dataclass(frozen=True)
 class Download:
-    """A release file a Slurm node downloads, and the SHA-256 it must have (x86_64)."""
+    """A release file a Slurm node downloads, and the SHA-256 it must have (for one architecture)."""
     url: str
     sha256: str
     version: str
@@ -200,18 +207,45 @@ class Download:
 @dataclass(frozen=True)
 class SlurmNodeAgents:
     """What the Slurm VMs install (observability.yaml slurm_nodes): the same pins as Kubernetes."""
-    node_exporter: Download
-    prometheus: Download           # the AWS nodes' agent (Prometheus in agent mode)
+    node_exporter: Download        # x86_64 (amd64)
+    prometheus: Download           # the AWS nodes' agent (Prometheus in agent mode), x86_64
     dcgm_image: str                # image:tag of dcgm-exporter that enroot runs (Kubernetes' own)
     slurm_exporter_module: str
     slurm_exporter_version: str
     go_package: str
     cloudwatch_agent: dict         # AWS log shipper: deb_url, sig_url, key_url, key_fingerprint, version
     ops_agent: dict                # GCP metrics and log agent: script_url, version
+    # The same releases for aarch64 (Grace: p6e-gb200, a4x): the same versions, their own digests.
+    node_exporter_arm64: Download | None = None
+    prometheus_arm64: Download | None = None
+
+    def by_arch(self) -> tuple[tuple[str, str, Download, Download], ...]:
+        """(uname -m, asset arch, node_exporter, prometheus) for every architecture a node can have."""
+        return (("x86_64", "amd64", self.node_exporter, self.prometheus),
+                ("aarch64", "arm64", self.node_exporter_arm64, self.prometheus_arm64))
 
 
-def _arch_url(template: str, version: str) -> str:
-    return template.replace("{version}", version).replace("{arch}", "amd64")
+def _arch_url(template: str, version: str, arch: str = "amd64") -> str:
+    return template.replace("{version}", version).replace("{arch}", arch)
+
+
+def _arch_digests(entry: dict, where: str) -> dict[str, str]:
+    """`sha256` of a release tarball: a hex SHA-256 for every architecture of NODE_ARCHES, none other.
+    An architecture without one is refused: a node of it would run an unchecked download."""
+    table = entry.get("sha256")
+    if not isinstance(table, dict):
+        raise CatalogError(f"observability.yaml: {where}.sha256 is {table!r}, not a table of architecture: SHA-256")
+    allowed = tuple(NODE_ARCHES.values())
+    unknown = sorted(set(table) - set(allowed))
+    if unknown:
+        raise CatalogError(f"observability.yaml: {where}.sha256 names {', '.join(map(str, unknown))}; "
+                           f"the architectures are {', '.join(allowed)}")
+    for arch in allowed:
+        value = table.get(arch)
+        if not isinstance(value, str) or not _SHA256.fullmatch(value):
+            raise CatalogError(f"observability.yaml: {where}.sha256.{arch} is {value!r}, not a hex SHA-256 "
+                               f"(every architecture a Slurm node has, {', '.join(allowed)}, needs one)")
+    return {arch: table[arch] for arch in allowed}
 
 
 @functools.lru_cache(maxsize=1)
@@ -224,11 +258,18 @@ def slurm_node_agents() -> SlurmNodeAgents:
     dcgm = doc["exporters"]["dcgm_exporter"]
     slurm = doc["exporters"]["slurm_exporter"]
     prom_version = doc["collector"]["tag"].lstrip("v")
+    ne_sha = _arch_digests(nodes["node_exporter"], "slurm_nodes.node_exporter")
+    prom_sha = _arch_digests(nodes["agent"], "slurm_nodes.agent")
+
+    def node_exporter(arch: str) -> Download:
+        return Download(_arch_url(ne["url"], ne["version"], arch), ne_sha[arch], ne["version"])
+
+    def prometheus(arch: str) -> Download:
+        return Download(_arch_url(nodes["agent"]["url"], prom_version, arch), prom_sha[arch], prom_version)
+
     return SlurmNodeAgents(
-        node_exporter=Download(_arch_url(ne["url"], ne["version"]), nodes["node_exporter"]["sha256"]["amd64"],
-                               ne["version"]),
-        prometheus=Download(_arch_url(nodes["agent"]["url"], prom_version), nodes["agent"]["sha256"]["amd64"],
-                            prom_version),
+        node_exporter=node_exporter("amd64"), prometheus=prometheus("amd64"),
+        node_exporter_arm64=node_exporter("arm64"), prometheus_arm64=prometheus("arm64"),
         dcgm_image=f"{dcgm['image']}:{dcgm['tag']}",
         slurm_exporter_module=nodes["slurm_exporter"]["module"], slurm_exporter_version=slurm["version"],
         go_package=nodes["slurm_exporter"]["go_package"],
