@@ -295,3 +295,20 @@ def test_p6e_gb200_on_eks_boots_the_arm64_nvidia_ami():
     assert pod["spec"]["containers"][0]["image"] == v.images["pytorch-training-arm64"]
     assert [d["kind"] for d in docs][0] == "ComputeDomain"
     assert _release(plan, DRA.name) is not None
+
+
+def test_gke_lets_the_drivers_critical_pods_into_its_namespace(plans):
+    """GKE admits system-*-critical pods only where a quota of that scope exists (its kube-system
+    quota): the DRA driver's namespace gets one before the chart installs, and only on GKE."""
+    (quota,) = plans["gke"].of_type("kubernetes:core/v1:ResourceQuota")
+    doc = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": dict(quota.inputs["metadata"]),
+           "spec": dict(quota.inputs["spec"])}
+    validate(doc)
+    assert doc["metadata"]["namespace"] == DRA.namespace
+    (scope,) = doc["spec"]["scopeSelector"]["matchExpressions"]
+    assert scope["scopeName"] == "PriorityClass" and set(scope["values"]) == {"system-node-critical",
+                                                                              "system-cluster-critical"}
+    assert int(doc["spec"]["hard"]["pods"]) >= 3 * 18
+    release = _release(plans["gke"], DRA.name)
+    assert quota.urn in release.dependencies
+    assert not plans["eks"].of_type("kubernetes:core/v1:ResourceQuota")

@@ -40,7 +40,7 @@ from aicluster.kubernetes.in_cluster import (JOB_PRIORITY, SCRIPT_DIR, examples_
 from aicluster.design.kubernetes import EXAMPLES_CONFIGMAP, POOL_LABEL, ROLE_LABEL, versions
 from aicluster.kubernetes.health import NodeHealthSettings, expectations, gpu_pools, node_health
 from aicluster.kubernetes.metrics import MetricsSettings, metrics
-from aicluster.kubernetes.nvlink import dra_driver_values
+from aicluster.kubernetes.nvlink import critical_priority_quota, dra_driver_values
 from aicluster.mounts import Mount
 from aicluster.render.templates import render, static
 
@@ -336,8 +336,21 @@ class GkeAddons(pulumi.ComponentResource):
             k8s.apps.v1.DaemonSet(f"{name}-{INSTALLERS[stack][0]}", metadata=doc["metadata"], spec=doc["spec"],
                                   opts=after_cluster)
 
-        releases = {chart: helm_release(name, v.charts[chart], values, after_cluster)
-                    for chart, values in chart_values(design).items()}
+        charts = chart_values(design)
+        quota_first: dict[str, list] = {}
+        if "nvidia-dra-driver-gpu" in charts:
+            # The driver's pods are system-node-critical: their namespace needs GKE's quota first.
+            doc = critical_priority_quota(kd, design.name)
+            dra_namespace = k8s.core.v1.Namespace(
+                f"{name}-dra-namespace", metadata={"name": doc["metadata"]["namespace"],
+                                                   "labels": {"aicluster-cluster": design.name}}, opts=after_cluster)
+            quota = k8s.core.v1.ResourceQuota(
+                f"{name}-dra-critical-pods", metadata=doc["metadata"], spec=doc["spec"],
+                opts=pulumi.ResourceOptions.merge(after_cluster, pulumi.ResourceOptions(depends_on=[dra_namespace])))
+            quota_first["nvidia-dra-driver-gpu"] = [quota]
+        releases = {chart: helm_release(name, v.charts[chart], values, pulumi.ResourceOptions.merge(
+                        after_cluster, pulumi.ResourceOptions(depends_on=quota_first.get(chart, []))))
+                    for chart, values in charts.items()}
         namespace = training_namespace(name, design, after_cluster)
         in_namespace = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[namespace])
 

@@ -77,6 +77,30 @@ def dra_driver_values(kd: KubernetesDesign, driver_root: str) -> dict[str, Any]:
     }
 
 
+# Critical priority classes on GKE: GKE Standard ships a ResourceQuota in kube-system scoped to the
+# system-node-critical and system-cluster-critical PriorityClasses, so a pod of either class is
+# admitted only in a namespace with a quota of that scope (NVIDIA/aicr PR 921, "GKE Standard ships a
+# kube-system ResourceQuota scoped to system-*-critical PriorityClasses"; Kubernetes docs, Resource
+# Quotas, "Limit Priority Class consumption by default"). The DRA driver's controller, kubelet
+# plugin and IMEX daemons all run system-node-critical (chart values.yaml), so its namespace gets
+# one, as Cluster Toolkit's examples/gke-a4x/nvidia-dra-driver.yaml does (pods: 100).
+CRITICAL_PRIORITY_CLASSES = ("system-node-critical", "system-cluster-critical")
+CRITICAL_PODS_FLOOR = 100
+
+
+def critical_priority_quota(kd: KubernetesDesign, cluster: str) -> dict[str, Any]:
+    """The ResourceQuota that lets the DRA driver's pods of critical priority into its namespace on
+    GKE: room for the floor Cluster Toolkit sets, or three pods a node of the NVLink pools (the kubelet
+    plugin, a ComputeDomain's IMEX daemon, and one more while either rolls)."""
+    nodes = sum(p.max_nodes for p in kd.nvlink_pools)
+    return {"apiVersion": "v1", "kind": "ResourceQuota",
+            "metadata": {"name": "critical-pods", "namespace": versions().charts["nvidia-dra-driver-gpu"].namespace,
+                         "labels": {"aicluster-cluster": cluster}},
+            "spec": {"hard": {"pods": str(max(CRITICAL_PODS_FLOOR, 3 * nodes))},
+                     "scopeSelector": {"matchExpressions": [
+                         {"operator": "In", "scopeName": "PriorityClass", "values": list(CRITICAL_PRIORITY_CLASSES)}]}}}
+
+
 def _node_affinity(key: str, values: list[str]) -> dict[str, Any]:
     """A required node affinity: the label `key` is one of `values`. It replaces the chart's own
     nodeSelectorTerms whole (Helm merges maps, not lists)."""

@@ -1000,6 +1000,7 @@ RESOURCES: dict[str, Handler] = {
     "kubernetes:core/v1:ConfigMap": _k8s_object,
     "kubernetes:core/v1:PersistentVolume": _k8s_object,
     "kubernetes:core/v1:PersistentVolumeClaim": _k8s_object,
+    "kubernetes:core/v1:ResourceQuota": _k8s_object,
     "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor": _k8s_object,
     "kubernetes:kueue.x-k8s.io/v1beta2:Topology": _k8s_object,
     "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue": _k8s_object,
