@@ -48,7 +48,8 @@ def test_aws_p5_slurm_json_has_scratch_and_containers_per_pool():
                               "unit": "GB", "raid0": True}
     c = containers()
     assert gpu["containers"] == {"enroot_version": c.enroot.version, "pyxis_version": c.pyxis.version,
-                                 "pyxis_commit": c.pyxis.commit, "usage": "srun --container-image"}
+                                 "pyxis_commit": c.pyxis.commit, "usage": "srun --container-image",
+                                 "arch": "amd64", "pinned": True, "gap": None}
 
 
 def test_text_and_json_say_the_same_of_scratch_containers_and_login():
@@ -112,6 +113,6 @@ def test_markdown_has_the_login_nodes_and_each_pools_scratch():
 def test_a_slurm_pool_without_local_nvme_has_containers_but_no_scratch():
     """enroot then works on the boot disk (/var/tmp): no /scratch to report, the containers still."""
     design = SimpleNamespace(slurm=object())
-    pool = SimpleNamespace(tpu=None, instance=SimpleNamespace(name="m7i.2xlarge"))
+    pool = SimpleNamespace(tpu=None, instance=SimpleNamespace(name="m7i.2xlarge", dpkg_arch="amd64"))
     facts = pool_node_local_json(design, pool)
     assert facts["scratch"] is None and facts["containers"]["enroot_version"] == containers().enroot.version

@@ -312,7 +312,8 @@ def _node_image_json(d: ClusterDesign) -> dict[str, Any] | None:
     if image is None:
         return {"baked": False, "contents": node_image.contents_key(d.cloud)}
     return {"baked": True, "build": image.build, "image_id": image.image_id, "base_image": image.base_image,
-            "pools": list(image.pools), "contents": node_image.contents_key(d.cloud)}
+            "pools": list(image.pools), "contents": node_image.contents_key(d.cloud),
+            "at_boot": [{"pool": pool, "why": why} for pool, why in image.at_boot]}
 
 
 def _node_image_lines(d: ClusterDesign) -> list[str]:
@@ -328,7 +329,8 @@ def _node_image_lines(d: ClusterDesign) -> list[str]:
     login = ["the login nodes"] if d.slurm.login and d.slurm.login.count else []
     booted = ", ".join([*(f"pool {p}" for p in facts["pools"]), *login])
     return ["", "Node image", f"  {where}, contents {key}, from {facts['base_image']}",
-            f"  booted by {booted or 'no pool'}: their boot installs nothing"]
+            f"  booted by {booted or 'no pool'}: their boot installs nothing",
+            *(f"  pool {e['pool']} installs at boot: {e['why']}" for e in facts["at_boot"])]
 
 
 def _login_json(d: ClusterDesign) -> dict[str, Any] | None:

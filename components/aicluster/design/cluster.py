@@ -296,9 +296,18 @@ def _node_image(spec: ClusterSpec, pools: tuple[PoolDesign, ...]) -> NodeImageDe
     else:
         base = catalog.gcp_images["accelerator"].image
     own_image = {p.name for p in spec.pools if p.image is not None}
-    baked = tuple(p.name for p in pools if p.tpu is None and p.name not in own_image and p.image == base
-                  and p.instance.accelerator.kind == "gpu")
-    return NodeImageDesign(build=wanted.build, image_id=wanted.id, base_image=base, pools=baked)
+    gpu_pools = [p for p in pools if p.tpu is None and p.instance.accelerator.kind == "gpu"]
+    baked = tuple(p.name for p in gpu_pools if p.name not in own_image and p.image == base)
+    at_boot = tuple((p.name, _boots_unbaked(p, p.name in own_image)) for p in gpu_pools if p.name not in baked)
+    return NodeImageDesign(build=wanted.build, image_id=wanted.id, base_image=base, pools=baked, at_boot=at_boot)
+
+
+def _boots_unbaked(pool: PoolDesign, own_image: bool) -> str:
+    """Why a GPU pool is not booted from the baked image (the plan says it)."""
+    if pool.instance.arch != "x86_64":
+        return (f"{pool.instance.arch} ({pool.instance.name}): the bake starts only from the catalog's x86_64 GPU "
+                "image, so its programs would not run here")
+    return "its own image (pools[].image)" if own_image else "not on the catalog's GPU image"
 
 
 def _tpu_nodeset(pool: PoolDesign) -> SlurmNodeSet:

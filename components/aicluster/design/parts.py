@@ -237,6 +237,9 @@ class NodeImageDesign:
     image_id: str | None                # an image baked before: AMI id, GCP image or family
     base_image: str                     # what the bake starts from: the GPU pools' own image
     pools: tuple[str, ...]              # the pools that boot it: GPU pools on the catalog's image
+    # GPU pools that keep installing at boot, and why: (pool, reason). An arm64 (Grace) pool is one:
+    # the bake starts only from the catalog's x86_64 GPU image, so its programs would not run there.
+    at_boot: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

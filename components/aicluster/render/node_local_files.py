@@ -138,15 +138,28 @@ def scratch_summary(instance_type: str) -> str:
     return scratch.summary() if scratch else "none (no local NVMe: enroot uses /var/tmp on the boot disk)"
 
 
-def containers_summary() -> str:
+def containers_gap(arch: str = "amd64") -> str | None:
+    """Why a node of `arch` (dpkg's name) cannot set up its containers, or None when it can: an
+    architecture without enroot's .deb digests installs nothing, and the node bootstrap stops there
+    (aicluster-containers); pyxis is built by the head for the head's architecture only."""
     c = containers()
-    return f"enroot {c.enroot.version} + pyxis {c.pyxis.version} ({CONTAINER_USAGE})"
+    if arch in c.enroot.arches:
+        return None
+    return (f"NOT on {arch}: enroot {c.enroot.version} has no pinned {arch} .deb digest (catalog/node_local.yaml), "
+            f"so these nodes stop at the containers step of their boot; and the head builds pyxis only for its "
+            f"own architecture ({', '.join(c.enroot.arches)})")
 
 
-def containers_json() -> dict[str, Any]:
+def containers_summary(arch: str = "amd64") -> str:
+    c = containers()
+    return containers_gap(arch) or f"enroot {c.enroot.version} + pyxis {c.pyxis.version} ({CONTAINER_USAGE})"
+
+
+def containers_json(arch: str = "amd64") -> dict[str, Any]:
     c = containers()
     return {"enroot_version": c.enroot.version, "pyxis_version": c.pyxis.version, "pyxis_commit": c.pyxis.commit,
-            "usage": CONTAINER_USAGE}
+            "usage": CONTAINER_USAGE, "arch": arch, "pinned": containers_gap(arch) is None,
+            "gap": containers_gap(arch)}
 
 
 def runs_node_local(design, pool) -> bool:
@@ -159,7 +172,7 @@ def pool_plan_lines(design, pool) -> list[str]:
     """The plan's lines for one pool of a Slurm cluster: its /scratch and its containers."""
     if not runs_node_local(design, pool):
         return []
-    return [f"    {SCRATCH} {scratch_summary(pool.instance.name)}; containers {containers_summary()}"]
+    return [f"    {SCRATCH} {scratch_summary(pool.instance.name)}; containers {containers_summary(pool.instance.dpkg_arch)}"]
 
 
 def pool_node_local_json(design, pool) -> dict[str, Any]:
@@ -168,4 +181,4 @@ def pool_node_local_json(design, pool) -> dict[str, Any]:
     if not runs_node_local(design, pool):
         return {"scratch": None, "containers": None}
     scratch = node_scratch(pool.instance.name)
-    return {"scratch": scratch.to_json() if scratch else None, "containers": containers_json()}
+    return {"scratch": scratch.to_json() if scratch else None, "containers": containers_json(pool.instance.dpkg_arch)}

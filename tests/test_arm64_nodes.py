@@ -1,0 +1,81 @@
+"""Slurm pools of arm64 (Grace) types, p6e-gb200 and a4x: what their nodes install and what the
+plan says of it. The monitoring downloads are pinned for both architectures
+(tests/observability/test_slurm_monitoring.py runs the program as an aarch64 node); enroot has no
+public arm64 digest, so the plan says an arm64 pool's containers are not set up, and the baked
+image (x86_64 only) leaves arm64 pools installing at boot, by name."""
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from aicluster.catalog import CatalogError
+from aicluster.catalog import node_local
+from aicluster.commands.plan_report import text, to_json
+from tests.support.stack_plans import result_with_spec, stack_spec_data
+
+BLOCK = {"type": "capacity-block", "reservation_id": "cr-0123456789abcdef0"}
+
+
+@pytest.fixture(scope="module")
+def gb200_beside_p5():
+    """aws-p5-slurm (a baked node image) with an 18-node GB200 UltraServer pool beside its p5 pool."""
+    spec = stack_spec_data("aws-p5-slurm")
+    spec["pools"].append({"name": "gb200", "instance_type": "p6e-gb200.36xlarge", "min_nodes": 18,
+                          "max_nodes": 18, "partition": "gb200", "capacity": BLOCK})
+    return result_with_spec("aws-p5-slurm", spec)
+
+
+def test_the_plan_says_an_arm64_pool_installs_at_boot(gb200_beside_p5):
+    body = "\n".join(text(gb200_beside_p5))
+    assert "pool gb200 installs at boot: arm64 (p6e-gb200.36xlarge): the bake starts only from" in body
+    image = json.loads(json.dumps(to_json(gb200_beside_p5)))["cluster"]["node_image"]
+    assert image["pools"] == ["gpu"]
+    assert [e["pool"] for e in image["at_boot"]] == ["gb200"] and "x86_64 GPU image" in image["at_boot"][0]["why"]
+
+
+def test_the_plan_says_arm64_containers_are_not_pinned(gb200_beside_p5):
+    pools = {p["name"]: p for p in json.loads(json.dumps(to_json(gb200_beside_p5)))["cluster"]["pools"]}
+    assert pools["gpu"]["containers"]["pinned"] is True and pools["gpu"]["containers"]["arch"] == "amd64"
+    arm = pools["gb200"]["containers"]
+    assert (arm["arch"], arm["pinned"]) == ("arm64", False)
+    assert "no pinned arm64 .deb digest" in arm["gap"]
+    body = "\n".join(text(gb200_beside_p5))
+    assert "containers NOT on arm64: enroot 4.2.1 has no pinned arm64 .deb digest" in body
+    assert "containers enroot 4.2.1 + pyxis" in body          # the p5 pool's line is unchanged
+
+
+def test_arm64_nodes_get_the_same_monitoring_program(gb200_beside_p5):
+    # One program for every node; it picks its architecture's pins by uname -m.
+    files = gb200_beside_p5.files
+    texts = {v for k, v in files.items() if k.endswith("aicluster-monitoring")}
+    assert texts and all("  aarch64)\n    ARCH=arm64" in t for t in texts)
+
+
+def _containers_with(monkeypatch, arm64):
+    doc = copy.deepcopy(node_local._doc())
+    doc["containers"]["enroot"]["sha256"]["arm64"] = arm64
+    monkeypatch.setattr(node_local, "_doc", lambda: doc)
+    return node_local.containers.__wrapped__()
+
+
+@pytest.mark.parametrize("arm64,why", [
+    (None, "containers.enroot.sha256.arm64 has no digest for enroot, enroot+caps"),
+    ({"enroot": "a" * 64}, "containers.enroot.sha256.arm64 has no digest for enroot+caps"),
+    ({"enroot": "a" * 64, "enroot+caps": ""}, "containers.enroot.sha256.arm64.enroot+caps is ''"),
+])
+def test_the_catalog_refuses_an_arm64_enroot_pin_without_its_sha256(monkeypatch, arm64, why):
+    with pytest.raises(CatalogError) as error:
+        _containers_with(monkeypatch, arm64)
+    assert why in str(error.value)
+
+
+def test_a_whole_arm64_enroot_pin_is_rendered_for_arm64_nodes(monkeypatch):
+    # The day a public digest exists: pinned, an arm64 node installs it (the program picks by dpkg's arch).
+    from aicluster.render.node_local_files import containers_program
+    pins = _containers_with(monkeypatch, {"enroot": "a" * 64, "enroot+caps": "c" * 64})
+    assert pins.enroot.arches == ("amd64", "arm64")
+    program = containers_program(pins)
+    assert f"arm64/enroot) echo {'a' * 64}" in program and f"arm64/enroot+caps) echo {'c' * 64}" in program
+    assert "amd64/enroot) echo 5955c51e88df0c5ed538d87abb5264609d4bad55fa8570745ed5d4ec66c8ab91" in program
