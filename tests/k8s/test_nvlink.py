@@ -139,6 +139,25 @@ def test_eks_nodes_mask_the_host_imex_service(plans):
     assert ["sysctl", "-w", "vm.nr_hugepages=5128"] in cloud_config["bootcmd"]    # EFA's pages stay
 
 
+def test_cloud_init_accepts_the_nvlink_nodes_cloud_config(tmp_path):
+    """The real `cloud-init schema` reads the cloud-config part of an NVLink pool's user data."""
+    import shutil
+    import subprocess
+
+    from aicluster.aws.eks_nodes import eks_node_user_data
+    from aicluster.design.cluster import design_cluster
+
+    cloud_init = shutil.which("cloud-init")
+    assert cloud_init, "cloud-init is required for this test: apt-get install cloud-init (.ci/run installs it)"
+    with pytest.MonkeyPatch.context() as mp:
+        _derive(mp)
+        text = eks_node_user_data(design_cluster(parse_spec(_spec(AWS_MIN, EKS_POOLS))), "gb200")
+    path = tmp_path / "gb200.yaml"
+    path.write_text(text.split('Content-Type: text/cloud-config; charset="us-ascii"', 1)[1].split("\n--", 1)[0].strip() + "\n")
+    run = subprocess.run([cloud_init, "schema", "--config-file", str(path)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
 def test_eks_nvlink_pool_gets_no_karpenter_nodepool(plans):
     """The pinned Karpenter does not provision for DRA claims (EKS user guide): the capacity block's
     node group is scaled instead."""
