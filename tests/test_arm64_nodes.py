@@ -46,6 +46,14 @@ def test_the_plan_says_arm64_containers_are_not_pinned(gb200_beside_p5):
     assert "containers enroot 4.2.1 + pyxis" in body          # the p5 pool's line is unchanged
 
 
+def test_the_plan_names_a_pools_architecture(gb200_beside_p5):
+    body = "\n".join(text(gb200_beside_p5))
+    assert "  gb200: p6e-gb200.36xlarge (4x GB200, arm64), nodes 18..18" in body
+    assert "  gpu: p5.48xlarge (8x H100), nodes" in body          # x86_64 says nothing new
+    pools = {p["name"]: p for p in json.loads(json.dumps(to_json(gb200_beside_p5)))["cluster"]["pools"]}
+    assert (pools["gb200"]["arch"], pools["gpu"]["arch"]) == ("arm64", "x86_64")
+
+
 def test_arm64_nodes_get_the_same_monitoring_program(gb200_beside_p5):
     # One program for every node; it picks its architecture's pins by uname -m.
     files = gb200_beside_p5.files

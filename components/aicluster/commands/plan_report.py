@@ -74,8 +74,10 @@ def pool_lines(design: ClusterDesign) -> list[str]:
                     (f", tpu_topology {pool.tpu.topology})" if pool.tpu else ")")
             elif pool.tpu and not design.kubernetes:
                 placement = "each slice one Cloud TPU VM (its hosts on one ICI topology), always on"
+        # The CPU architecture where it is not x86_64 (Grace: arm64): what its nodes download.
+        arch = f", {pool.instance.arch}" if pool.instance.arch != "x86_64" else ""
         lines.append(f"  {pool.name}: {pool.instance.name} ({pool.instance.accelerator_count}x "
-                     f"{pool.instance.accelerator.model}), nodes {pool.min_nodes}..{pool.max_nodes} "
+                     f"{pool.instance.accelerator.model}{arch}), nodes {pool.min_nodes}..{pool.max_nodes} "
                      f"as {pool.hostlist}")
         lines.append(f"    fabric {_fabric(pool)}; {placement}; capacity {capacity}")
         lines.extend(pool_plan_lines(design, pool))     # /scratch and containers (Slurm)
@@ -253,7 +255,7 @@ def to_json(result: PlanResult) -> dict[str, Any]:
         "cluster": {
             "name": d.name, "cloud": d.cloud, "region": d.region, "zone": d.zone, "scheduler": d.scheduler,
             "pools": [{
-                "name": p.name, "instance_type": p.instance.name, "min_nodes": p.min_nodes,
+                "name": p.name, "instance_type": p.instance.name, "arch": p.instance.arch, "min_nodes": p.min_nodes,
                 "max_nodes": p.max_nodes, "hostlist": p.hostlist, "efa_devices": p.efa_devices,
                 "placement": p.placement.strategy, "capacity": p.capacity.type,
                 "nics": [{"index": n.index, "network": n.network, "subnet": n.subnet, "nic_type": n.nic_type,
