@@ -99,7 +99,7 @@ def test_fetch_installs_exactly_the_pinned_programs(node, tmp_path, role):
     for entry in listing["files"]:
         installed = tmp_path / "root" / entry["path"].lstrip("/")
         assert installed.read_bytes() == as_bytes(node.objects[entry["key"]])
-        assert hashlib.sha256(installed.read_bytes()).hexdigest() == entry["sha256"]
+        assert hashlib.sha256(installed.read_bytes()).hexdigest() == entry["key"].rsplit("/", 1)[1]
         module = entry["path"].startswith("/opt/aicluster/lib/")
         assert installed.stat().st_mode & 0o7777 == (0o644 if module else 0o755)
     # One archive of aicluster.node for every program of the package (render/node_programs.py).

@@ -115,7 +115,7 @@ def test_user_data_mounts_the_filesystem_from_its_outputs(plan_spec, base_spec):
     (entry,) = [f for f in listing["files"] if f["path"] == "/usr/local/sbin/aicluster-mount-storage"]
     objects = s3_objects(plan)
     script = objects[entry["key"]]
-    assert hashlib.sha256(script.encode()).hexdigest() == entry["sha256"]
+    assert hashlib.sha256(script.encode()).hexdigest() == entry["key"].rsplit("/", 1)[1]
     assert f"mount_one '{fs.outputs['dnsName']}@tcp:/{fs.outputs['mountName']}' '/fsx' 'lustre'" in script
     assert "AICLUSTER_FABRIC_DEVICES=32" in text
     # Fetch, then storage, then Slurm, each only if the one before succeeded (sh -e; the bootstrap

@@ -80,10 +80,11 @@ def secret_prefix(cluster: Cluster) -> str:
 # key (the head node's user data stays byte-identical).
 
 def boot_file(prefix: str, name: str, path: str, content: str | bytes, mode: str = PROGRAM_MODE) -> dict:
-    """One entry of a fetch list: the content-addressed key, where it is installed, its SHA-256
-    (of the bytes aicluster-fetch writes: text as UTF-8, the archive of aicluster.node as it is)."""
+    """One entry of a fetch list: the content-addressed key, ending in the SHA-256 aicluster-fetch
+    checks (of the bytes it writes: text as UTF-8, the archive of aicluster.node as it is), and
+    where it is installed. The digest is not repeated beside the key: user data holds 16 KB."""
     digest = content_digest(content)
-    return {"key": f"{prefix}{name}/{digest}", "path": path, "mode": mode, "sha256": digest}
+    return {"key": f"{prefix}{name}/{digest}", "path": path, "mode": mode}
 
 
 def object_body(content: pulumi.Input[str] | bytes) -> dict:

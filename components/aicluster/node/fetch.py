@@ -2,8 +2,8 @@
 """aicluster-fetch LIST: install a node's programs from the cluster's private configuration
 bucket, each checked against the SHA-256 its user data pins (EC2 takes at most 16 KB of user data).
 
-LIST: {"bucket", "region", "files": [{"key", "path", "mode", "sha256"}]}. Keys are content-addressed,
-never rewritten. A missing or denied object (IAM propagates in seconds) is retried for minutes; a
+LIST: {"bucket", "region", "files": [{"key", "path", "mode"}]}. Keys are content-addressed
+(.../<SHA-256>), never rewritten: the key's last part is the pin (an entry's own "sha256" wins). A missing or denied object (IAM propagates in seconds) is retried for minutes; a
 checksum mismatch is not: nothing is installed, exit 1. Tests: AICLUSTER_ROOT prefixes the paths,
 AICLUSTER_FETCH_RETRY_S sets the wait, AWS_ENDPOINT_URL points boto3 at another S3.
 """
@@ -71,9 +71,9 @@ def main(argv=None) -> int:
     fetched = []
     for entry in listing["files"]:
         data = read(s3, listing["bucket"], entry["key"])
-        digest = hashlib.sha256(data).hexdigest()
-        if digest != entry["sha256"]:
-            log(f"s3://{listing['bucket']}/{entry['key']}: SHA-256 {digest}, not {entry['sha256']}: nothing installed")
+        digest, want = hashlib.sha256(data).hexdigest(), entry.get("sha256") or entry["key"].rsplit("/", 1)[-1]
+        if digest != want:
+            log(f"s3://{listing['bucket']}/{entry['key']}: SHA-256 {digest}, not {want}: nothing installed")
             return 1
         fetched.append((entry, data))
     for entry, data in fetched:
