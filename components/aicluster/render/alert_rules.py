@@ -33,8 +33,11 @@ def _num(value: float) -> str:
 
 
 def _alert(name: str, expr: str, duration: str, severity: str, summary: str, origin: str,
-           threshold: str) -> dict[str, Any]:
-    return {"alert": name, "expr": expr, "for": duration, "labels": {"severity": severity},
+           threshold: str, pool: str | None = None) -> dict[str, Any]:
+    # A per-pool rule carries its pool as a label: two pools' rules of one name then differ (promtool
+    # flags same-named rules with the same labels), and a route can tell them apart.
+    labels = {"severity": severity} | ({"pool": pool} if pool else {})
+    return {"alert": name, "expr": expr, "for": duration, "labels": labels,
             "annotations": {"summary": summary, "threshold": threshold, "threshold_origin": origin}}
 
 
@@ -87,7 +90,7 @@ def _gpu_rules(m: MonitoringDesign) -> list[dict[str, Any]]:
             f"(0 * count by ({BY_NODE}) ({metric('node_uname')}{_pool_sel(p)}) unless on ({BY_NODE}) {gpus})",
             d.gpu_missing, "critical",
             f"{{{{ $labels.node }}}} (pool {p.name}) shows {{{{ $value }}}} of {p.gpus_per_node} GPUs",
-            p.gpu_origin, f"< {p.gpus_per_node} GPUs per node"))
+            p.gpu_origin, f"< {p.gpus_per_node} GPUs per node", pool=p.name))
     return rules
 
 
@@ -108,7 +111,7 @@ def _fabric_rules(m: MonitoringDesign) -> list[dict[str, Any]]:
             f"during collectives, below {_num(t.value)} Gbps",
             t.origin + f"; in a collective: above {_num(active)} Gbps"
             + (f" with GPUs at least {_num(f.busy_gpu_util_pct)} % busy" if busy else ""),
-            f"< {_num(t.value)} Gbps"))
+            f"< {_num(t.value)} Gbps", pool=p.name))
     return alerts
 
 
