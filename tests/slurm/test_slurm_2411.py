@@ -92,11 +92,12 @@ def test_slurmctld_2411_says_nothing_against_the_config(ctl):
 def test_every_partition_carries_its_gres(ctl):
     assert_release(ctl)
     parts = {f["PartitionName"]: f for f in map(fields, ctl.run("scontrol", "-o", "show", "partition").splitlines())}
-    assert list(parts) == [ns.pool for ns in ctl.design.slurm.nodesets]
+    assert list(parts) == [part.name for part in ctl.design.slurm.partitions]
+    for part in ctl.design.slurm.partitions:
+        rows = [ln.split() for ln in ctl.run("sinfo", "-h", "-p", part.name, "-o", "%D %G").splitlines()]
+        assert sum(int(count) for count, _ in rows) == len(ctl.hostnames(part.hostlist))
+        assert {gres for _, gres in rows} == {ns.gres or "(null)" for ns in part.nodesets}
     for ns in ctl.design.slurm.nodesets:
-        rows = [ln.split() for ln in ctl.run("sinfo", "-h", "-p", ns.pool, "-o", "%D %G").splitlines()]
-        assert sum(int(count) for count, _ in rows) == len(ctl.hostnames(ns.hostlist))
-        assert {gres for _, gres in rows} == {ns.gres or "(null)"}
         node = fields(ctl.run("scontrol", "-o", "show", "node", ctl.hostnames(ns.hostlist)[0]))
         states = node["State"].split("+")
         assert "CLOUD" in states and "POWERED_DOWN" in states, node["State"]
@@ -109,7 +110,9 @@ def test_jobs_power_up_their_nodes_through_resume_program(ctl):
     for ns in ctl.design.slurm.nodesets:
         pool_nodes = ctl.hostnames(ns.hostlist)
         count = min(2, len(pool_nodes))
-        out = ctl.run("sbatch", "-N", str(count), "-p", ns.pool, "-o", "/dev/null", "--wrap", "hostname")
+        # -w: the pool's first nodes, which its shared partition (NVL72 domains) would not otherwise pin
+        out = ctl.run("sbatch", "-N", str(count), "-p", ns.partition_name, "-w", ",".join(pool_nodes[:count]),
+                      "-o", "/dev/null", "--wrap", "hostname")
         jobs[re.search(r"Submitted batch job (\d+)", out).group(1)] = pool_nodes[:count]
     expected = sorted(n for nodes in jobs.values() for n in nodes)
 

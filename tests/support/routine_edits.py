@@ -66,12 +66,47 @@ def _with_pool0(spec: dict, **keys) -> dict:
     return out
 
 
+def _nvlink_sizes(spec: dict) -> list[int]:
+    """The sizes pools[0] may have when its type's NVLink domain spans nodes (one domain a pool,
+    every node static: 9 or 18 on AWS, 18 on GCP); [] for any other pool."""
+    from aicluster.catalog import load_catalog
+
+    name = _pool0(spec).get("instance_type")
+    itype = load_catalog().resolve(spec["cloud"], name) if name else None
+    if itype is None or itype.nodes_per_nvlink_domain <= 1:
+        return []
+    return sorted({itype.nvlink_capacity_unit, itype.nodes_per_nvlink_domain})
+
+
+def _with_domain_size(spec: dict, nodes: int) -> dict:
+    """pools[0] resized to another whole NVLink domain: its static nodes and its block with it."""
+    out = _with_pool0(spec, max_nodes=nodes, min_nodes=nodes)
+    if "nodes" in (_pool0(out).get("capacity") or {}):
+        _pool0(out)["capacity"] = dict(_pool0(out)["capacity"], nodes=nodes)
+    return out
+
+
+def _resize_domain(spec: dict, grow: bool) -> Pair:
+    """An NVL72 pool changes size only from one UltraServer size to the other (AWS 9 <-> 18)."""
+    sizes, current = _nvlink_sizes(spec), _pool0(spec)["max_nodes"]
+    other = [n for n in sizes if n != current]
+    if not other:
+        raise NotApplicable(f"pools[0] is one NVLink domain of {current} nodes, the only size its cloud sells: "
+                            "more capacity is another pool (add-pool)")
+    small, large = (_with_domain_size(spec, min(sizes)), _with_domain_size(spec, max(sizes)))
+    return (small, large) if grow else (large, small)
+
+
 def _max_nodes_up(spec: dict) -> Pair:
+    if _nvlink_sizes(spec):
+        return _resize_domain(spec, grow=True)
     most = _pool0(spec)["max_nodes"]
     return _first_valid([(spec, _with_pool0(spec, max_nodes=min(most * k, 100_000))) for k in (4, 2, 3)])
 
 
 def _max_nodes_down(spec: dict) -> Pair:
+    if _nvlink_sizes(spec):
+        return _resize_domain(spec, grow=False)
     pool = _pool0(spec)
     floor = max(pool.get("min_nodes", 0), 1)
     halved = (spec, _with_pool0(spec, max_nodes=max(floor, pool["max_nodes"] // 2))) \
@@ -81,6 +116,8 @@ def _max_nodes_down(spec: dict) -> Pair:
 
 
 def _min_nodes(spec: dict) -> Pair:
+    if _nvlink_sizes(spec):
+        raise NotApplicable("every node of an NVLink-domain pool is static: min_nodes is max_nodes")
     pool = _pool0(spec)
     current, most = pool.get("min_nodes", 0), pool["max_nodes"]
     return _first_valid([(spec, _with_pool0(spec, min_nodes=value))
@@ -96,11 +133,21 @@ def _with_extra_pool(spec: dict, max_nodes: int) -> dict:
     out = _copy(spec)
     extra = _copy(_pool0(spec))
     extra.update(name=_free_pool_name(spec), min_nodes=0, max_nodes=max_nodes)
+    if _nvlink_sizes(spec):     # another NVLink domain: static, its own capacity block or reservation
+        extra.update(min_nodes=max_nodes)
+        capacity = dict(extra.get("capacity") or {})
+        if capacity.get("reservation_id", "").startswith("cr-"):
+            capacity["reservation_id"] = "cr-0fedcba9876543210"
+        if "nodes" in capacity:
+            capacity["nodes"] = max_nodes
+        extra["capacity"] = capacity
     out["pools"].append(extra)
     return out
 
 
 def _extra_sizes(spec: dict) -> list[int]:
+    if _nvlink_sizes(spec):
+        return _nvlink_sizes(spec)
     return [2, _pool0(spec)["max_nodes"]]          # a small pool, or one the size of pools[0]
 
 
@@ -255,6 +302,8 @@ def _managed_accounting(spec: dict) -> Pair:
 
 def _capacity_type(spec: dict) -> Pair:
     """pools[0] between on-demand and spot (or from its reservation to on-demand)."""
+    if _nvlink_sizes(spec):
+        raise NotApplicable("an NVLink-domain pool has the one capacity type its cloud sells domains by")
     capacity = _pool0(spec).get("capacity") or {}
     current = capacity.get("type", "on-demand")
     targets = ["spot", "on-demand"] if current == "on-demand" else ["on-demand", "spot"]
@@ -266,7 +315,11 @@ def _slurm_settings(spec: dict) -> Pair:
     _needs_slurm(spec)
     after = _copy(spec)
     after.setdefault("slurm", {})["settings"] = {"MaxJobCount": 20000, "SchedulerParameters": "bf_max_job_test=500"}
-    _pool0(after)["slurm_settings"] = {"MaxTime": "2-00:00:00", "PriorityTier": 10}
+    # Partition parameters: on every pool of pools[0]'s partition (they share its line).
+    partition = _pool0(after).get("partition") or _pool0(after)["name"]
+    for pool in after["pools"]:
+        if (pool.get("partition") or pool["name"]) == partition:
+            pool["slurm_settings"] = {"MaxTime": "2-00:00:00", "PriorityTier": 10}
     return spec, after
 
 

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from aicluster.design.slurm_blocks import slurm_topology
 from aicluster.design.model import ClusterDesign
 from aicluster.render.slurm_config import SlurmRuntime, kill_wait_s, render_slurm_configs
 from tests.support import free_port
@@ -278,8 +279,11 @@ def assert_rendered_settings(ctl: Controller) -> None:
     assert values["SelectType"] == "select/cons_tres"
     assert values["SelectTypeParameters"] == "CR_CORE_MEMORY"
     assert values["GresTypes"] == "gpu"
-    assert values["TopologyPlugin"] == "topology/tree"
-    assert values["PrologFlags"] == "Alloc,Contain"
+    topology = slurm_topology(ctl.design)      # tree, or block with an NVL72 pool (docs/slurm.md)
+    assert values["TopologyPlugin"] == topology.plugin
+    assert values["PrologFlags"] == ("Alloc,Contain,DeferBatch" if topology.blocks else "Alloc,Contain")
+    if topology.blocks:
+        assert values["SwitchType"] == topology.switch_type
     # A failed prolog (GPU health check) requeues the job without holding it.
     assert "nohold_on_prolog_fail" in values["SchedulerParameters"].split(","), values["SchedulerParameters"]
     assert values["ReturnToService"] == "2"
