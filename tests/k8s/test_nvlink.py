@@ -331,3 +331,35 @@ def test_gke_lets_the_drivers_critical_pods_into_its_namespace(plans):
     release = _release(plans["gke"], DRA.name)
     assert quota.urn in release.dependencies
     assert not plans["eks"].of_type("kubernetes:core/v1:ResourceQuota")
+
+
+def test_gke_a4x_nodes_get_the_arm64_gib_installer(plans):
+    """A4X is Arm (Grace): its nodes run the gIB plugin's arm64 build, in a DaemonSet that selects
+    only the arm64 accelerators (Cluster Toolkit's gke-a4x installs nccl-plugin-gib-arm64)."""
+    installers = [d for d in plans["gke"].of_type("kubernetes:apps/v1:DaemonSet")
+                  if d.inputs["metadata"]["name"].startswith("nccl-")]
+    (ds,) = installers
+    assert ds.inputs["metadata"]["name"] == "nccl-rdma-installer-arm64"
+    spec = ds.inputs["spec"]["template"]["spec"]
+    assert [c["image"] for c in spec["initContainers"]] == [versions().nccl_installers["rdma"].image_arm64]
+    (term,) = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term["matchExpressions"][0]["values"] == ["nvidia-gb200"]
+
+
+def test_gke_mixed_architectures_get_one_installer_each():
+    """An x86_64 GPU pool beside A4X keeps its own installer and no Arm toleration. (A4 beside A4X,
+    both gIB, would be the same stack on two architectures; that mix does not plan yet: the RDMA
+    fabric is laid out for the first pool's NIC count.)"""
+    pools = [*GKE_POOLS, {"name": "h100", "instance_type": "a3-megagpu-8g", "max_nodes": 2}]
+    plan = run_spec(_spec(GCP_MIN, pools))
+    installers = {d.inputs["metadata"]["name"]: d.inputs["spec"]["template"]["spec"]
+                  for d in plan.of_type("kubernetes:apps/v1:DaemonSet") if d.inputs["metadata"]["name"].startswith("nccl-")}
+    assert set(installers) == {"nccl-tcpxo-installer", "nccl-rdma-installer-arm64"}
+    accelerators = {name: spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"][0]["matchExpressions"][0]["values"] for name, spec in installers.items()}
+    assert accelerators == {"nccl-tcpxo-installer": ["nvidia-h100-mega-80gb"],
+                            "nccl-rdma-installer-arm64": ["nvidia-gb200"]}
+    # Only the arm64 pool tolerates GKE's Arm taint.
+    flavors = {f["metadata"]["name"]: f for f in _kueue(plan, "ResourceFlavor")}
+    arm = {"key": "kubernetes.io/arch", "operator": "Exists", "effect": "NoSchedule"}
+    assert arm in flavors["gb200"]["spec"]["tolerations"] and arm not in flavors["h100"]["spec"]["tolerations"]

@@ -77,7 +77,8 @@ def test_versions_are_pinned_nowhere_else():
     """No chart, add-on or image version appears in code or templates: one place to bump."""
     v = versions()
     pins = [c.version for c in v.charts.values()] + list(v.addons.values()) + [i.rsplit(":", 1)[1] for i in v.images.values()]
-    pins += [i.rsplit(":", 1)[1] for s in v.nccl_installers.values() for i in (s.image, s.rxdm_image) if i]
+    pins += [i.rsplit(":", 1)[1] for s in v.nccl_installers.values() for i in (s.image, s.rxdm_image, s.image_arm64)
+             if i]
     pins += [r.split("==", 1)[1] for r in v.packages.values()]
     sources = [p for p in (ROOT / "components").rglob("*.py")] + [p for p in (ROOT / "templates" / "k8s").rglob("*")]
     for path in sources:
@@ -106,6 +107,7 @@ def test_docs_state_the_gke_pins():
     section = (ROOT / "docs" / "gke.md").read_text().split("\n## Pinned versions (GKE)\n", 1)[1]
     expected = [f"`{v.gke.version}`", f"`{v.gke.release_channel}`", f"`{v.gke.gpu_driver_version}`",
                 f"`{v.gke.image_type}`", *(f"`{i.image}`" for i in v.nccl_installers.values()),
+                *(f"`{i.image_arm64}`" for i in v.nccl_installers.values() if i.image_arm64),
                 *(f"`{i.rxdm_image}`" for i in v.nccl_installers.values() if i.rxdm_image),
                 *(f"`{c.version}`" for c in v.platform_charts("gke").values()),
                 *(f"`{i}`" for i in v.platform_images("gke").values()), *(f"`{r}`" for r in v.packages.values()),

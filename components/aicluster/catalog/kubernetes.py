@@ -67,6 +67,7 @@ class NcclInstaller:
     image: str
     rxdm_image: str | None
     source: str
+    image_arm64: str | None = None     # the plugin's arm64 build (Grace nodes), where it has one
 
 
 @dataclass(frozen=True)
@@ -157,7 +158,8 @@ def versions_from(doc: Mapping) -> Versions:
     installers = {}
     for stack, entry in (doc.get("nccl_installers") or {}).items():
         sources[f"nccl-installer:{stack}"] = _sourced(entry, f"nccl_installers.{stack}")
-        installers[stack] = NcclInstaller(stack, entry["image"], entry.get("rxdm_image"), entry["source"])
+        installers[stack] = NcclInstaller(stack, entry["image"], entry.get("rxdm_image"), entry["source"],
+                                          entry.get("image_arm64"))
     packages = {}
     for name, entry in (doc.get("packages") or {}).items():
         sources[f"package:{name}"] = _sourced(entry, f"packages.{name}")

@@ -103,7 +103,7 @@ def _node_pool(pool: "PoolDesign", net: "NetworkDesign", accelerators, managed_l
         reservation=pool.capacity.reservation_id if pool.capacity.type == "reservation" else None,
         disk_type=boot_disk_type(pool), disk_size_gib=pool.root_volume_gib,
         secure_boot=secure_boot(pool, managed_lustre, lustre_secure_boot),
-        local_ssds=0 if pool.tpu else ephemeral_local_ssds(itype.name))
+        local_ssds=0 if pool.tpu else ephemeral_local_ssds(itype.name), arch=itype.arch)
 
 
 def ephemeral_local_ssds(machine_type: str) -> int:
@@ -160,7 +160,7 @@ def _kubernetes_pool(pool: "PoolDesign", gke: GkeNodePool) -> KubernetesPool:
         shm_gib=max(1, int(worker_memory * SHM_SHARE)), tpus=tpu.chips_per_host if tpu else 0,
         bought_nodes=pool.capacity.nodes, max_unavailable=pool.max_unavailable,
         nvlink_domain_nodes=itype.nodes_per_nvlink_domain,
-        cloud_taints=(ARM_TAINT,) if itype.nodes_per_nvlink_domain > 1 else ())
+        cloud_taints=(ARM_TAINT,) if itype.arch == "arm64" and not tpu else ())
 
 
 def design_gke_kubernetes(spec: "ClusterSpec", pools: "tuple[PoolDesign, ...]",

@@ -44,6 +44,7 @@ class GkeNodePool:
     local_ssds: int = 0                        # bundled Local SSDs as RAID0 ephemeral storage (0: none)
     image_streaming: bool = True               # GKE image streaming (gcfs_config)
     gpu_topology: str | None = None            # NVLink domain (A4X): a 1x72 workload policy the pool names
+    arch: str = "x86_64"                       # the machines' CPU architecture (catalog arch): arm64 on A4X
 
     @property
     def slices(self) -> int:

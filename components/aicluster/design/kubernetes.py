@@ -120,9 +120,9 @@ class Taint:
 GPU_TAINT = Taint(GPU_TAINT_KEY, GPU_TAINT_VALUE, "NoSchedule")
 TPU_TAINT = Taint(TPU_TAINT_KEY, "present", "NoSchedule")
 # GKE taints every Arm node kubernetes.io/arch=arm64:NoSchedule itself (GKE docs, Arm workloads);
-# every multi-node NVLink type is a Grace (Arm) machine (GB200, GB300), so its workloads and its
-# Kueue flavor tolerate it, as Cluster Toolkit examples/gke-a4x does (nccl-jobset-example.yaml,
-# kueue-configuration.yaml.tftpl). A toleration, not a taint aicluster sets: GKE sets it.
+# the workloads and the Kueue flavor of an arm64 pool (catalog arch: A4X's Grace) tolerate it, as
+# Cluster Toolkit examples/gke-a4x does (nccl-jobset-example.yaml, kueue-configuration.yaml.tftpl).
+# A toleration, not a taint aicluster sets: GKE sets it.
 ARM_TAINT = Taint("kubernetes.io/arch", "arm64", "NoSchedule")
 
 # Pools whose NVLink domain spans nodes (GB200/GB300 NVL72; catalog nodes_per_nvlink_domain > 1).

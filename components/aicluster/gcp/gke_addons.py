@@ -76,13 +76,28 @@ def network_object(net: GkeNetwork, cluster: str) -> dict:
 # ---------------------------------------------------------------- NCCL installers
 
 
-def render_installer(design: ClusterDesign, stack: str) -> str:
+def installer_name(stack: str, arch: str = "x86_64") -> str:
+    """Google's DaemonSet name; an arm64 one (Grace nodes, their own plugin build) is suffixed."""
+    return INSTALLERS[stack][0] + ("-arm64" if arch == "arm64" else "")
+
+
+def installer_archs(design: ClusterDesign, stack: str) -> tuple[str, ...]:
+    """The CPU architectures of the node pools of a NIC stack: one installer DaemonSet each."""
+    return tuple(dict.fromkeys(p.arch for p in design.kubernetes.gke.node_pools if p.nic_stack == stack))
+
+
+def render_installer(design: ClusterDesign, stack: str, arch: str = "x86_64") -> str:
     v = versions()
     gke = design.kubernetes.gke
-    name, upstream = INSTALLERS[stack]
-    accelerators = sorted({p.accelerator for p in gke.node_pools if p.nic_stack == stack and p.accelerator})
-    return render("k8s/gke-nccl-installer.yaml.j2", cluster=design.name, stack=stack, name=name, upstream=upstream,
-                  accelerators=accelerators, image=v.nccl_installers[stack].image,
+    upstream = INSTALLERS[stack][1]
+    installer = v.nccl_installers[stack]
+    image = installer.image_arm64 if arch == "arm64" else installer.image
+    if image is None:
+        raise ValueError(f"catalog/kubernetes.yaml nccl_installers.{stack}: no {arch} image")
+    accelerators = sorted({p.accelerator for p in gke.node_pools
+                           if p.nic_stack == stack and p.accelerator and p.arch == arch})
+    return render("k8s/gke-nccl-installer.yaml.j2", cluster=design.name, stack=stack, name=installer_name(stack, arch),
+                  upstream=upstream, accelerators=accelerators, image=image,
                   node_tools_image=v.images["node-tools"], pause_image=v.images["pause"])
 
 
@@ -332,9 +347,10 @@ class GkeAddons(pulumi.ComponentResource):
                                                                     pulumi.ResourceOptions(depends_on=[param_set])))
 
         for stack in gke.nic_stacks:
-            doc = yaml.safe_load(render_installer(design, stack))
-            k8s.apps.v1.DaemonSet(f"{name}-{INSTALLERS[stack][0]}", metadata=doc["metadata"], spec=doc["spec"],
-                                  opts=after_cluster)
+            for arch in installer_archs(design, stack):
+                doc = yaml.safe_load(render_installer(design, stack, arch))
+                k8s.apps.v1.DaemonSet(f"{name}-{installer_name(stack, arch)}", metadata=doc["metadata"],
+                                      spec=doc["spec"], opts=after_cluster)
 
         charts = chart_values(design)
         quota_first: dict[str, list] = {}

@@ -11,7 +11,7 @@ from aicluster.kubernetes.capacity import capacity_lines, capacity_warnings
 from aicluster.kubernetes.data import data_summary
 from aicluster.kubernetes.in_cluster import claim_name, in_cluster_lines, job_name, queue_summary, volume_name
 from aicluster.design.kubernetes import versions
-from aicluster.gcp.gke_addons import INSTALLERS, chart_values
+from aicluster.gcp.gke_addons import chart_values, installer_archs, installer_name
 
 
 def _networks_text(pool: GkeNodePool) -> str:
@@ -78,7 +78,10 @@ def kubernetes_summary(design: ClusterDesign) -> dict[str, Any]:
         "system_nodes": {"machine_type": gke.system_machine_type, "count": gke.system_nodes},
         "node_pools": pools,
         "networks": [{"name": n.name, "device_mode": n.device_mode} for n in gke.networks],
-        "nccl_installers": {s: v.nccl_installers[s].image for s in gke.nic_stacks},
+        # Installer DaemonSet -> its image: one per NIC stack and CPU architecture (A4X: arm64).
+        "nccl_installers": {installer_name(s, a): (v.nccl_installers[s].image_arm64 if a == "arm64"
+                                                   else v.nccl_installers[s].image)
+                            for s in gke.nic_stacks for a in installer_archs(design, s)},
         "charts": {name: v.charts[name].version for name in chart_values(design)},
         "volumes": [{"volume": volume_name(design, fs), "claim": f"{kd.namespace}/{claim_name(fs)}",
                      "capacity": f"{fs.capacity_gib}Gi", "mount": fs.mount,
@@ -129,8 +132,8 @@ def kubernetes_lines(design: ClusterDesign) -> list[str]:
     if s["networks"]:
         lines.append("  GKENetworkParamSet + Network: " + ", ".join(f"{n['name']} ({n['device_mode']})"
                                                                     for n in s["networks"]))
-    for stack, image in s["nccl_installers"].items():
-        lines.append(f"  NCCL installer DaemonSet {INSTALLERS[stack][0]}: {image}")
+    for installer, image in s["nccl_installers"].items():
+        lines.append(f"  NCCL installer DaemonSet {installer}: {image}")
     lines += capacity_lines(design)
     lines += [f"  warning: {w}" for w in s["capacity_warnings"]]
     lines += in_cluster_lines(s)
