@@ -2,8 +2,7 @@
 env (Slurm cloud-init node.env, the Kubernetes agent's ConfigMap) carries it, and the health check
 reads that very text to check the IMEX domain (host IMEX on Slurm, the DRA driver's on Kubernetes).
 
-As tests/test_nvl72_capacity.py, an NVL72 type derived from a catalog entry stands in for the
-GB200 types until they land in the catalog."""
+The pools are the catalog's p6e-gb200.36xlarge (18 nodes a domain; AWS also sells 9-node UltraServers)."""
 from __future__ import annotations
 
 import yaml
@@ -13,7 +12,8 @@ from aicluster.kubernetes import health as k8s_health
 from aicluster.node import health_agent as agent
 from aicluster.render.templates import render
 from tests.scripts.test_gpu_healthcheck_imex import Nvl72Node, domain_status, down
-from tests.test_nvl72_capacity import NVL, nvl72  # noqa: F401  (the fixture)
+
+NVL = "p6e-gb200.36xlarge"
 
 BLOCK = "cr-0123456789abcdef0"
 
@@ -23,7 +23,7 @@ def _pool(max_nodes: int, instance_type: str = NVL):
                        reservation_id=BLOCK)
 
 
-def test_a_pool_of_an_nvl72_type_is_its_domain(nvl72):  # noqa: F811
+def test_a_pool_of_an_nvl72_type_is_its_domain():
     assert _pool(18).nvlink_domain_nodes == 18
     assert _pool(9).nvlink_domain_nodes == 9          # a u-p6e-gb200x36 UltraServer
     assert design_pool("p5.48xlarge", max_nodes=4).nvlink_domain_nodes == 1
