@@ -57,3 +57,17 @@ def test_hgx_reservations_keep_their_own_placement(plans):
     spec = copy.deepcopy(GCP_MIN)
     spec["pools"] = [{"name": "h200", "instance_type": "a3-ultragpu-8g", "max_nodes": 4, "capacity": RESERVATION}]
     assert not run_spec(spec).of_type(POLICY)
+
+
+def test_an_a4x_pool_beside_an_a4_pool_shares_an_rdma_network_wide_enough_for_both():
+    """The RDMA VPC gets the most subnets any pool needs (A4: 8 MRDMA NICs, A4X: 4), whichever pool
+    comes first: an A4X pool listed first used to leave the A4 pool's last four NICs without one."""
+    spec = _spec("kubernetes")
+    spec["pools"].append({"name": "b200", "instance_type": "a4-highgpu-8g", "max_nodes": 2})
+    plan = run_spec(spec)
+    subnets = [r for r in plan.of_type("gcp:compute/subnetwork:Subnetwork") if "-rdma-sub-" in r.name]
+    assert len(subnets) == 8
+    pools = {p.inputs["name"]: p.inputs for p in plan.of_type("gcp:container/nodePool:NodePool")}
+    rdma = {k: [n for n in v["networkConfig"]["additionalNodeNetworkConfigs"] if "rdma" in n["network"]]
+            for k, v in pools.items() if k in ("gb200", "b200")}
+    assert (len(rdma["gb200"]), len(rdma["b200"])) == (4, 8)

@@ -365,7 +365,8 @@ def _gcp_network(spec: ClusterSpec, base: NetworkDesign, pools: tuple[PoolDesign
                 continue
             name = f"{spec.name}-{nic.network}"
             roce = nic.nic_type == "MRDMA"
-            count = sum(1 for n in pool.nics if n.network == nic.network)
+            # The most NICs any pool puts on this network (A4: 8 RDMA NICs, A4X: 4), so each finds its subnet.
+            count = max(sum(1 for n in p.nics if n.network == nic.network) for p in pools)
             subnets = tuple(GcpSubnet(f"{name}-sub-{i}" if roce else f"{name}-sub", str(next(blocks)))
                             for i in range(count if roce else 1))
             networks[nic.network] = GcpNetwork(nic.network, name, pool.instance.nic_mtu or GCP_DEFAULT_MTU, roce,
