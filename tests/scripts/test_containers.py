@@ -17,6 +17,7 @@ and no download that is not checked against a pinned digest.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -133,12 +134,35 @@ def test_a_tampered_deb_is_refused_and_nothing_is_installed(node, s3, package):
     assert not plugin(node).exists()
 
 
-def test_an_architecture_without_a_pin_is_refused(node, s3):
+@pytest.mark.parametrize("args", [(), ("--install-only",), ("--pyxis",)])
+def test_an_architecture_without_a_pin_boots_without_containers(node, s3, args):
+    """An aarch64 (Grace) node: enroot has no arm64 pin, so nothing is installed, one line says
+    what the node lacks, and the set-up ends well, so the boot goes on to slurmd (pyxis is
+    `optional` in plugstack.conf). Before, it failed and the node never joined Slurm."""
+    publish(s3, key=f"{pyxis_artifact_dir(PINS)}/arm64/spank_pyxis.so")   # even a published arm64 pyxis
+    assert "arm64" not in PINS.enroot.sha256
+    r = node(*args, DPKG_ARCH="arm64")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.splitlines() == [
+        f"aicluster-containers: containers unavailable on arm64: enroot {C.enroot.version} has no pinned digest "
+        "(catalog/node_local.yaml); jobs run without --container-image"]
+    assert not node.calls.exists(), node.calls.read_text()       # no curl, apt-get, systemctl
+    assert not plugin(node).exists() and not (node.root / "etc" / "enroot").exists()
+    assert not (node.root / "etc" / "systemd").exists()
+
+
+def test_a_pinned_architecture_whose_deb_does_not_match_still_fails(node, s3):
+    """The skip is for an architecture with no pin only: pinned arm64 digests that the download
+    does not match (a replaced asset, a wrong pin) refuse the package and fail the boot."""
     publish(s3)
+    arm64 = {p: "0" * 64 for p in C.enroot.packages}
+    node.script.write_text(containers_program(dataclasses.replace(
+        PINS, enroot=dataclasses.replace(PINS.enroot, sha256={**PINS.enroot.sha256, "arm64": arm64}))))
     r = node(DPKG_ARCH="arm64")
     assert r.returncode == 1
-    assert "no pinned SHA-256 of enroot for arm64" in r.stderr
-    assert "curl" not in calls(node.calls) and not plugin(node).exists()
+    assert "does not have the pinned SHA-256" in r.stderr and "nothing installed" in r.stderr
+    assert "containers unavailable" not in r.stderr
+    assert "apt-get install" not in calls(node.calls) and not plugin(node).exists()
 
 
 @pytest.mark.parametrize("tamper", ["object", "digest", "not-a-digest"])

@@ -140,14 +140,16 @@ def scratch_summary(instance_type: str) -> str:
 
 def containers_gap(arch: str = "amd64") -> str | None:
     """Why a node of `arch` (dpkg's name) cannot set up its containers, or None when it can: an
-    architecture without enroot's .deb digests installs nothing, and the node bootstrap stops there
-    (aicluster-containers); pyxis is built by the head for the head's architecture only."""
+    architecture without enroot's .deb digests installs nothing (aicluster-containers says so and
+    ends well), so its nodes join Slurm without containers; pyxis is built by the head for the
+    head's architecture only."""
     c = containers()
     if arch in c.enroot.arches:
         return None
     return (f"NOT on {arch}: enroot {c.enroot.version} has no pinned {arch} .deb digest (catalog/node_local.yaml), "
-            f"so these nodes stop at the containers step of their boot; and the head builds pyxis only for its "
-            f"own architecture ({', '.join(c.enroot.arches)})")
+            f"so these nodes boot and join Slurm without containers (jobs run without --container-image, "
+            f"no DCGM exporter); and the head builds pyxis only for its own architecture "
+            f"({', '.join(c.enroot.arches)})")
 
 
 def containers_summary(arch: str = "amd64") -> str:
