@@ -61,6 +61,53 @@ def test_arm64_nodes_get_the_same_monitoring_program(gb200_beside_p5):
     assert texts and all("  aarch64)\n    ARCH=arm64" in t for t in texts)
 
 
+def _watch(name: str):
+    from aicluster.design.cluster import design_cluster
+    from aicluster.design.observability import monitoring_design
+    from aicluster.spec.cluster import parse_spec
+    from tests.support import stack_spec
+    return monitoring_design(design_cluster(parse_spec(stack_spec(name))))
+
+
+NOT_WATCHED = "GPUs of {} (no DCGM exporter: no containers on arm64 until enroot has a pinned arm64 build)"
+
+
+def test_the_gb200_stacks_gpus_are_not_watched_and_the_plan_says_so():
+    """Its nodes run no DCGM exporter (no enroot on arm64): GpuMissing counting DCGM series would
+    fire for every node forever. Before, each pool had a GpuMissing rule and the XID/ECC rules."""
+    from aicluster.render.alert_rules import alerts
+    from tests.support.stack_plans import stack_result
+
+    watch = _watch("aws-gb200-slurm")
+    assert not watch.gpu_pools and {p.name: p.gpus_per_node for p in watch.pools} == {"nvl72a": 0, "nvl72b": 0}
+    found = alerts(watch)
+    assert not [r for r in found if r["alert"].startswith("AiclusterGpu")], [r["alert"] for r in found]
+    # The fabric stays watched, without the GPU-busy condition it cannot evaluate.
+    fabric = [r for r in found if r["alert"] == "AiclusterFabricBelowWired"]
+    assert {r["labels"]["pool"] for r in fabric} == {"nvl72a", "nvl72b"}
+    assert not [r for r in fabric if "DCGM" in r["expr"]]
+    body = "\n".join(text(stack_result("aws-gb200-slurm")))
+    for pool in ("nvl72a", "nvl72b"):
+        assert f"  not watched: {NOT_WATCHED.format(pool)}" in body
+    assert "GPU missing: fewer than" not in body
+    assert "so these nodes boot and join Slurm without containers" in body
+
+
+def test_an_arm64_slurm_pool_beside_an_x86_pool_leaves_only_its_own_gpus_out(gb200_beside_p5):
+    body = "\n".join(text(gb200_beside_p5))
+    assert f"  not watched: {NOT_WATCHED.format('gb200')}" in body
+    assert "GPU missing: fewer than 8 on gpu\n" in body + "\n"
+    facts = json.loads(json.dumps(to_json(gb200_beside_p5)))
+    assert NOT_WATCHED.format("gb200") in json.dumps(facts)
+
+
+def test_arm64_kubernetes_pools_keep_their_dcgm_watch():
+    # GKE and EKS run DCGM as a DaemonSet image, not under enroot: A4X's GPUs stay watched.
+    watch = _watch("gcp-a4x-gke")
+    assert [p.name for p in watch.gpu_pools] == ["gb200"]
+    assert not [n for n in watch.notes if "no DCGM exporter" in n]
+
+
 def _containers_with(monkeypatch, arm64):
     doc = copy.deepcopy(node_local._doc())
     doc["containers"]["enroot"]["sha256"]["arm64"] = arm64

@@ -293,6 +293,32 @@ def test_an_aarch64_node_installs_the_same_versions_from_the_arm64_pins(tmp_path
     assert (dest / "node_exporter.version").read_text().strip() == agents.node_exporter.version
 
 
+def test_an_aarch64_gpu_node_without_enroot_skips_the_dcgm_exporter_and_says_so(tmp_path):
+    """enroot has no arm64 pin, so an arm64 Slurm node has no enroot (aicluster-containers): its
+    monitoring runs without the DCGM exporter, says so, and scrapes no exporter that is not there.
+    Before, the set-up failed at the exporter, after node_exporter, before the agents."""
+    node = Node(tmp_path, machine="aarch64")
+    (node.stubs / "enroot").unlink()
+    done = node.run("--cloud", "aws", "--role", "compute")
+    assert done.returncode == 0, done.stderr
+    assert "dcgm-exporter skipped: no containers on arm64" in done.stderr
+    units = node.root / "etc/systemd/system"
+    assert (units / "aicluster-node-exporter.service").exists()
+    assert not (units / "aicluster-dcgm-exporter.service").exists()
+    agent = yaml.safe_load((node.root / "etc/aicluster/monitoring/prometheus-agent.yml").read_text())
+    assert {j["job_name"] for j in agent["scrape_configs"]} == {"node-exporter"}
+    assert "restart aicluster-metrics-agent.service" in " ".join(node.calls_of("systemctl"))
+
+
+def test_an_x86_64_gpu_node_without_enroot_still_fails(tmp_path):
+    """amd64 is pinned: a GPU node there without enroot is a broken node, not an expected gap."""
+    node = Node(tmp_path)
+    (node.stubs / "enroot").unlink()
+    done = node.run("--cloud", "aws", "--role", "compute")
+    assert done.returncode == 1
+    assert "FAILED: dcgm-exporter: enroot is not installed" in done.stderr
+
+
 def test_an_x86_64_node_keeps_its_pins(tmp_path):
     node = Node(tmp_path)
     assert node.run("--cloud", "aws", "--role", "compute").returncode == 0

@@ -17,6 +17,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from aicluster.design.balance import fabric_gbps, from_design
+from aicluster.catalog.node_local import containers
 from aicluster.catalog.observability import scrape
 from aicluster.design.model import ClusterDesign
 from aicluster.design.parts import PoolDesign
@@ -132,11 +133,24 @@ def _fabric_kind(cloud: str, pool: PoolDesign) -> tuple[str | None, int, str]:
     return None, 0, "no GPU NICs"
 
 
-def _pool_watch(cloud: str, pool: PoolDesign, f: AlertFactors, notes: list[str]) -> PoolWatch:
+def _no_dcgm_exporter(scheduler: str, pool: PoolDesign) -> bool:
+    """A Slurm pool whose nodes run no DCGM exporter: it runs under enroot (aicluster-monitoring),
+    and a node of an architecture enroot has no pinned .deb for installs no enroot
+    (aicluster-containers). Kubernetes runs DCGM as a DaemonSet image: not concerned."""
+    return scheduler == "slurm" and pool.instance.dpkg_arch not in containers().enroot.arches
+
+
+def _pool_watch(cloud: str, scheduler: str, pool: PoolDesign, f: AlertFactors, notes: list[str]) -> PoolWatch:
     it, acc = pool.instance, pool.instance.accelerator
     nvidia = acc.kind == "gpu" and acc.vendor == "nvidia"
     if not nvidia and acc.kind != "cpu":
         notes.append(f"pool {pool.name}: {acc.model} has no DCGM; GPU health rules skip it")
+    elif nvidia and _no_dcgm_exporter(scheduler, pool):
+        # Counting DCGM series that never come would fire GpuMissing for every node, forever: the
+        # pool is left out of the GPU rules (gpus_per_node 0), and the plan says so.
+        nvidia = False
+        notes.append(f"GPUs of {pool.name} (no DCGM exporter: no containers on {it.dpkg_arch} until enroot has a "
+                     f"pinned {it.dpkg_arch} build)")
     kind, wired_devices, described = _fabric_kind(cloud, pool)
     wired = fabric_gbps(it, wired_devices)[0] if kind else 0.0
     threshold = None
@@ -152,7 +166,7 @@ def _pool_watch(cloud: str, pool: PoolDesign, f: AlertFactors, notes: list[str])
 def monitoring_design(design: ClusterDesign, factors: AlertFactors | None = None,
                       durations: AlertDurations | None = None) -> MonitoringDesign:
     f, notes = factors or AlertFactors(), []
-    pools = tuple(_pool_watch(design.cloud, p, f, notes) for p in design.pools)
+    pools = tuple(_pool_watch(design.cloud, design.scheduler, p, f, notes) for p in design.pools)
     filesystems = []
     for fs in design.storage:
         if fs.kind in ("filestore", "efs"):     # homes: no provisioned throughput to compare with

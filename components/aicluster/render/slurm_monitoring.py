@@ -14,7 +14,9 @@ the head runs it when aicluster-sync installs the published monitoring env file
 What runs where (every exporter listens on 127.0.0.1 only: the node's own agent scrapes it):
 - every node: node_exporter (release tarball, SHA-256 checked) with its textfile directory, and
   aicluster-node-metrics's timer (EFA and Lustre counters, aicluster/node/bin);
-- GPU nodes: dcgm-exporter, the image Kubernetes runs, under enroot as root;
+- GPU nodes: dcgm-exporter, the image Kubernetes runs, under enroot as root; none on a node of an
+  architecture enroot has no pin for (arm64: it says so, and the plan leaves its pool out of the
+  GPU alerts, design/observability.py);
 - the head: the Slurm exporter, built from its tagged Go module (checked by sum.golang.org);
 - AWS: Prometheus in agent mode remote-writes to AMP with SigV4 as the instance role, and the
   CloudWatch agent ships the log streams to /aicluster/<cluster>/<stream>;
@@ -28,6 +30,7 @@ import json
 from dataclasses import dataclass
 
 from aicluster.catalog import dump_yaml
+from aicluster.catalog.node_local import containers
 from aicluster.catalog.observability import SlurmNodeAgents, counters_csv, exporters, scrape, slurm_node_agents, \
     textfile_directory
 from aicluster.render.node_programs import program_text
@@ -194,7 +197,8 @@ def _render_program(agents: SlurmNodeAgents) -> str:
     return render("scripts/aicluster-monitoring.sh.j2", a=agents, configs=configs,
                   counters=counters_csv(), textfile_dir=textfile_directory(), tokens=TOKENS,
                   ports=_ports(), head_pool=HEAD_POOL,
-                  node_metrics=NODE_METRICS_PROGRAM, interval_s=scrape().interval_s)
+                  node_metrics=NODE_METRICS_PROGRAM, interval_s=scrape().interval_s,
+                  enroot_arches=containers().enroot.arches)
 
 
 BIN = SlurmRuntime("", "").bin_dir
