@@ -148,6 +148,33 @@ def test_bootstrap_scripts_pass_shellcheck(script):
     assert json.dumps(run.stdout) == '""'
 
 
+# --- an arm64 node: no enroot pin, no containers, still a Slurm node ---------------------------------
+
+@pytest.mark.parametrize("cloud", ["aws", "gcp"])
+def test_an_arm64_node_without_an_enroot_pin_joins_slurm_without_containers(request, cloud):
+    """The real aicluster-containers (the catalog's pins: amd64 only) on an arm64 node: it installs
+    nothing, says why, and the boot goes on to slurmd. Before, the boot died at its containers step
+    and a GB200/A4X node never joined Slurm."""
+    from aicluster.render.node_local_files import CONTAINERS_PROGRAM, containers_program
+
+    node = request.getfixturevalue(cloud)
+    program = node.programs / CONTAINERS_PROGRAM
+    program.write_text(containers_program())
+    program.chmod(0o755)
+    dpkg = node.bin / "dpkg"
+    dpkg.write_text('#!/bin/bash\necho arm64\n')
+    dpkg.chmod(0o755)
+    run = node.run(AWS_SCRIPT if cloud == "aws" else GCP_SCRIPT)
+    assert run.returncode == 0, run.stderr
+    assert node.slurmd_started()
+    assert "aicluster-containers: containers unavailable on arm64: enroot" in run.stderr
+    calls = node.calls()
+    assert not [c for c in calls if c.startswith(("curl ", "apt-get install")) and "enroot" in c]
+    # The journal has the line too (the node's logs ship it): what the node lacks is never silent.
+    assert [c for c in calls if c.startswith("logger -t aicluster-containers -p daemon.warning -- containers "
+                                             "unavailable on arm64")]
+
+
 # --- monitoring: started after slurmd, in the background, never fatal ------------------------------
 
 @pytest.mark.parametrize("rc", [0, 1])
