@@ -1,8 +1,10 @@
 """Slurm pools of arm64 (Grace) types, p6e-gb200 and a4x: what their nodes install and what the
 plan says of it. The monitoring downloads are pinned for both architectures
 (tests/observability/test_slurm_monitoring.py runs the program as an aarch64 node); enroot has no
-public arm64 digest, so the plan says an arm64 pool's containers are not set up, and the baked
-image (x86_64 only) leaves arm64 pools installing at boot, by name."""
+public arm64 digest, so the plan says an arm64 pool's containers are not set up (its nodes join
+Slurm without them, tests/scripts/test_containers.py) and its GPUs are not watched by DCGM (no
+exporter without enroot), and the baked image (x86_64 only) leaves arm64 pools installing at boot,
+by name."""
 from __future__ import annotations
 
 import copy
