@@ -75,3 +75,17 @@ def test_the_rules_name_the_whole_multislice_job_and_warn_on_its_dcn():
     cost = verdicts["AIC-CST-003"]
     assert cost.status == "fail" and job in cost.violations[0].message
     assert verdicts["AIC-MEM-002"].status == "pass" and verdicts["AIC-STO-006"].status == "pass"
+
+
+def test_gpu_pools_of_one_partition_give_the_pack_the_plans_job():
+    """aws-gb200-slurm: two NVL72 pools of one partition are one job of 36 nodes in the plan and,
+    by their templates' aicluster-partition tag, in the pack: the same hardware, clients and layout."""
+    result = result_with_spec("aws-gb200-slurm", stack_spec_data("aws-gb200-slurm"))
+    plan_hw, _ = hardware(result.design)
+    assert plan_hw.count == 144
+    d, why = _pack_described(result.plan)
+    assert d is not None, why
+    assert d.hardware == plan_hw
+    plan_fs = storage(result.design)
+    assert (d.storage.throughput_gbs, d.storage.client_gbs) == (plan_fs.throughput_gbs, plan_fs.client_gbs)
+    assert d.estimate.best.layout == estimate_design(result.design).best.layout

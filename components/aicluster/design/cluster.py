@@ -179,7 +179,8 @@ def _design_pool(spec: ClusterSpec, index: int, pool: PoolSpec) -> PoolDesign:
             capacity=pool.capacity, efa=False, interfaces=(), placement=placement,
             image=pool.image or (gcp_image.image if gcp_image else ""), root_device="",
             root_volume_gib=pool.root_volume_gib, nics=gcp_nics(instance),
-            boot_disk_type=instance.boot_disk_type or "pd-ssd", max_unavailable=pool.unavailable_budget())
+            boot_disk_type=instance.boot_disk_type or "pd-ssd", max_unavailable=pool.unavailable_budget(),
+            partition=pool.partition)
     # The type's own image role where it names one (aws.yaml: the arm64 Grace-Blackwell nodes boot
     # gpu-arm64), else by accelerator kind.
     role = instance.image or ("trainium" if instance.accelerator.kind == "trainium" else "gpu")
@@ -204,6 +205,7 @@ def _design_pool(spec: ClusterSpec, index: int, pool: PoolSpec) -> PoolDesign:
         root_device=image_facts.get("root_device", "/dev/sda1"),
         root_volume_gib=pool.root_volume_gib,
         max_unavailable=pool.unavailable_budget(),
+        partition=pool.partition,
     )
 
 

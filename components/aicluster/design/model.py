@@ -48,6 +48,8 @@ class ClusterContext:
         stack can set them too): the pool's size, the workload hints and, when the workload
         describes its model, the model and its training (aicluster.perf.tags). On templates only."""
         facts = {"aicluster-min-nodes": str(pool.min_nodes), "aicluster-max-nodes": str(pool.max_nodes)}
+        if pool.partition:       # pools of one Slurm partition: one job spans them
+            facts["aicluster-partition"] = pool.partition
         if self.workload:
             facts |= {
                 "aicluster-model-params-b": f"{self.model_params_b:g}",

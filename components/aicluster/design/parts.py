@@ -86,6 +86,9 @@ class PoolDesign:
     # Rolling updates: how many nodes may be out of service at once (PoolSpec.unavailable_budget):
     # the Slurm reconcile loop's roll, the EKS node group's update_config, the GKE surge upgrade.
     max_unavailable: int = 1
+    # Slurm: pools[].partition when given (pools of one partition: one job spans them; the policy
+    # pack reads it off the template's aicluster-partition tag)
+    partition: str | None = None
 
     @property
     def slices(self) -> int:

@@ -18,6 +18,8 @@ HINT_TAGS = {
     "max_checkpoint_stall_pct": "aicluster-max-checkpoint-stall-pct",
 }
 MAX_NODES_TAG = "aicluster-max-nodes"
+# The Slurm partition a pool shares with others (pools[].partition): one job spans them.
+PARTITION_TAG = "aicluster-partition"
 ZONE_TAG = "aicluster-zone"     # GCP instance templates are global: the zone their nodes launch in
 NOT_A_POOL = ("head", "control-plane", "login")   # aicluster-role values that are never a pool
 HEAD_ROLES = ("head", "control-plane")            # aicluster-role values of a head node

@@ -24,6 +24,7 @@ from aicluster.perf.flops import parameter_count
 from aicluster.perf.tags import MODEL_TAG, TRAINING_TAG, Workload, workload_from_tags
 
 from .cluster import Cluster, Filesystem, Pool
+from .kinds import PARTITION_TAG
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ def described(c: Cluster, config: Mapping[str, Any]) -> tuple[Described | None, 
             reasons.append(f"{pool.label()}: {why}")
         else:
             found.append((pool, workload))
-    sized = _slices_grouped([(p, w) for p, w in found if p.nodes])
+    sized = _jobs([(p, w) for p, w in found if p.nodes], lambda p: c.index.tags(p.anchor).get(PARTITION_TAG))
     if not sized:
         if reasons:
             return None, "; ".join(reasons)
@@ -74,6 +75,9 @@ def described(c: Cluster, config: Mapping[str, Any]) -> tuple[Described | None, 
                       "no described workload (tags aicluster-model and aicluster-training)")
     pool, workload, slices = max(sized, key=lambda pws: (pws[0].accelerators * pws[2],
                                                          pws[0].instance.accelerator.bf16_tflops or 0.0))
+    # A GPU job over several pools of one partition: the first pool, at the nodes of them all.
+    pool = dataclasses.replace(pool, nodes=(pool.nodes or 0) * slices) if not pool.tpu and slices > 1 else pool
+    slices = slices if pool.tpu else 1
     # Checkpoint interval and stall budget from the config or the tags; the model size they are
     # read with is not needed here (the described model counts its own), so any stands in for it.
     hints, _ = c.workload({"modelParamsB": 1, **config})
@@ -134,18 +138,29 @@ def _workload_tags(c: Cluster, pool: Pool) -> dict[str, str]:
     return {}
 
 
-def _slices_grouped(sized: list[tuple[Pool, Workload]]) -> list[tuple[Pool, Workload, int]]:
-    """(pool, workload, slices) of each job. `aicluster` gives every slice of a multi-slice TPU pool
-    its own GKE node pool (<pool>-<k>) or Cloud TPU VM, each tagged with the pool's name
-    (aicluster-pool, the Pool key) and the workload; the job spans them all, as the plan's
-    estimate counts it (workload_inputs.hardware: from_tpu(chips per slice, slices)). Judged one
-    slice at a time, the pack saw 1/N of the chips and no DCN between slices. Slices of one pool
-    share the key, the host type and the size; anything else stays a job of its own."""
+def _jobs(sized: list[tuple[Pool, Workload]], partition_of) -> list[tuple[Pool, Workload, int]]:
+    """(pool, workload, count) of each job: the pools one job spans, as the plan's estimate counts
+    them, and how many there are.
+
+    - TPU slices: `aicluster` gives every slice of a multi-slice TPU pool its own GKE node pool
+      (<pool>-<k>) or Cloud TPU VM, each tagged with the pool's name (aicluster-pool, the Pool key)
+      and the workload; the job spans them all (workload_inputs.hardware: from_tpu(chips per
+      slice, slices)). Judged one slice at a time, the pack saw 1/N of the chips and no DCN.
+    - GPU pools of one Slurm partition (`aicluster-partition` on their templates): NVL72 domains,
+      one pool each, that one job spans (`sbatch -N 36 --segment=18`; design/workload.py
+      partition_mates).
+    Members share the type, the size and the workload; anything else stays a job of its own."""
     jobs: dict[tuple, tuple[Pool, Workload, int]] = {}
     for pool, workload in sized:
-        group = (pool.key, pool.instance.name, pool.nodes, workload) if pool.tpu else (id(pool),)
-        first, _, slices = jobs.get(group, (pool, workload, 0))
-        jobs[group] = (first, workload, slices + 1)
+        partition = None if pool.tpu else partition_of(pool)
+        if pool.tpu:
+            group: tuple = ("slices", pool.key, pool.instance.name, pool.nodes, workload)
+        elif partition:
+            group = ("partition", partition, pool.instance.name, pool.nodes, workload)
+        else:
+            group = ("pool", id(pool))
+        first, _, count = jobs.get(group, (pool, workload, 0))
+        jobs[group] = (first, workload, count + 1)
     return list(jobs.values())
 
 
