@@ -192,6 +192,14 @@ def _tpu_pool(gen, scheduler: str, capacity: str = "on-demand") -> dict:
     return pool
 
 
+def _nvlink_domain_stack(stack: str) -> bool:
+    """True when the stack's pools[0] is a multi-node NVLink domain (GB200 NVL72)."""
+    spec = stack_spec_data(stack)
+    name = spec["pools"][0].get("instance_type")
+    itype = load_catalog().resolve(spec["cloud"], name) if name else None
+    return itype is not None and itype.nodes_per_nvlink_domain > 1
+
+
 def _edits() -> list[tuple[str, str, dict]]:
     """(variant id, stack, spec) for every edit of the matrix, before validation. An edit the spec
     refuses only for the pool's always-on nodes (a capacity block on EKS starts empty) is tried
@@ -206,7 +214,10 @@ def _edits() -> list[tuple[str, str, dict]]:
             out.append((f"{stack}+node-image", stack, _with_node_image(stack_spec_data(stack))))
             out.append((f"{stack}+max+node-image", stack, _with_node_image(_maximal(stack_spec_data(stack)))))
     families: dict[tuple[str, str, str], str] = {}
-    for stack in STACK_NAMES:
+    # An NVL72 stack (pools of one NVLink domain each, sharing a partition) is a family's base only
+    # when nothing else is: another type or capacity on its pools[0] leaves the partition's other
+    # NVL72 pools behind (refused), so its variants would cover nothing.
+    for stack in sorted(STACK_NAMES, key=_nvlink_domain_stack):
         families.setdefault(_kind(stack_spec_data(stack)), stack)
     gpu_bases = {(c, s): st for (c, s, a), st in families.items() if a != "tpu"}
     for (cloud, scheduler), stack in sorted(gpu_bases.items()):
