@@ -155,14 +155,8 @@ class GkeNodePools(pulumi.ComponentResource):
         # accelerator_topology: 1x72}, used by the A4X node pool).
         workload_policy = None
         if pool.tpu is None and pool.gpu_topology:
-            workload_policy = gcp.compute.ResourcePolicy(
-                f"{name}-workload-policy", name=short_name(f"{design.name}-{pool.names[0]}-nvl", 63),
-                region=design.region,
-                description=f"aicluster {design.name} node pool {pool.names[0]}: one NVLink domain "
-                            f"({pool.gpu_topology})",
-                workload_policy=gcp.compute.ResourcePolicyWorkloadPolicyArgs(
-                    type="HIGH_THROUGHPUT", accelerator_topology=pool.gpu_topology),
-                opts=pulumi.ResourceOptions(parent=self))
+            workload_policy = self._workload_policy(name, design, f"{pool.names[0]}-nvl", pool.gpu_topology,
+                                                    f"node pool {pool.names[0]}: one NVLink domain")
         if pool.tpu is None:
             node_pool = gcp.container.NodePool(
                 f"{name}-pool", name=pool.names[0], **common,
@@ -188,14 +182,8 @@ class GkeNodePools(pulumi.ComponentResource):
             # for the pool's slices, in place of placement_policy.tpu_topology.
             tpu_policy = None
             if pool.tpu.generation.workload_policy:
-                tpu_policy = gcp.compute.ResourcePolicy(
-                    f"{name}-workload-policy", name=short_name(f"{design.name}-{pool.names[0]}-tpu", 63),
-                    region=design.region,
-                    description=f"aicluster {design.name} node pool {pool.names[0]}: TPU {pool.tpu.name} "
-                                f"slices of {pool.tpu.topology}",
-                    workload_policy=gcp.compute.ResourcePolicyWorkloadPolicyArgs(
-                        type="HIGH_THROUGHPUT", accelerator_topology=pool.tpu.topology),
-                    opts=pulumi.ResourceOptions(parent=self))
+                tpu_policy = self._workload_policy(name, design, f"{pool.names[0]}-tpu", pool.tpu.topology,
+                                                   f"node pool {pool.names[0]}: TPU {pool.tpu.name} slices")
             if tpu_policy is not None:
                 placement = gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT", policy_name=tpu_policy.name)
             elif pool.tpu.multi_host:
@@ -214,6 +202,17 @@ class GkeNodePools(pulumi.ComponentResource):
                     opts=keep)
                 self.node_pools[node_pool_name] = node_pool.id
         self.register_outputs({"node_pools": self.node_pools})
+
+    def _workload_policy(self, name: str, design: ClusterContext, suffix: str, topology: str,
+                         what: str) -> gcp.compute.ResourcePolicy:
+        """A HIGH_THROUGHPUT workload policy of `topology` (1x72, a TPU slice's shape) that a node
+        pool names in its placement_policy: how GKE places A4X domains and TPU7x slices."""
+        return gcp.compute.ResourcePolicy(
+            f"{name}-workload-policy", name=short_name(f"{design.name}-{suffix}", 63), region=design.region,
+            description=f"aicluster {design.name} {what} ({topology})",
+            workload_policy=gcp.compute.ResourcePolicyWorkloadPolicyArgs(
+                type="HIGH_THROUGHPUT", accelerator_topology=topology),
+            opts=pulumi.ResourceOptions(parent=self))
 
 
 def network_names(fabric: dict, networks: Sequence[GkeNetwork]) -> list[NodeNetwork]:
