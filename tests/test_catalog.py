@@ -9,6 +9,7 @@ import yaml
 
 import aicluster.catalog as catalog_module
 from aicluster.catalog import CatalogError, load_catalog
+from tests.support.catalog import NOT_IN_MOTO
 
 CAT = load_catalog()
 AWS = CAT.instance_types["aws"]
@@ -285,14 +286,6 @@ def test_managed_lustre_tiers():
 
 # Disagreements between the catalog and moto's copy of DescribeInstanceTypes that were checked
 # against a primary source. The test fails when one disappears, so each is removed once moto is fixed.
-# Catalog AWS types moto's copy of DescribeInstanceTypes does not have yet, each with the primary
-# sources its facts were checked against instead. The test fails when moto gains one, so the
-# cross-check then covers it.
-NOT_IN_MOTO = {
-    "p6e-gb200.36xlarge": "Capacity-Block-only UltraServer node; facts from the AWS P6 page, the EKS user guide "
-                          "(ml-eks-nvidia-ultraserver) and DescribeInstanceTypes as quoted in NVIDIA/aicr issue 1256",
-}
-
 KNOWN_MOTO_DISAGREEMENTS = {
     ("trn2.48xlarge", "accelerator_memory_mib"):
         "moto reports 524288 MiB per Neuron device; the AWS Neuron docs (Trainium2 architecture) give "

@@ -11,7 +11,7 @@ from aicluster.design.cluster import design_pool
 from aicluster.kubernetes import health as k8s_health
 from aicluster.node import health_agent as agent
 from aicluster.render.templates import render
-from tests.scripts.test_gpu_healthcheck_imex import Nvl72Node, domain_status, down
+from tests.support.imex import Nvl72Node, domain_status, down
 
 NVL = "p6e-gb200.36xlarge"
 

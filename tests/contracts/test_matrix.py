@@ -14,8 +14,8 @@ import yaml
 
 from aicluster import catalog as catalog_module
 from aicluster.catalog import CatalogError, load_catalog, load_limits
+from tests.support.catalog import NOT_IN_MOTO
 from tests.support.contract_plans import CAPACITIES, TPU_CAPACITIES, refused, variants
-from tests.test_catalog import NOT_IN_MOTO
 
 CATALOG = load_catalog()
 

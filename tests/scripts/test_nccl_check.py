@@ -4,37 +4,20 @@ slow, finds the slow nodes by pair tests and drains them, all against a fake sba
 scontrol on PATH (no GPU needed). Recorded outputs: tests/data/nccl/README.md."""
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import json
 import os
 import py_compile
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from aicluster.catalog import load_catalog
 from aicluster.catalog.slurm_release import nccl_check_config, nccl_check_facts
+from tests.support.nccl_check import DATA, FAKE_SBATCH, SCRIPT, _Args, check
 from tests.support.scontrol_recorder import calls, recorder
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "components" / "aicluster" / "node" / "bin" / "aicluster-nccl-check"
-DATA = ROOT / "tests" / "data" / "nccl"
-
-
-def _load():
-    loader = importlib.machinery.SourceFileLoader("aicluster_nccl_check", str(SCRIPT))
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[loader.name] = module      # dataclasses look their module up by name
-    loader.exec_module(module)
-    return module
-
-
-check = _load()
 P5 = check.expectation(nccl_check_config(["p5.48xlarge"]), "p5.48xlarge", None)
 
 
@@ -128,43 +111,6 @@ def test_a_pair_that_cannot_run_is_suspect_not_proof():
 
 # --- the program against a fake Slurm ----------------------------------------------------------
 
-FAKE_SBATCH = r'''#!/usr/bin/env python3
-"""sbatch --wait stand-in: records its arguments, 'runs' the job on --nodelist or the first
---nodes nodes, and writes the recorded all_reduce_perf output, bandwidth scaled down to the
-slowest node's factor (a slow node limits the ring), to --output."""
-import json, os, re, sys
-from pathlib import Path
-state = Path(os.environ["FAKE_SLURM"])
-args = sys.argv[1:]
-with open(state / "sbatch.calls", "a") as fh:
-    fh.write(json.dumps(args) + "\n")
-cfg = json.loads((state / "fake.json").read_text())
-if cfg.get("fail"):
-    print("sbatch: error: Batch job submission failed: Requested node configuration is not available", file=sys.stderr)
-    sys.exit(1)
-opts = dict(a[2:].split("=", 1) for a in args if a.startswith("--") and "=" in a)
-nodes = opts["nodelist"].split(",") if "nodelist" in opts else cfg["nodes"][:int(opts["nodes"])]
-factor = min(cfg["slow"].get(n, 1.0) for n in nodes)
-# Job ids unique under concurrent submissions (the pair tests run at once), as slurmctld's are.
-import fcntl
-with open(state / "jobid.lock", "w") as lock:
-    fcntl.flock(lock, fcntl.LOCK_EX)
-    counter = state / "jobid"
-    job = int(counter.read_text()) + 1 if counter.exists() else 100
-    counter.write_text(str(job))
-def scale(line):
-    f = line.split()
-    if len(f) == 13 and f[0].isdigit():
-        for i in (6, 7, 10, 11):
-            f[i] = f"{float(f[i]) * factor:.2f}"
-        return "  ".join(f)
-    return line
-text = Path(cfg["sample"]).read_text().splitlines()
-out = Path(opts["output"].replace("%j", str(job)))
-out.write_text("# aicluster-nccl-check nodes: " + ",".join(nodes) + "\n" + "\n".join(map(scale, text)) + "\n")
-print(job)
-'''
-
 SINFO = ("#!/bin/sh\n"
          + "".join(f'echo "gpu-{i}|gpu*|p5.48xlarge,gpu,h100,efa,dynamic|gpu:h100:8"\n' for i in range(1, 7))
          + 'echo "cpu-1|cpu|m7i.4xlarge,dynamic|(null)"\n')
@@ -257,12 +203,6 @@ def test_bad_usage_exits_2(slurm):
 
 
 # --- the job script and the program itself ------------------------------------------------------
-
-class _Args:
-    def __init__(self, **kw):
-        self.container_image = kw.get("container_image")
-        self.binary = kw.get("binary")
-
 
 @pytest.mark.parametrize("args", [_Args(), _Args(binary="/opt/x y/all_reduce_perf"),
                                   _Args(container_image="nvcr.io#nvidia/pytorch:25.01-py3")])

@@ -14,7 +14,7 @@ import pytest
 
 from aicluster.catalog import load_catalog
 from aicluster.catalog.slurm_release import nccl_check_config, nccl_check_facts
-from tests.scripts.test_nccl_check import DATA, FAKE_SBATCH, SCRIPT, _Args, check
+from tests.support.nccl_check import DATA, FAKE_SBATCH, SCRIPT, _Args, check
 from tests.support.scontrol_recorder import calls, recorder
 
 NVL = "p6e-gb200.36xlarge"

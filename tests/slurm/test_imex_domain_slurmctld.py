@@ -2,7 +2,7 @@
 of an NVL72 node whose IMEX domain is degraded by another node drains its node with the domain's
 reason, the reconcile loop reads that reason as not its own to replace, and the check resumes the
 node once the domain is whole. The node's tools are the stubs of
-tests/scripts/test_gpu_healthcheck_imex.py; scontrol is the real one, talking to a private
+tests/support/imex.py; scontrol is the real one, talking to a private
 slurmctld on the rendered configuration (tests/support/slurmctld.py).
 
 Needs root, slurmctld and munged: a missing one fails the test (never skips).
@@ -16,7 +16,7 @@ from pathlib import Path
 from aicluster.design.cluster import design_cluster
 from aicluster.node import reconcile
 from aicluster.spec.cluster import parse_spec
-from tests.scripts.test_gpu_healthcheck_imex import Nvl72Node, domain_status, down
+from tests.support.imex import Nvl72Node, domain_status, down
 from tests.support import slurmd_spec
 from tests.support.slurmctld import Controller, tool
 
