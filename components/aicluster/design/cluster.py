@@ -266,7 +266,7 @@ def _design_slurm(spec: ClusterSpec, pools: tuple[PoolDesign, ...], vpc_cidr: st
             sockets=pool.instance.sockets,
             gpus_per_socket=pool.instance.gpus_per_socket if is_gpu else None,
             partition_settings=rendered_settings(pool_spec.slurm_settings),
-            partition=pool_spec.partition or "",
+            partition=pool.partition or "",
         ))
     head = spec.slurm.head_node
     return SlurmDesign(

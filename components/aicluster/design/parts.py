@@ -91,6 +91,11 @@ class PoolDesign:
     partition: str | None = None
 
     @property
+    def partition_name(self) -> str:
+        """The Slurm partition the pool's nodes join: its `partition`, else its own name."""
+        return self.partition or self.name
+
+    @property
     def slices(self) -> int:
         """TPU pools: identical slices of `tpu.hosts` nodes each (max_nodes is whole slices)."""
         return self.max_nodes // self.tpu.hosts if self.tpu else 0

@@ -39,10 +39,7 @@ def modelled_pool(design: ClusterDesign) -> PoolDesign:
 def partition_mates(design: ClusterDesign, pool: PoolDesign) -> list[PoolDesign]:
     """`pool` and the pools of the same instance type in its Slurm partition: one job spans them
     (NVL72 domains, one pool each, share a partition; `sbatch -N 36 --segment=18`)."""
-    if design.slurm is None:
-        return [pool]
-    partition = {ns.pool: ns.partition_name for ns in design.slurm.nodesets}
-    return [p for p in design.pools if p is pool or (partition.get(p.name) == partition.get(pool.name)
+    return [p for p in design.pools if p is pool or (p.partition_name == pool.partition_name
                                                       and p.instance == pool.instance and p.tpu is None)]
 
 
