@@ -243,3 +243,13 @@ def test_compare_of_a_large_moe_says_which_term_moved_and_why(capsys):
     first = data["comparison"][0]
     assert first["estimate"]["layout"]["ep"] * first["estimate"]["layout"]["tp"] > 8
     assert "the NVLink domain made this layout possible" in first["why"]
+
+
+def test_compare_keeps_every_clusters_warnings(capsys):
+    """Issue 29 item 5: a ranking printed no warning at all; each cluster's now follow the table."""
+    rc, out, err = estimate(capsys, ROOT / "examples" / "workloads" / "deepseek-v3-nvl72-compare.yaml", "--compare")
+    assert rc == EXIT_OK, err
+    block = out.split("warnings, by cluster:")[1]
+    assert "no MoE measurement" in block
+    for label in ("144 x gb200", "72 x b200", "72 x h200"):
+        assert label in block

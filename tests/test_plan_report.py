@@ -31,15 +31,18 @@ def test_the_estimate_lines_show_layout_throughput_mfu_days_dollars_bound_and_wa
     assert "tp 8  pp 1  dp 16  cp 1  ep 1  zero 1  recompute selective  micro-batch 1" in body
     assert "3,277 tokens/s per GPU, 419,456 tokens/s in all" in body
     assert "40.0 % (395 model TFLOP/s per GPU), step 20.00 s, bound: compute" in body
-    assert "343.4 days, $8,000,000 at $1,000.00/h" in body
+    assert "343.4 days at 95.4 % goodput (330.0 if every hour trained)" in body
+    assert "$8,000,000 to train: accelerators $1,000.00/h over 343.4 days" in body
     assert lines[-2:] == ["warnings:", "  - pool small not included (a job spans one pool)"]
 
 
 def test_without_tokens_or_a_price_it_says_what_is_missing():
     lines = estimate_lines(PlanEstimate("estimated", an_estimate(train_days=None, train_cost_usd=None)))
-    assert any("give workload.training.tokens" in line for line in lines)
-    lines = estimate_lines(PlanEstimate("estimated", an_estimate(train_cost_usd=None)))
-    assert any("343.4 days, cost unknown" in line for line in lines)
+    lines = estimate_lines(PlanEstimate("estimated", an_estimate(train_days=None, train_days_ideal=None,
+                                                                  train_cost_usd=None)))
+    assert any("give training.tokens" in line for line in lines)
+    lines = estimate_lines(PlanEstimate("estimated", an_estimate(train_cost_usd=None, usd_per_hour=None)))
+    assert any("343.4 days at" in line for line in lines) and any("cost" in line and "unknown" in line for line in lines)
     virtual = an_estimate(best=a_candidate(layout=a_candidate().layout.__class__(pp=4, virtual_stages=2)))
     assert any("virtual stages 2" in line for line in estimate_lines(PlanEstimate("estimated", virtual)))
 

@@ -2,8 +2,9 @@
 
 Optional: without `maxTrainUsd` in the config the rule is not applicable. Where the workload
 describes its model and training.tokens (tags aicluster-model and aicluster-training), the cost is
-the training model's (aicluster.perf): days to train at the best layout's throughput x the pool's
-catalog list price per hour.
+the training model's (aicluster.perf): days to train at the best layout's throughput and the job's
+goodput (checkpoint stalls, failures at its size, restarts; perf/goodput.py) x the pool's price per
+hour plus the cluster's standing cost per hour (design/standing_cost.py) where it is known.
 
 With only model_params_b there is no throughput to go by, so the rule falls back to the standard
 estimate C = 6 x P x D FLOPs (P parameters, D tokens; Kaplan et al. 2020, arXiv:2001.08361 section
@@ -44,8 +45,12 @@ def _judge_estimate(args, d, ceiling: float, report_violation) -> None:
     if e is None:
         not_applicable(args, no_layout(d))
         return
-    if e.train_days is None:
+    if e.train_days_ideal is None:
         not_applicable(args, "the workload gives no token count (training.tokens): no time or cost to train")
+        return
+    if e.train_days is None:
+        report_violation(f"{d.label()}: the job never finishes: goodput 0 (interrupted every {e.goodput.mtbf_h:.2f} h "
+                         f"on average, sooner than it restarts and re-does its checkpoint interval)", d.pool.anchor.urn)
         return
     if e.train_cost_usd is None:
         report_violation(f"{d.label()}: no catalog price for {d.hardware.name}: cannot show training stays under "
@@ -54,8 +59,16 @@ def _judge_estimate(args, d, ceiling: float, report_violation) -> None:
     if e.train_cost_usd > ceiling:
         report_violation(
             f"{d.label()}: {d.workload.training.tokens:.3g} tokens at {e.tokens_per_s:,.0f} tokens/s (MFU "
-            f"{100 * e.best.mfu:.1f} %) take {e.train_days:,.1f} days x ${e.usd_per_hour:,.2f}/h = "
-            f"${e.train_cost_usd:,.0f} > ${ceiling:,.0f} ceiling", d.pool.anchor.urn)
+            f"{100 * e.best.mfu:.1f} %) take {e.train_days:,.1f} days at {100 * e.goodput.fraction:.1f} % goodput "
+            f"(checkpoints and failures) x {_per_hour(e)} = ${e.train_cost_usd:,.0f} > ${ceiling:,.0f} ceiling",
+            d.pool.anchor.urn)
+
+
+def _per_hour(e) -> str:
+    if e.standing_usd_per_hour is None:
+        return f"${e.usd_per_hour:,.2f}/h"
+    return (f"(${e.usd_per_hour:,.2f}/h accelerators + ${e.standing_usd_per_hour:,.2f}/h standing = "
+            f"${e.usd_per_hour + e.standing_usd_per_hour:,.2f}/h)")
 
 
 def _judge_six_pd(args, c, cfg, ceiling: float, why: str, report_violation) -> None:

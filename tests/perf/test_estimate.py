@@ -37,7 +37,9 @@ def test_numbers_agree_with_each_other(est):
     assert b.mfu == pytest.approx(b.model_tflops_per_gpu / 989)
     assert 0.2 < b.mfu < 0.75                     # what tuned stacks publish for a 70B dense model on H100
     assert est.tokens_per_s == pytest.approx(b.tokens_per_s_per_gpu * 512)
-    assert est.train_days == pytest.approx(15e12 / est.tokens_per_s / 86400)
+    assert est.train_days_ideal == pytest.approx(15e12 / est.tokens_per_s / 86400)
+    assert est.train_days == pytest.approx(est.train_days_ideal / est.goodput.fraction)   # failures and stalls
+    assert 0.8 < est.goodput.fraction < 1
     assert est.train_cost_usd == pytest.approx(64 * 55.04 * est.train_days * 24)   # p5.48xlarge $/h (catalog)
     assert b.memory.total <= b.memory.capacity == 80
     ranked = [c.tokens_per_s_per_gpu for c in est.candidates]

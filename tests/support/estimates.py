@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from aicluster.perf import Breakdown, Candidate, Checkpoint, DataLoading, Estimate, Layout, Memory
+from aicluster.perf.goodput import goodput
 
 
 def an_estimate(**overrides) -> Estimate:
@@ -14,7 +15,8 @@ def an_estimate(**overrides) -> Estimate:
     base = Estimate(
         hardware="16 x p5.48xlarge", accelerators=128, best=best, candidates=(best,), layouts_searched=1200,
         layouts_fitting=300, tokens_per_s=best.tokens_per_s_per_gpu * 128, train_days=343.4,
-        train_cost_usd=8_000_000.0, usd_per_hour=1000.0,
+        train_days_ideal=330.0, train_cost_usd=8_000_000.0, usd_per_hour=1000.0, standing_usd_per_hour=None,
+        goodput=goodput(128, 30.0, 84.4, 84.4, 20.0),
         checkpoint=Checkpoint(size_gb=987.7, write_s=84.4, stall_pct=4.7, interval_min=30.0, budget_pct=5.0),
         data_loading=DataLoading(tokens_per_s=best.tokens_per_s_per_gpu * 128, mb_per_s=2.0, filesystem_mb_per_s=11719.0),
         bound="compute", warnings=())

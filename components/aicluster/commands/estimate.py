@@ -11,6 +11,7 @@ from aicluster.errors import Problem, SpecError
 from aicluster.perf import Estimate
 from aicluster.perf.estimate import TERMS
 from aicluster.perf.flops import parameter_count
+from aicluster.commands.training_text import train_lines
 from aicluster.commands.workload_file import Cluster, WorkloadRequest, read_workload
 from aicluster.design.workload import estimate_for
 from aicluster.design.workload_shapes import shapes
@@ -174,12 +175,7 @@ def text(request: WorkloadRequest, cluster: Cluster, est: Estimate) -> list[str]
     lines.append(f"{'memory/' + unit:<13} weights {mem['weights']:.1f} + gradients {mem['gradients']:.1f} + optimizer "
                  f"{mem['optimizer']:.1f} + activations {mem['activations']:.1f} + buffers {mem['buffers']:.1f} = "
                  f"{mem['total']:.1f} of {mem['capacity']:.1f} GiB ({mem['headroom_pct']:.0f} % free)")
-    if d["train_days"] is not None:
-        cost = (f", ${d['train_cost_usd']:,.0f} at ${d['usd_per_hour']:,.2f}/h" if d["train_cost_usd"] is not None
-                else ", cost unknown (no price in the catalog)")
-        lines.append(f"{'to train':<13} {d['train_days']:,.1f} days{cost}")
-    elif d["usd_per_hour"] is not None:
-        lines.append(f"{'cost':<13} ${d['usd_per_hour']:,.2f}/h (give training.tokens for days and $ to train)")
+    lines += train_lines(est, 13, unit)
     ck = d["checkpoint"]
     if ck["write_s"] is not None:
         lines.append(f"{'checkpoint':<13} {ck['size_gb']:,.0f} GB written in {ck['write_s']:,.1f} s = "
@@ -234,6 +230,13 @@ def compare_text(request: WorkloadRequest, ranked: list[Ranked]) -> list[str]:
     if reasons:
         lines += ["", "why (step time per term against the slowest, same global batch):"]
         lines += [f"  - {label}: {reason}" for label, reason in reasons]
+    # Every cluster's own warnings: a ranking must not hide that one of its figures extrapolates.
+    warned = [r for r in ranked if r.estimate is not None and r.estimate.warnings]
+    if warned:
+        lines += ["", "warnings, by cluster:"]
+        for r in warned:
+            lines.append(f"  {r.cluster.label}:")
+            lines += [f"    - {w}" for w in r.estimate.warnings]
     return lines
 
 

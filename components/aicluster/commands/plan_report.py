@@ -24,6 +24,7 @@ from aicluster.offline.report import resource_table_markdown, resource_tree
 from aicluster.commands.out_dir import OutDir, write_tree
 from aicluster.perf import Estimate
 from aicluster.commands.planner import PlanResult
+from aicluster.commands.training_text import train_lines
 from aicluster.design.workload import estimate_design
 from aicluster.design import deployer_permissions as deployer
 
@@ -404,12 +405,7 @@ def estimate_lines(pe: PlanEstimate) -> list[str]:
         f"{'memory':<11} {b.memory.total:.1f} of {b.memory.capacity:.1f} GiB per {unit} "
         f"({b.memory.headroom_pct:.0f} % free)",
     ]
-    if e.train_days is None:
-        lines.append(f"{'to train':<11} unknown: give workload.training.tokens for days and $ to train")
-    else:
-        cost = "cost unknown (no catalog price)" if e.train_cost_usd is None else \
-            f"${e.train_cost_usd:,.0f} at ${e.usd_per_hour:,.2f}/h"
-        lines.append(f"{'to train':<11} {e.train_days:,.1f} days, {cost}")
+    lines += train_lines(e, 11, unit)
     if e.warnings:
         lines += ["warnings:", *[f"  - {w}" for w in e.warnings]]
     return lines

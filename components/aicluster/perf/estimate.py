@@ -10,6 +10,7 @@ from aicluster.errors import Problem, SpecError
 from aicluster.perf import nvlink
 from aicluster.perf.calibration import CALIBRATION
 from aicluster.perf.flops import flops_per_token, parameter_count
+from aicluster.perf.goodput import goodput
 from aicluster.perf.hardware import placements
 from aicluster.perf.memory import memory
 from aicluster.perf.result import Candidate, Checkpoint, DataLoading, Estimate, Memory
@@ -89,8 +90,11 @@ def clear_search_cache() -> None:
 
 def estimate(model: ModelShape, training: TrainingShape, hardware: Hardware, *, hint: LayoutHint = LayoutHint(),
              storage: Storage | None = None, top: int = 3, at: str = "parallelism",
-             calibration: Calibration = CALIBRATION) -> Estimate:
-    """The best layouts of `model` on `hardware`; SpecError when none fits or the fixed part cannot work."""
+             calibration: Calibration = CALIBRATION, standing_usd_per_hour: float | None = None) -> Estimate:
+    """The best layouts of `model` on `hardware`; SpecError when none fits or the fixed part cannot work.
+    `standing_usd_per_hour`: what the cluster pays beside its accelerators (filesystems, head node,
+    NAT, ...; design/standing_cost.py), added to the cost to train; None: not known (a cluster on
+    paper), the cost is the accelerators' alone and says so."""
     warnings: list[str] = []
     if hardware.bf16_tflops <= 0:
         raise SpecError([Problem("cluster", hardware.accelerator, "an accelerator with a sourced dense BF16 "
@@ -142,16 +146,24 @@ def estimate(model: ModelShape, training: TrainingShape, hardware: Hardware, *, 
         bound = "storage"
     usd_per_hour = None if hardware.usd_per_accelerator_hour is None else \
         hardware.usd_per_accelerator_hour * hardware.paid
-    days = cost = None
+    # A restart reads the checkpoint back at the rate it was written (Lustre's throughput is
+    # symmetric per TiB; the clients' NICs bound both ways).
+    good = goodput(hardware.count, checkpoint.interval_min, checkpoint.write_s, checkpoint.write_s, best.step_time_s)
+    days = ideal = cost = None
     if training.tokens:
-        days = training.tokens / tokens_per_s / 86400
-        cost = None if usd_per_hour is None else usd_per_hour * days * 24
-        warnings.append("train_days assumes every hour trains: production runs lose 5-20 % to failures, "
-                        "restarts and evaluation (divide by your goodput)")
+        ideal = training.tokens / tokens_per_s / 86400
+        days = ideal / good.fraction if good.fraction > 0 else None
+        if days is None:
+            warnings.append(f"the job cannot make progress: it is interrupted every {good.mtbf_h:.2f} h on average, "
+                            f"sooner than it restarts ({good.restart_s / 60:.0f} min) and re-does its checkpoint "
+                            f"interval ({good.interval_min:g} min); checkpoint more often or train on fewer accelerators")
+        elif usd_per_hour is not None:
+            cost = (usd_per_hour + (standing_usd_per_hour or 0.0)) * days * 24
     warnings += _caveats(model, training, hardware, best)
     return Estimate(hardware=hardware.name, accelerators=hardware.count, best=best, candidates=candidates[:top],
                     layouts_searched=count, layouts_fitting=len(fitting), tokens_per_s=tokens_per_s,
-                    train_days=days, train_cost_usd=cost, usd_per_hour=usd_per_hour, checkpoint=checkpoint,
+                    train_days=days, train_days_ideal=ideal, train_cost_usd=cost, usd_per_hour=usd_per_hour,
+                    standing_usd_per_hour=standing_usd_per_hour, goodput=good, checkpoint=checkpoint,
                     data_loading=loading, bound=bound, warnings=tuple(warnings),
                     nvlink_domain=_domain_note(model, training, hardware, best, calibration))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from aicluster.perf.goodput import Goodput
 from aicluster.perf.shapes import Layout
 
 BOUNDS = ("compute", "memory", "intra-node", "inter-node", "pipeline", "storage")
@@ -88,14 +89,31 @@ class Estimate:
     layouts_searched: int
     layouts_fitting: int
     tokens_per_s: float                    # the whole job
-    train_days: float | None
-    train_cost_usd: float | None
-    usd_per_hour: float | None
+    train_days: float | None               # wall-clock days at the goodput (None: no tokens, or no progress)
+    train_days_ideal: float | None         # if every hour trained (no checkpoint stall, no failure)
+    train_cost_usd: float | None           # (accelerators + standing cost) per hour x train_days
+    usd_per_hour: float | None             # the accelerators paid for
+    standing_usd_per_hour: float | None    # what the cluster pays beside them; None: not known
+    goodput: Goodput
     checkpoint: Checkpoint
     data_loading: DataLoading
     bound: str                             # the best layout's, or storage when checkpoints stall more
     warnings: tuple[str, ...] = field(default_factory=tuple)
     nvlink_domain: str | None = None       # what a multi-node NVLink domain did for the best layout
+
+    @property
+    def compute_cost_usd(self) -> float | None:
+        """The accelerators' share of the cost to train."""
+        if self.train_days is None or self.usd_per_hour is None:
+            return None
+        return self.usd_per_hour * self.train_days * 24
+
+    @property
+    def standing_cost_usd(self) -> float | None:
+        """What the rest of the cluster costs over the same days."""
+        if self.train_days is None or self.standing_usd_per_hour is None:
+            return None
+        return self.standing_usd_per_hour * self.train_days * 24
 
     def to_dict(self) -> dict:
         b = self.best
@@ -114,8 +132,13 @@ class Estimate:
             "bound": self.bound,
             "breakdown_s": dataclasses.asdict(b.breakdown),
             "train_days": self.train_days,
+            "train_days_ideal": self.train_days_ideal,
             "train_cost_usd": self.train_cost_usd,
+            "compute_cost_usd": self.compute_cost_usd,
+            "standing_cost_usd": self.standing_cost_usd,
             "usd_per_hour": self.usd_per_hour,
+            "standing_usd_per_hour": self.standing_usd_per_hour,
+            "goodput": self.goodput.to_dict(),
             "checkpoint": dataclasses.asdict(self.checkpoint),
             "data_loading": dataclasses.asdict(self.data_loading),
             "warnings": list(self.warnings),
