@@ -1,0 +1,321 @@
+"""Standing cost: what a cluster pays per hour with no compute node up, priced from neutral items.
+
+Two users build the same items: the design (aicluster.design.standing_cost, from a ClusterDesign)
+and the policy pack (policies/rules/model/standing.py, from raw resources). Both hand them to
+`price_standing`, so a plan and a pack judging the same stack price it the same way. Here, in the
+catalog layer, because the pack may import only the catalog (and balance, stateful, perf).
+
+An item is a kind ("instance", "fsx_lustre", "nat_gateway", ...), its cloud and region and its
+quantities. Usage-priced things (NAT data, metric samples, log GB, EFS bytes) become usage notes
+with their unit prices, never a silent zero.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from aicluster.catalog.service_prices import UnitPrice, unit_price
+
+HOURS_PER_MONTH = 730          # AWS's and Google Cloud's monthly convention (24 x 365 / 12)
+
+
+@dataclass(frozen=True)
+class StandingItem:
+    """One thing the cluster pays for while idle, as both the design and the resources see it."""
+    kind: str                                   # a key of PRICERS
+    item: str                                   # the line's name: "head node", "FSx for Lustre", ...
+    cloud: str
+    region: str
+    qty: tuple[tuple[str, Any], ...] = ()       # (name, value), sorted: comparable and hashable
+
+    def q(self, key: str, default: Any = None) -> Any:
+        return dict(self.qty).get(key, default)
+
+
+def standing_item(kind: str, item: str, cloud: str, region: str, **qty: Any) -> StandingItem:
+    return StandingItem(kind, item, cloud, region, tuple(sorted(qty.items())))
+
+
+@dataclass(frozen=True)
+class CostLine:
+    """One priced (or unpriced) line of the standing cost."""
+    item: str                   # "FSx for Lustre", "head node", "NAT gateway", ...
+    what: str                   # "24,000 GiB PERSISTENT_2 at 500 MB/s/TiB"
+    usd_per_hour: float | None  # None: no catalog price (`what` says why)
+    basis: str                  # unit price and where it comes from
+
+
+@dataclass(frozen=True)
+class StandingCost:
+    """What the cluster costs with zero compute nodes up."""
+    lines: tuple[CostLine, ...]
+    usd_per_hour: float                 # the sum of the priced lines
+    unpriced: tuple[str, ...]           # items without a catalog price, with why
+    usage_notes: tuple[str, ...]        # usage-priced things left out of the figure, with unit prices
+
+    @property
+    def usd_per_month(self) -> float:
+        return self.usd_per_hour * HOURS_PER_MONTH
+
+    def to_dict(self) -> dict:
+        return {"usd_per_hour": round(self.usd_per_hour, 4), "usd_per_month": round(self.usd_per_month, 2),
+                "hours_per_month": HOURS_PER_MONTH,
+                "lines": [{"item": ln.item, "what": ln.what, "usd_per_hour": ln.usd_per_hour,
+                           "usd_per_month": None if ln.usd_per_hour is None else ln.usd_per_hour * HOURS_PER_MONTH,
+                           "basis": ln.basis} for ln in self.lines],
+                "unpriced": list(self.unpriced), "usage_notes": list(self.usage_notes)}
+
+
+# ---------------------------------------------------------------- pricing, one function per kind
+
+Priced = tuple[list[CostLine], list[str]]        # lines, usage notes
+
+
+def _per_month(price: UnitPrice, amount: float) -> float:
+    """$/h of `amount` units priced per month."""
+    return price.usd * amount / HOURS_PER_MONTH
+
+
+def _none(item: StandingItem, what: str, why: str) -> Priced:
+    return [CostLine(item.item, f"{what} (no catalog price: {why})", None, "")], []
+
+
+def _instance_quote(cloud: str, instance_type: str, region: str):
+    """aicluster.catalog.pricing.instance_price (the instance price list), on demand. None where it
+    has no price, or where this checkout does not have that module yet."""
+    try:
+        from aicluster.catalog.pricing import instance_price
+    except ImportError:
+        return None
+    return instance_price(cloud, instance_type, region)
+
+
+def _instance(i: StandingItem) -> Priced:
+    count, itype = int(i.q("count", 1)), str(i.q("type"))
+    what = f"{count} x {itype}"
+    quote = _instance_quote(i.cloud, itype, i.region)
+    if quote is None:
+        return _none(i, what, f"{i.cloud} {itype} in {i.region} on demand")
+    return [CostLine(i.item, what, quote.usd_per_hour * count,
+                     f"${quote.usd_per_hour:g}/h each ({quote.basis}; {quote.source}; checked {quote.checked})")], []
+
+
+_DISK_SERVICE = {"aws": "ebs", "gcp": "persistent_disk"}
+
+
+def _disk(i: StandingItem) -> Priced:
+    count, gib, dtype = int(i.q("count", 1)), float(i.q("gib", 0)), str(i.q("disk_type"))
+    what = f"{count} x {gib:,.0f} GiB {dtype}"
+    price = unit_price(i.cloud, _DISK_SERVICE[i.cloud], dtype, i.region)
+    if price is None:
+        return _none(i, what, f"{dtype} in {i.region}")
+    return [CostLine(i.item, what, _per_month(price, gib * count), price.basis)], []
+
+
+def _fsx(i: StandingItem) -> Priced:
+    deployment, gib, tput = str(i.q("deployment")), float(i.q("gib", 0)), int(i.q("mbps_per_tib", 0))
+    what = f"{gib:,.0f} GiB {deployment} at {tput} MB/s/TiB"
+    price = unit_price("aws", "fsx_lustre", f"{deployment}-{tput}", i.region)
+    lines = ([CostLine(i.item, what, _per_month(price, gib), price.basis)] if price else
+             _none(i, what, f"{deployment} at {tput} MB/s/TiB in {i.region}")[0])
+    mode = i.q("metadata_mode")
+    if mode not in (None, "AUTOMATIC"):     # AUTOMATIC metadata IOPS are in the storage price
+        lines += _none(i, f"metadata {mode} ({i.q('metadata_iops')} IOPS)", "user-provisioned metadata IOPS")[0]
+    return lines, []
+
+
+def _managed_lustre(i: StandingItem) -> Priced:
+    gib, tput = float(i.q("gib", 0)), int(i.q("mbps_per_tib", 0))
+    return _none(i, f"{gib:,.0f} GiB at {tput} MB/s/TiB",
+                 "cloud.google.com/managed-lustre/pricing lists its per-GiB prices only per region; none read")
+
+
+def _filestore(i: StandingItem) -> Priced:
+    return _none(i, f"{float(i.q('gib', 0)):,.0f} GiB {i.q('tier')}",
+                 "cloud.google.com/filestore/pricing lists its per-GiB prices only per region; none read")
+
+
+def _efs(i: StandingItem) -> Priced:
+    gib = float(i.q("expected_gib", 0))
+    price = unit_price("aws", "efs", "standard", i.region)
+    if price is None:
+        return _none(i, "elastic", f"EFS Standard in {i.region}")
+    what = (f"elastic: {gib:,.0f} GB expected" if gib else
+            "elastic: billed on what is stored; 0 GB counted (the spec gives no expected size)")
+    note = (f"{i.item}: ${price.usd:g} per GB-month stored (Standard; less once files move to "
+            f"Infrequent Access), plus AWS Backup's daily backups per GB-month; {price.source}")
+    return [CostLine(i.item, what, _per_month(price, gib), price.basis)], [note]
+
+
+def _nat_gateway(i: StandingItem) -> Priced:
+    count = int(i.q("count", 1))
+    hour = unit_price("aws", "nat_gateway", "hour", i.region)
+    data = unit_price("aws", "nat_gateway_data", "gb", i.region)
+    notes = [f"NAT gateway data: ${data.usd:g} per GB processed (image pulls, package installs, "
+             f"anything a node fetches from the internet); {data.source}"] if data else []
+    if hour is None:
+        return _none(i, f"{count} gateway(s)", f"NAT gateway in {i.region}")[0], notes
+    return [CostLine(i.item, f"{count} gateway(s)", hour.usd * count, hour.basis)], notes
+
+
+def _cloud_nat(i: StandingItem) -> Priced:
+    vms, ips = int(i.q("vms", 0)), int(i.q("ips", 1))
+    per_vm, cap, ip = (unit_price("gcp", "cloud_nat", t, i.region) for t in ("per_vm", "cap", "ip"))
+    data = unit_price("gcp", "cloud_nat_data", "gib", i.region)
+    usd = min(per_vm.usd * vms, cap.usd) + ip.usd * ips
+    notes = [f"Cloud NAT data: ${data.usd:g} per GiB processed, both directions; every compute node that comes "
+             f"up adds ${per_vm.usd:g}/h to the gateway (capped at ${cap.usd:g}/h from 32 VMs); {data.source}"]
+    return [CostLine(i.item, f"{vms} always-on VM(s) behind it, {ips} NAT IP(s)", usd,
+                     f"{per_vm.basis}; ${ip.usd:g} per NAT IP-hour")], notes
+
+
+def _public_ipv4(i: StandingItem) -> Priced:
+    count = int(i.q("count", 1))
+    price = unit_price("aws", "public_ipv4", "address", i.region)
+    return [CostLine(i.item, f"{count} address(es)", price.usd * count, price.basis)], []
+
+
+def _interface_endpoint(i: StandingItem) -> Priced:
+    count, azs = int(i.q("count", 1)), int(i.q("azs", 1))
+    hour = unit_price("aws", "interface_endpoint", "az_hour", i.region)
+    data = unit_price("aws", "interface_endpoint", "gb", i.region)
+    notes = [f"interface endpoints: ${data.usd:g} per GB processed; {data.source}"] if data else []
+    if hour is None:
+        return _none(i, f"{count} endpoint(s) x {azs} AZ(s)", f"interface endpoints in {i.region}")[0], notes
+    return [CostLine(i.item, f"{count} endpoint(s) x {azs} AZ(s)", hour.usd * count * azs, hour.basis)], notes
+
+
+def _rds(i: StandingItem) -> Priced:
+    klass, gib, stype = str(i.q("instance_class")), float(i.q("storage_gib", 0)), str(i.q("storage_type"))
+    what = f"{klass} {i.q('engine')}, {gib:,.0f} GiB {stype}" + (", Multi-AZ" if i.q("multi_az") else "")
+    if i.q("multi_az"):
+        return _none(i, what, "the catalog prices Single-AZ only")
+    inst = unit_price("aws", "rds", klass, i.region)
+    disk = unit_price("aws", "rds_storage", stype, i.region)
+    if inst is None or disk is None:
+        return _none(i, what, f"{klass if inst is None else stype} in {i.region}")
+    return [CostLine(i.item, what, inst.usd + _per_month(disk, gib), f"{inst.basis}; storage {disk.basis}")], \
+        [f"{i.item}: automated backups are free up to the database's size, then per GB-month; {disk.source}"]
+
+
+def _cloud_sql(i: StandingItem) -> Priced:
+    tier, gib, dtype = str(i.q("tier")), float(i.q("disk_gib", 0)), str(i.q("disk_type"))
+    what = f"{tier} ({i.q('edition')}, {i.q('availability')}), {gib:,.0f} GB {dtype}"
+    parts = tier.split("-")     # db-custom-<vCPUs>-<MiB>
+    if len(parts) != 4 or parts[1] != "custom" or i.q("availability") != "ZONAL":
+        return _none(i, what, "the catalog prices zonal db-custom tiers only")
+    edition = str(i.q("edition")).lower()
+    vcpu = unit_price("gcp", "cloud_sql_vcpu", edition, i.region)
+    mem = unit_price("gcp", "cloud_sql_memory", edition, i.region)
+    disk = unit_price("gcp", "cloud_sql_storage", dtype, i.region)
+    if vcpu is None or mem is None or disk is None:
+        return _none(i, what, f"Cloud SQL {edition} in {i.region}")
+    usd = vcpu.usd * int(parts[2]) + mem.usd * int(parts[3]) / 1024 + _per_month(disk, gib)
+    return [CostLine(i.item, what, usd, f"{vcpu.basis}; ${mem.usd:g} per GB-hour memory; storage {disk.basis}")], \
+        [f"{i.item}: backups beyond the free allowance per GB-month; {disk.source}"]
+
+
+_CONTROL_PLANE = {"eks": ("aws", "eks", "standard"), "gke": ("gcp", "gke", "cluster")}
+
+
+def _control_plane(i: StandingItem) -> Priced:
+    cloud, service, tier = _CONTROL_PLANE[str(i.q("platform"))]
+    price = unit_price(cloud, service, tier, i.region)
+    notes = ["GKE: the billing account's free tier ($74.40 a month) covers one zonal or Autopilot cluster; "
+             "this one counts at list price"] if service == "gke" else \
+        ["EKS: a Kubernetes version past standard support bills extended support, $0.60 per hour"]
+    return [CostLine(i.item, f"{i.q('platform').upper()} cluster fee", price.usd, price.basis)], notes
+
+
+def _per_count(service: str, tier: str, unit_word: str) -> Callable[[StandingItem], Priced]:
+    def price_it(i: StandingItem) -> Priced:
+        count = int(i.q("count", 1))
+        price = unit_price(i.cloud, service, tier, i.region)
+        return [CostLine(i.item, f"{count} {unit_word}", _per_month(price, count), price.basis)], []
+    return price_it
+
+
+_PER_COUNT = {
+    ("secret", "aws"): _per_count("secrets_manager", "secret", "secret(s)"),
+    ("secret", "gcp"): _per_count("secret_manager", "version", "active secret version(s)"),
+    ("kms_key", "aws"): _per_count("kms", "key", "customer managed key(s)"),
+    ("kms_key", "gcp"): _per_count("kms", "software", "key version(s)"),
+    ("dns_zone", "aws"): _per_count("route53_zone", "zone", "private hosted zone(s)"),
+    ("dns_zone", "gcp"): _per_count("cloud_dns_zone", "zone", "private managed zone(s)"),
+}
+
+
+def _counted(i: StandingItem) -> Priced:
+    return _PER_COUNT[(i.kind, i.cloud)](i)
+
+
+def _metrics(i: StandingItem) -> Priced:
+    """Usage-priced: the samples the always-on nodes send. The plan knows the nodes and the scrape
+    interval, not the series each node exposes (it varies with CPUs, disks, NICs and GPUs), so the
+    note gives the samples per series and the unit price rather than a guessed total."""
+    nodes, interval = int(i.q("scraped_nodes", 0)), int(i.q("scrape_interval_s", 30))
+    per_series = HOURS_PER_MONTH * 3600 // interval
+    if i.cloud == "aws":
+        price, store = unit_price("aws", "amp_ingest", "first_2b", i.region), \
+            unit_price("aws", "amp_storage", "gb", i.region)
+        if price is None:
+            return [], [f"metrics (AMP): no catalog price in {i.region}"]
+        per = price.usd / 10e6
+        return [], [f"metrics (Amazon Managed Service for Prometheus, no fee while nothing is sent): {nodes} always-on "
+                    f"node(s) scraped every {interval} s send {per_series:,} samples per series a month, "
+                    f"${per * per_series:.4f} per series-month at ${price.usd:g} per 10M samples ingested, "
+                    f"plus ${store.usd:g} per GB-month stored; every compute node up adds its own; {price.source}"]
+    price = unit_price("gcp", "managed_prometheus", "first_50b", i.region)
+    per = price.usd / 1e6
+    return [], [f"metrics (Managed Service for Prometheus): {nodes} always-on node(s) scraped every {interval} s send "
+                f"{per_series:,} samples per series a month, ${per * per_series:.4f} per series-month at "
+                f"${price.usd:g} per million samples (storage included); every compute node up adds its own; "
+                f"{price.source}"]
+
+
+def _logs(i: StandingItem) -> Priced:
+    days = int(i.q("retention_days", 30))
+    if i.cloud == "aws":
+        ingest, store = unit_price("aws", "cloudwatch_logs_ingest", "standard", i.region), \
+            unit_price("aws", "cloudwatch_logs_storage", "gb", i.region)
+        if ingest is None:
+            return [], [f"logs (CloudWatch Logs): no catalog price in {i.region}"]
+        return [], [f"logs (CloudWatch Logs, kept {days} days; VPC flow logs included): ${ingest.usd:g} per GB "
+                    f"ingested, ${store.usd:g} per GB-month stored; {ingest.source}"]
+    price = unit_price("gcp", "cloud_logging", "gib", i.region)
+    return [], [f"logs (Cloud Logging bucket, kept {days} days: retention included): ${price.usd:g} per GiB "
+                f"ingested after the project's first 50 GiB a month; {price.source}"]
+
+
+PRICERS: dict[str, Callable[[StandingItem], Priced]] = {
+    "instance": _instance, "disk": _disk, "fsx_lustre": _fsx, "managed_lustre": _managed_lustre,
+    "filestore": _filestore, "efs": _efs, "nat_gateway": _nat_gateway, "cloud_nat": _cloud_nat,
+    "public_ipv4": _public_ipv4, "interface_endpoint": _interface_endpoint, "rds": _rds,
+    "cloud_sql": _cloud_sql, "control_plane": _control_plane, "secret": _counted, "kms_key": _counted,
+    "dns_zone": _counted, "metrics": _metrics, "logs": _logs,
+}
+
+
+def static_pool_notes(pools: Iterable[tuple[str, int, str]]) -> tuple[str, ...]:
+    """(pool, min nodes, type): a pool kept up by min_nodes is compute, not standing cost; say so."""
+    return tuple(f"pool {name}: {n} x {itype} stay up (min_nodes): compute cost, not in this figure"
+                 for name, n, itype in pools if n)
+
+
+def price_standing(items: Iterable[StandingItem], notes: Iterable[str] = ()) -> StandingCost:
+    """The standing cost of the items: one or more lines each, their sum, and the usage notes
+    (`notes`: the builder's own, such as compute pools kept up by min_nodes)."""
+    lines: list[CostLine] = []
+    usage: list[str] = []
+    for item in items:
+        got, item_notes = PRICERS[item.kind](item)
+        lines += got
+        usage += [n for n in item_notes if n not in usage]
+    usage += [n for n in notes if n not in usage]
+    total = sum(ln.usd_per_hour for ln in lines if ln.usd_per_hour is not None)
+    unpriced = tuple(f"{ln.item}: {ln.what}" for ln in lines if ln.usd_per_hour is None)
+    return StandingCost(tuple(lines), total, unpriced, tuple(usage))
+
+
+__all__ = ["CostLine", "HOURS_PER_MONTH", "PRICERS", "StandingCost", "StandingItem", "price_standing",
+           "standing_item", "static_pool_notes"]

@@ -1,0 +1,146 @@
+"""Standing cost (aicluster.design.standing_cost, priced by aicluster.catalog.standing): what a
+planned cluster pays per hour and per 730-hour month with zero compute nodes up, on both clouds.
+Instance prices come from aicluster.catalog.pricing; here a stand-in quotes them so the figures
+are fixed whatever that price list says."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from aicluster.catalog import CatalogError, standing
+from aicluster.catalog.service_prices import unit_price
+from aicluster.catalog.standing import HOURS_PER_MONTH, price_standing, standing_item
+from aicluster.design.standing_cost import plan_lines, standing_cost, standing_items
+from tests.support.stack_plans import STACK_NAMES, stack_result
+
+
+@dataclass(frozen=True)
+class _Quote:
+    usd_per_hour: float
+    basis: str = "stand-in on-demand"
+    source: str = "test"
+    checked: str = "2026-11-28"
+
+
+_QUOTES = {"m7i.2xlarge": 0.4032, "m7i.xlarge": 0.2016, "n2-standard-8": 0.3885, "n2-standard-4": 0.1942}
+
+
+@pytest.fixture
+def quotes(monkeypatch):
+    """aicluster.catalog.pricing.instance_price, stood in for: known types priced, others None."""
+    asked = []
+
+    def quote(cloud, instance_type, region):
+        asked.append((cloud, instance_type, region))
+        usd = _QUOTES.get(instance_type)
+        return None if usd is None else _Quote(usd)
+    monkeypatch.setattr(standing, "_instance_quote", quote)
+    return asked
+
+
+def _line(cost, item):
+    (line,) = [ln for ln in cost.lines if ln.item == item]
+    return line
+
+
+def test_unit_prices_are_per_region_and_never_borrowed():
+    fsx = unit_price("aws", "fsx_lustre", "PERSISTENT_2-500", "us-east-1")
+    assert (fsx.usd, fsx.unit, fsx.checked) == (0.34, "GB-month", "2026-11-28")
+    assert "aws.amazon.com/fsx/lustre/pricing" in fsx.basis
+    assert unit_price("aws", "fsx_lustre", "PERSISTENT_2-500", "eu-north-1") is None     # not listed: no price
+    assert unit_price("aws", "fsx_lustre", "PERSISTENT_2-333", "us-east-1") is None      # no such tier
+    assert unit_price("gcp", "gke", "cluster", "asia-south2").usd == 0.10                 # one price everywhere
+    with pytest.raises(CatalogError):
+        unit_price("aws", "fsx_lustre_typo", "PERSISTENT_2-500", "us-east-1")
+
+
+def test_aws_slurm_stack_pays_for_fsx_efs_head_login_nat_rds_secrets_key_and_zone(quotes):
+    cost = standing_cost(stack_result("aws-p5-slurm").design)
+    fsx = _line(cost, "FSx for Lustre")
+    assert fsx.what == "24,000 GiB PERSISTENT_2 at 500 MB/s/TiB"
+    assert fsx.usd_per_hour == pytest.approx(24000 * 0.34 / 730)          # $8,160 a month
+    assert _line(cost, "head node").usd_per_hour == pytest.approx(0.4032)
+    assert _line(cost, "login nodes").what == "1 x m7i.2xlarge"
+    assert _line(cost, "head node root disk").usd_per_hour == pytest.approx(100 * 0.08 / 730)
+    assert _line(cost, "NAT gateway").usd_per_hour == 0.045
+    assert _line(cost, "public IPv4").usd_per_hour == 0.005
+    assert _line(cost, "accounting database (RDS)").usd_per_hour == pytest.approx(0.065 + 20 * 0.115 / 730)
+    assert _line(cost, "secrets").what == "2 secret(s)"                      # munge key + slurmdbd password
+    assert {"KMS key", "node DNS zone", "EFS"} <= {ln.item for ln in cost.lines}
+    assert cost.unpriced == ()
+    assert cost.usd_per_hour == pytest.approx(sum(ln.usd_per_hour for ln in cost.lines))
+    assert cost.usd_per_month == pytest.approx(cost.usd_per_hour * HOURS_PER_MONTH)
+    assert ("aws", "m7i.2xlarge", "us-east-1") in quotes
+
+
+def test_usage_priced_things_are_notes_with_their_unit_prices(quotes):
+    cost = standing_cost(stack_result("aws-p5-slurm").design)
+    efs = _line(cost, "EFS")
+    assert efs.usd_per_hour == 0 and "0 GB counted" in efs.what
+    notes = "\n".join(cost.usage_notes)
+    assert "EFS: $0.3 per GB-month stored" in notes
+    assert "NAT gateway data: $0.045 per GB processed" in notes
+    assert "$0.9 per 10M samples ingested" in notes and "2 always-on node(s) scraped every 30 s" in notes
+    assert "87,600 samples per series a month" in notes
+    assert "logs (CloudWatch Logs, kept 30 days" in notes and "$0.5 per GB ingested" in notes
+
+
+def test_static_compute_nodes_are_scraped_but_not_counted_as_standing_cost(quotes):
+    cost = standing_cost(stack_result("aws-gb200-slurm").design)
+    notes = "\n".join(cost.usage_notes)
+    assert "pool nvl72a: 18 x p6e-gb200.36xlarge stay up (min_nodes): compute cost" in notes
+    assert "38 always-on node(s)" in notes                     # 36 static + head + login
+    assert not any("p6e" in ln.what for ln in cost.lines)
+
+
+def test_eks_pays_the_control_plane_fee_and_its_system_nodes(quotes):
+    cost = standing_cost(stack_result("aws-p5-eks").design)
+    assert _line(cost, "control plane").usd_per_hour == 0.10
+    assert _line(cost, "system nodes").usd_per_hour == pytest.approx(2 * 0.2016)
+    assert "head node" not in {ln.item for ln in cost.lines}
+    assert any("extended support, $0.60 per hour" in n for n in cost.usage_notes)
+
+
+def test_gcp_prices_cloud_nat_per_vm_and_says_which_items_have_no_price(quotes):
+    cost = standing_cost(stack_result("gcp-a3mega-slurm").design)
+    nat = _line(cost, "Cloud NAT")
+    assert nat.usd_per_hour == pytest.approx(2 * 0.0014 + 0.005)           # head + login, one NAT IP
+    lustre = _line(cost, "Managed Lustre")
+    assert lustre.usd_per_hour is None and "36,000 GiB at 500 MB/s/TiB (no catalog price" in lustre.what
+    assert any(u.startswith("Managed Lustre: 36,000 GiB") for u in cost.unpriced)
+    assert any(u.startswith("Filestore: 1,024 GiB ZONAL") for u in cost.unpriced)
+    assert cost.usd_per_hour == pytest.approx(sum(ln.usd_per_hour or 0 for ln in cost.lines))
+
+
+def test_gke_fee_and_the_free_tier_it_does_not_assume(quotes):
+    cost = standing_cost(stack_result("gcp-tpu-v5p-gke").design)
+    assert _line(cost, "control plane").usd_per_hour == 0.10
+    assert any("free tier ($74.40 a month)" in n for n in cost.usage_notes)
+
+
+def test_cloud_sql_is_priced_from_its_custom_tier_where_the_region_has_prices():
+    item = standing_item("cloud_sql", "accounting database (Cloud SQL)", "gcp", "us-central1", tier="db-custom-1-3840",
+                         edition="ENTERPRISE", disk_gib=20, disk_type="PD_SSD", availability="ZONAL")
+    (line,) = price_standing([item]).lines
+    assert line.usd_per_hour == pytest.approx(0.0413 + 0.007 * 3.75 + 20 * 0.17 / 730)
+    regional = standing_item("cloud_sql", "db", "gcp", "us-central1", tier="db-custom-1-3840", edition="ENTERPRISE",
+                             disk_gib=20, disk_type="PD_SSD", availability="REGIONAL")
+    assert price_standing([regional]).unpriced == ("db: db-custom-1-3840 (ENTERPRISE, REGIONAL), 20 GB PD_SSD "
+                                                   "(no catalog price: the catalog prices zonal db-custom tiers only)",)
+
+
+def test_an_instance_type_without_a_price_is_unpriced_not_zero(quotes):
+    cost = price_standing([standing_item("instance", "head node", "aws", "us-east-1", type="c7i.8xlarge", count=1)])
+    assert cost.usd_per_hour == 0 and cost.unpriced == (
+        "head node: 1 x c7i.8xlarge (no catalog price: aws c7i.8xlarge in us-east-1 on demand)",)
+
+
+@pytest.mark.parametrize("stack", STACK_NAMES)
+def test_every_stack_has_a_standing_cost_with_a_total_line(stack):
+    cost = standing_cost(stack_result(stack).design)
+    lines = plan_lines(cost)
+    assert cost.lines and any(line.startswith("total ") and "/month (730 h)" in line for line in lines)
+    kinds = {i.kind for i in standing_items(stack_result(stack).design)}
+    assert {"metrics", "logs"} <= kinds            # usage-priced: always a note, never left out
+    assert len(cost.usage_notes) >= 2
