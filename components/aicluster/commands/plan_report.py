@@ -14,6 +14,7 @@ from aicluster.design.parts import PoolDesign, StorageDesign
 from aicluster.errors import SpecError
 from aicluster.design.accounting import accounting_facts, accounting_plan_lines
 from aicluster.design.login import login_facts, login_plan_lines
+from aicluster.design.standing_cost import plan_lines as standing_plan_lines, standing_cost
 from aicluster.render import node_image
 from aicluster.render.node_local_files import pool_node_local_json, pool_plan_lines
 from aicluster.render.alert_rules import RULES_FILE
@@ -155,6 +156,7 @@ def text(result: PlanResult) -> list[str]:
         *_login_lines(d),
         *_node_image_lines(d),
         *_accounting_lines(d),
+        *_standing_lines(d),
         "",
         f"Resources: {len(custom)} to create, in {len(plan.components())} components",
         *["  " + line for line in resource_tree(plan)],
@@ -209,6 +211,7 @@ def markdown(result: PlanResult) -> list[str]:
           if _login_lines(d) else []),
         *(["", "### Accounting", "", *[f"- {line.strip()}" for line in _accounting_lines(d)[2:]]]
           if _accounting_lines(d) else []),
+        "", "### Standing cost (paid with zero compute nodes up)", "", "```", *_standing_lines(d)[2:], "```",
         "",
         f"### Resources ({len(result.plan.custom_resources())})",
         "",
@@ -282,6 +285,7 @@ def to_json(result: PlanResult) -> dict[str, Any]:
         "balance": to_dict(result.balance),
         "estimate": plan_estimate(d).to_json(),
         "monitoring": plan_facts(monitoring_design(d), RULES_FILE, DASHBOARD_DIR),
+        "standing_cost": standing_cost(d).to_dict(),
         "policy": [{
             "id": v.rule_id, "name": v.name, "enforcement": v.enforcement.value, "status": v.status,
             "not_applicable": v.not_applicable,
@@ -296,6 +300,13 @@ def to_json(result: PlanResult) -> dict[str, Any]:
 
 def _monitoring_lines(d: ClusterDesign) -> list[str]:
     return plan_lines(monitoring_design(d), RULES_FILE, DASHBOARD_DIR)
+
+
+def _standing_lines(d: ClusterDesign) -> list[str]:
+    """What the cluster pays while idle (design/standing_cost.py): per item, the total per hour and
+    per month, what has no price and what is priced by use."""
+    return ["", "Standing cost (paid with zero compute nodes up)",
+            *["  " + line for line in standing_plan_lines(standing_cost(d))]]
 
 
 def _accounting_lines(d: ClusterDesign) -> list[str]:
