@@ -144,3 +144,33 @@ def test_every_stack_has_a_standing_cost_with_a_total_line(stack):
     kinds = {i.kind for i in standing_items(stack_result(stack).design)}
     assert {"metrics", "logs"} <= kinds            # usage-priced: always a note, never left out
     assert len(cost.usage_notes) >= 2
+
+
+def test_gcp_filesystems_are_priced_where_the_catalog_has_their_tier_and_region():
+    lustre = standing_item("managed_lustre", "Managed Lustre", "gcp", "us-central1", gib=72000, mbps_per_tib=125)
+    home = standing_item("filestore", "Filestore", "gcp", "us-central1", gib=1024, tier="ZONAL")
+    big = standing_item("filestore", "Filestore", "gcp", "us-central1", gib=20480, tier="ZONAL")
+    cost = price_standing([lustre, home, big])
+    assert [ln.usd_per_hour for ln in cost.lines[:2]] == pytest.approx([72000 * 0.145 / 730, 1024 * 0.25 / 730])
+    assert cost.unpriced == ("Filestore: 20,480 GiB ZONAL (no catalog price: ZONAL-10to100TiB in us-central1 "
+                             "(cloud.google.com/filestore/pricing))",)
+
+
+def test_a_public_head_pays_for_its_address_on_both_clouds_in_the_plan_and_the_pack(quotes):
+    """slurm.head_node.public_ip: the NAT's address and the head's on AWS, the head's on GCP; the
+    pack reads the same off the instance (associatePublicIpAddress, an access config)."""
+    import importlib
+
+    from aicluster.offline.policy_bridge import RULES_PACKAGE, load_rules, stack_resources
+    from tests.support.stack_plans import result_with_spec, stack_spec_data
+    load_rules()
+    model = importlib.import_module(f"{RULES_PACKAGE}.model")
+    pack = importlib.import_module(f"{RULES_PACKAGE}.model.standing")
+    for stack, count in (("aws-p5-slurm", 2), ("gcp-a3mega-slurm", 1)):
+        spec = stack_spec_data(stack)
+        spec.setdefault("slurm", {}).setdefault("head_node", {})["public_ip"] = True
+        result = result_with_spec(stack, spec)
+        cost = standing_cost(result.design)
+        assert _line(cost, "public IPv4").what == f"{count} address(es)"
+        assert pack.standing_items_from_resources(model.build(stack_resources(result.plan))) == \
+            standing_items(result.design)

@@ -126,13 +126,21 @@ def _fsx(i: StandingItem) -> Priced:
 
 def _managed_lustre(i: StandingItem) -> Priced:
     gib, tput = float(i.q("gib", 0)), int(i.q("mbps_per_tib", 0))
-    return _none(i, f"{gib:,.0f} GiB at {tput} MB/s/TiB",
-                 "cloud.google.com/managed-lustre/pricing lists its per-GiB prices only per region; none read")
+    what = f"{gib:,.0f} GiB at {tput} MB/s/TiB"
+    price = unit_price("gcp", "managed_lustre", str(tput), i.region)
+    if price is None:
+        return _none(i, what, f"the {tput} MB/s/TiB tier in {i.region} (cloud.google.com/managed-lustre/pricing)")
+    return [CostLine(i.item, what, _per_month(price, gib), price.basis)], []
 
 
 def _filestore(i: StandingItem) -> Priced:
-    return _none(i, f"{float(i.q('gib', 0)):,.0f} GiB {i.q('tier')}",
-                 "cloud.google.com/filestore/pricing lists its per-GiB prices only per region; none read")
+    gib, tier = float(i.q("gib", 0)), str(i.q("tier"))
+    what = f"{gib:,.0f} GiB {tier}"
+    band = f"{tier}-1to9.75TiB" if gib < 10 * 1024 else f"{tier}-10to100TiB"    # Filestore's capacity bands
+    price = unit_price("gcp", "filestore", band, i.region)
+    if price is None:
+        return _none(i, what, f"{band} in {i.region} (cloud.google.com/filestore/pricing)")
+    return [CostLine(i.item, what, _per_month(price, gib), price.basis)], []
 
 
 def _efs(i: StandingItem) -> Priced:
@@ -171,7 +179,7 @@ def _cloud_nat(i: StandingItem) -> Priced:
 
 def _public_ipv4(i: StandingItem) -> Priced:
     count = int(i.q("count", 1))
-    price = unit_price("aws", "public_ipv4", "address", i.region)
+    price = unit_price(i.cloud, "public_ipv4" if i.cloud == "aws" else "external_ip", "address", i.region)
     return [CostLine(i.item, f"{count} address(es)", price.usd * count, price.basis)], []
 
 

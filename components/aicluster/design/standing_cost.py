@@ -67,7 +67,7 @@ def standing_items(d: ClusterDesign) -> tuple[StandingItem, ...]:
                       standing_item("public_ipv4", "public IPv4", c, r, count=1 + _head_public(d))]
         else:
             items.append(standing_item("cloud_nat", "Cloud NAT", c, r, vms=vms, ips=1))
-    elif _head_public(d):
+    if _head_public(d) and not (c == "aws" and d.network.create_vpc):
         items.append(standing_item("public_ipv4", "public IPv4", c, r, count=1))
     db = d.slurm.accounting_settings.database if d.slurm and d.slurm.accounting_settings else None
     if db is not None:
@@ -91,7 +91,11 @@ def standing_items(d: ClusterDesign) -> tuple[StandingItem, ...]:
 
 
 def _head_public(d: ClusterDesign) -> int:
-    return int(bool(d.cloud == "aws" and d.slurm is not None and d.slurm.head_public_ip))
+    """1 when the head node has a public IPv4 address: slurm.head_public_ip (on GCP only on a network
+    the stack creates: gcp/slurm.py)."""
+    if d.slurm is None or not d.slurm.head_public_ip:
+        return 0
+    return int(d.cloud == "aws" or d.network.create_vpc)
 
 
 def standing_cost(design: ClusterDesign) -> StandingCost:

@@ -178,8 +178,13 @@ def standing_items_from_resources(c: Cluster) -> tuple[StandingItem, ...]:
             azs = max(len(items(ix.props(r), "subnetIds")) for r in interface) or 1
             out.append(standing_item("interface_endpoint", "interface endpoints", cloud, region,
                                      count=len(interface), azs=azs))
-    elif _count(ix, "gcp:compute/routerNat"):
-        out.append(standing_item("cloud_nat", "Cloud NAT", cloud, region, vms=vms, ips=1))
+    else:
+        if _count(ix, "gcp:compute/routerNat"):
+            out.append(standing_item("cloud_nat", "Cloud NAT", cloud, region, vms=vms, ips=1))
+        public = sum(1 for r in _of(ix, "gcp:compute/instance")
+                     if any(items(nic, "accessConfigs") for nic in items(ix.props(r), "networkInterfaces")))
+        if public:
+            out.append(standing_item("public_ipv4", "public IPv4", cloud, region, count=public))
     db = _database(ix, cloud, region)
     if db is not None:
         out.append(db)
