@@ -174,3 +174,23 @@ def test_a_public_head_pays_for_its_address_on_both_clouds_in_the_plan_and_the_p
         assert _line(cost, "public IPv4").what == f"{count} address(es)"
         assert pack.standing_items_from_resources(model.build(stack_resources(result.plan))) == \
             standing_items(result.design)
+
+
+def _price_rows() -> list[str]:
+    from aicluster.catalog.service_prices import _services
+    rows = []
+    for (cloud, name), s in _services().items():
+        for tier, regions in s.prices.items():
+            by: dict[float, list[str]] = {}
+            for region, usd in regions.items():
+                by.setdefault(usd, []).append("every region" if region == "*" else region)
+            cells = "; ".join(f"{', '.join(rs)}: {usd:g}" for usd, rs in by.items())
+            rows.append(f"| {cloud} | `{name}` | `{tier}` | {cells} per {s.unit} |")
+    return rows
+
+
+def test_docs_costs_lists_every_catalog_price():
+    from pathlib import Path
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "costs.md").read_text(encoding="utf-8")
+    missing = [row for row in _price_rows() if row not in doc.splitlines()]
+    assert not missing, "docs/costs.md is stale; its price table must list:\n" + "\n".join(missing)

@@ -186,7 +186,7 @@ def _public_ipv4(i: StandingItem) -> Priced:
 def _interface_endpoint(i: StandingItem) -> Priced:
     count, azs = int(i.q("count", 1)), int(i.q("azs", 1))
     hour = unit_price("aws", "interface_endpoint", "az_hour", i.region)
-    data = unit_price("aws", "interface_endpoint", "gb", i.region)
+    data = unit_price("aws", "interface_endpoint_data", "gb", i.region)
     notes = [f"interface endpoints: ${data.usd:g} per GB processed; {data.source}"] if data else []
     if hour is None:
         return _none(i, f"{count} endpoint(s) x {azs} AZ(s)", f"interface endpoints in {i.region}")[0], notes
