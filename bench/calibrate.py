@@ -23,20 +23,7 @@ sys.path.insert(0, str(ROOT / "components"))
 from aicluster.perf import calibration as C  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "training-throughput.json"
-
-
-def weighted_summary(pairs_by_group: dict[str, list[float]]) -> tuple[float, float]:
-    """(median |error|, share within 20 %), every group weighing the same whatever its row count."""
-    weighted = sorted((abs(e), 1 / len(errs)) for errs in pairs_by_group.values() for e in errs)
-    total = sum(w for _, w in weighted)
-    acc, median = 0.0, weighted[-1][0]
-    for value, w in weighted:
-        acc += w
-        if acc >= total / 2:
-            median = value
-            break
-    within = sum(w for value, w in weighted if value <= 0.20) / total
-    return median, within
+EXTRA = ROOT / "tests" / "data" / C.EXTRA_DATA
 
 
 def main() -> int:
@@ -61,7 +48,7 @@ def main() -> int:
         if pairs[0][0].hardware.kind == "gpu":
             gpu[group] = errs
     pooled = C.summary([e for errs in gpu.values() for e in errs])
-    weighted = weighted_summary(gpu)
+    weighted = C.weighted_summary(gpu)
     print(f"dense GPU, leave-one-group-out, every row the same:    median |err| {pooled[0]:.1%}, "
           f"{pooled[1]:.0%} within 20 %")
     print(f"dense GPU, leave-one-group-out, every group the same:  median |err| {weighted[0]:.1%}, "
@@ -70,6 +57,23 @@ def main() -> int:
     print(f"dense GPU, in sample with the shipped parameters:       median |err| {in_sample[0]:.1%}, "
           f"{in_sample[1]:.0%} within 20 %")
     out |= {"gpu_pooled": pooled, "gpu_group_weighted": weighted, "gpu_in_sample": in_sample}
+    measured = C.measured_error(logo)
+    print(f"MEASURED_ERROR (perf/calibration.py): {measured}"
+          + ("" if measured == C.MEASURED_ERROR else f"  <- differs from the shipped {C.MEASURED_ERROR}"))
+    # Published runs added since (a source per record) are not fitted on: every one is held out.
+    extra = C.records(json.loads(EXTRA.read_text()))
+    print(f"\nadded records, held out (predicted with the fit on the {len(recs)}):")
+    print(f"{'group / record':<42} {'measured':>9} {'predicted':>9} {'error':>7}")
+    out["extra"] = {}
+    for group in sorted({r.group for r in extra}):
+        rows = [r for r in extra if r.group == group]
+        errs = C.errors(rows, fitted)
+        med, within = C.summary(errs)
+        print(f"{group:<42} {len(rows):>5} rows, median |err| {med:.1%}, {within:.0%} within 20 %")
+        for r, e in zip(rows, errs):
+            print(f"  {r.id:<40} {r.tokens_per_s_per_gpu:>9.0f} {C.predict(r, fitted):>9.0f} {e:>+7.1%}")
+        out["extra"][group] = {"rows": len(rows), "median_abs_error": med, "within_20pct": within,
+                               "errors": {r.id: e for r, e in zip(rows, errs)}}
     if args.write:
         (ROOT / "bench" / "results").mkdir(exist_ok=True)
         (ROOT / "bench" / "results" / "calibration.json").write_text(json.dumps(out, indent=1) + "\n")

@@ -20,18 +20,6 @@ DATA = json.loads((Path(__file__).resolve().parents[1] / "data" / "training-thro
 RECORDS = C.records(DATA)
 
 
-def _group_weighted(errors_by_group: dict[str, list[float]]) -> tuple[float, float]:
-    """(median |error|, share within 20 %), each group weighing the same."""
-    weighted = sorted((abs(e), 1 / len(v)) for v in errors_by_group.values() for e in v)
-    total, acc = sum(w for _, w in weighted), 0.0
-    for value, w in weighted:
-        acc += w
-        if acc >= total / 2:
-            median = value
-            break
-    return median, sum(w for value, w in weighted if value <= 0.2) / total
-
-
 @pytest.fixture(scope="module")
 def logo():
     # About 50 s of fitting: once per run, whichever worker asks first (tests/support/run_cache.py).
@@ -44,6 +32,22 @@ def test_every_record_converts_and_has_a_source_group():
                                           "mpt-h100_80gb", "nemo-2407-h100-fp8", "torchtitan-a100"}
 
 
+def test_measured_error_is_what_leave_one_group_out_gives(logo):
+    """The estimate prints MEASURED_ERROR: it must be what bench/calibrate.py measures today."""
+    assert C.measured_error(logo) == C.MEASURED_ERROR
+
+
+def test_added_records_have_a_source_and_are_not_fitted_on():
+    """tests/data/training-throughput-extra.json: the same schema, one source per record, groups of
+    their own; bench/calibrate.py reports them held out (the fit reads the 174 only)."""
+    extra = json.loads((Path(__file__).resolve().parents[1] / "data" / C.EXTRA_DATA).read_text())
+    assert extra["meta"]["record_count"] == len(extra["records"]) == 10
+    assert all(r["source"]["url"] and r["source"]["ref"] for r in extra["records"])
+    recs = C.records(extra)
+    assert {r.group for r in recs} == {"torchtitan-h100", "llama3-405b-meta"}
+    assert not {r.group for r in recs} & {r.group for r in RECORDS}
+
+
 def test_shipped_parameters_are_what_the_fit_gives():
     """CALIBRATION is copied by hand from bench/calibrate.py: it must still be the fit of the data."""
     fitted = C.fit(RECORDS)
@@ -54,7 +58,7 @@ def test_shipped_parameters_are_what_the_fit_gives():
 
 def test_dense_gpu_leave_one_group_out_error(logo):
     gpu = {g: [e for _, e in pairs] for g, pairs in logo.items() if pairs[0][0].hardware.kind == "gpu"}
-    median, within = _group_weighted(gpu)
+    median, within = C.weighted_summary(gpu)
     assert median <= 0.15          # reached: 11.4 %
     assert within >= 0.75          # reached: 76 %
     pooled = C.summary([e for v in gpu.values() for e in v])

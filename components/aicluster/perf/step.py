@@ -22,6 +22,9 @@ from aicluster.perf.shapes import MLP_MATRICES, Hardware, Layout, ModelShape, Tr
 # 75-90 % of line rate; a design choice inside that range).
 SCALE_UP_EFFICIENCY = 0.65
 SCALE_OUT_EFFICIENCY = 0.8
+# XLA schedules data-parallel collectives asynchronously against the whole step; 0.8 is the prior
+# the calibration never moved (no TPU record is DP-bound), kept fixed so GPU FSDP cannot move it.
+TPU_DP_OVERLAP = 0.8
 # Optimizer step: read and write fp32 master weights, both Adam moments and the gradient (std).
 OPTIMIZER_BYTES_PER_PARAM = 32
 
@@ -36,7 +39,8 @@ class Calibration:
     fp8_gain: float            # how much faster an FP8 GEMM runs than a BF16 one
     elementwise_bytes: float   # HBM bytes per token, layer and hidden unit of non-matmul work
     tp_exposed: float          # share of tensor-parallel communication left on the critical path
-    dp_overlap: float          # share of compute that data-parallel traffic can hide behind
+    dp_overlap: float          # share of a step's compute that ZeRO 0-2 gradient/parameter traffic hides behind
+    fsdp_overlap: float        # share of a layer's compute that ZeRO-3 / FSDP's gather of the next layer hides behind
 
 
 @dataclass(frozen=True)
@@ -148,23 +152,100 @@ def _pipeline_sends_s(m: ModelShape, hw: Hardware, lay: Layout, mb: int, net: _E
     return net.add(2 * mb * lay.virtual_stages * volume / (bw * 1e9), leaves) if bw else 0.0
 
 
+# NCCL's own cost model for a ring all-gather or reduce-scatter (NVIDIA/nccl src/graph/tuning.cc,
+# ncclTopoTuneModel, ring algorithm, Simple protocol, the one large messages use): a base latency
+# plus one hop latency per ring step, n - 1 steps of which nodes - 1 cross the network. The alpha
+# term grows with the ranks: 1,024 ranks on 128 nodes wait ~4.3 ms per collective whatever its size,
+# which is why per-layer ZeRO-3 gathers stop hiding at scale.
+RING_BASE_US = 8.4
+RING_HOP_US_NVLINK = 3.4
+RING_HOP_US_NET = 9.6
+
+
+def _ring_latency_s(ranks: int, nodes: int) -> float:
+    """Latency term of one ring all-gather or reduce-scatter over `ranks` ranks on `nodes` nodes."""
+    if ranks <= 1:
+        return 0.0
+    inter = min(ranks - 1, max(0, nodes - 1))
+    return (RING_BASE_US + (ranks - 1 - inter) * RING_HOP_US_NVLINK + inter * RING_HOP_US_NET) * 1e-6
+
+
+def _half_ring_s(bytes_: float, ranks: int, gbs: float, nodes: int) -> float:
+    """One ring all-gather or reduce-scatter of a `bytes_` buffer (each rank ends with or holds a
+    1/ranks shard): (n-1)/n of it crosses each link, plus the latency term."""
+    if ranks <= 1 or gbs <= 0:
+        return 0.0
+    return (ranks - 1) / ranks * bytes_ / (gbs * 1e9) + _ring_latency_s(ranks, nodes)
+
+
+def _group_nodes(hw: Hardware, stride: int, size: int) -> int:
+    """NVLink / ICI domains a group of `size` ranks `stride` apart spans (ring steps on the network)."""
+    if hw.fits_domain(stride * size):
+        return 1
+    return max(1, size // max(1, math.gcd(stride * size, hw.scale_up_size) // stride))
+
+
+def _forward_share(lay: Layout) -> float:
+    """The forward pass's share of a micro-batch's compute: a third (backward does two matmuls per
+    forward one); with full recompute the backward also reruns the forward, a quarter."""
+    return 0.25 if lay.recompute == "full" else 1 / 3
+
+
 def _data_parallel_s(hw: Hardware, lay: Layout, mb: int, cal: Calibration, compute: float,
-                     params: tuple[float, float], net: _Exposed) -> float:
-    """Over dp x cp ranks: gradient reduce-scatter + parameter all-gather (ZeRO 1/2, the volume of
-    an all-reduce); ZeRO-3 gathers the weights twice and reduce-scatters the gradients for every
-    micro-batch. On TPUs, FSDP stays inside a slice (ICI) and only gradients cross the data-center
-    network, once per step (MaxText's dcn_data_parallelism). A calibrated share of compute hides it.
-    `params`: memory.stage_params of the layout."""
+                     params: tuple[float, float], net: _Exposed, layers: int) -> float:
+    """Data-parallel traffic over dp x cp ranks that compute does not hide. `params`:
+    memory.stage_params of the layout; `compute`: the step's compute on the fullest stage.
+
+    - ZeRO 0-2 and Megatron's distributed optimizer: gradients reduce(-scatter) once per step and
+      parameters all-gather once (the volume of an all-reduce). Buckets overlap only the last
+      micro-batch's backward and the first one's forward (Megatron's overlap_grad_reduce and
+      overlap_param_gather; DDP's bucketed all-reduce), so one micro-batch's compute hides them,
+      not the whole step's.
+    - ZeRO-3 / FSDP without a pipeline: every micro-batch gathers each layer's weights in forward
+      and again in backward and reduce-scatters its gradients. FSDP prefetches the next layer's
+      gather behind the current layer's compute, so per layer only a gather (forward) or gather +
+      reduce-scatter (backward) longer than that layer's compute is exposed, plus the first gather
+      of each pass and the last reduce-scatter, which nothing hides.
+    - ZeRO-3 with a pipeline (torchtitan FSDP + PP): weights are not resharded after forward and
+      gradients reduce-scatter once per step, at the last micro-batch: a gather per micro-batch
+      and layer in forward, one reduce-scatter per layer in the last backward.
+    On TPUs, FSDP stays inside a slice (ICI) and only gradients cross the data-center network, once
+    per step (MaxText's dcn_data_parallelism); XLA schedules it against the whole step.
+    A calibrated share (dp_overlap) of the compute a transfer runs beside is what hides it."""
     dense, experts = params
     ranks = lay.dp * lay.cp
     grad_bytes = 2 * (dense + experts / max(1, lay.ep))   # experts reduce over fewer ranks; same order
+    if hw.kind == "tpu":
+        return _tpu_data_parallel_s(hw, lay, mb, cal, compute, grad_bytes, net)
+    if ranks <= 1:
+        return 0.0
+    bw, leaves = _group_gbs(hw, lay.tp, ranks)
+    nodes = _group_nodes(hw, lay.tp, ranks)
+    per_mb = compute / mb
+    fwd, bwd = _forward_share(lay) * per_mb, (1 - _forward_share(lay)) * per_mb
+    if lay.zero_stage < 3:
+        traffic = 2 * _half_ring_s(grad_bytes, ranks, bw, nodes)
+        return net.add(max(0.0, traffic - cal.dp_overlap * compute), leaves)
+    gather = _half_ring_s(grad_bytes / layers, ranks, bw, nodes)   # one layer's weights (or gradients)
+    hide_f, hide_b = cal.fsdp_overlap * fwd / layers, cal.fsdp_overlap * bwd / layers
+    if lay.pp > 1:
+        exposed = mb * (gather + (layers - 1) * max(0.0, gather - hide_f)) \
+            + gather + (layers - 1) * max(0.0, gather - hide_b)
+    else:
+        exposed = mb * (3 * gather + (layers - 1) * (max(0.0, gather - hide_f) + max(0.0, 2 * gather - hide_b)))
+    return net.add(exposed, leaves)
+
+
+def _tpu_data_parallel_s(hw: Hardware, lay: Layout, mb: int, cal: Calibration, compute: float,
+                         grad_bytes: float, net: _Exposed) -> float:
+    ranks = lay.dp * lay.cp
     passes = mb * 1.5 if lay.zero_stage == 3 else 1
 
     def exposed(seconds: float) -> float:
-        return max(0.0, seconds - cal.dp_overlap * compute)
+        return max(0.0, seconds - TPU_DP_OVERLAP * compute)
 
     in_domain = max(1, min(ranks, hw.scale_up_size // lay.tp))
-    if hw.kind == "tpu" and ranks > in_domain:
+    if ranks > in_domain:
         ici = (hw.scale_up_gbs or 0.0) * SCALE_UP_EFFICIENCY
         inner = net.add(exposed(passes * _ring_s(grad_bytes, in_domain, ici)), False)
         outer = _ring_s(grad_bytes / in_domain, ranks // in_domain, _nic_gbs_per_accelerator(hw))
@@ -239,7 +320,7 @@ def step_time(m: ModelShape, tr: TrainingShape, hw: Hardware, lay: Layout, cal: 
     exposed_tp = _tensor_parallel_s(m, hw, lay, mb, cal, net, layers)
     bubble = (lay.pp - 1) / (lay.virtual_stages * mb) * (compute + exposed_tp)
     p2p = _pipeline_sends_s(m, hw, lay, mb, net)
-    exposed_dp = _data_parallel_s(hw, lay, mb, cal, compute, params, net)
+    exposed_dp = _data_parallel_s(hw, lay, mb, cal, compute, params, net, layers)
     cp_ep = _context_and_expert_s(m, hw, lay, mb, attn_s, net, layers)
     dense, experts = params
     shards = lay.dp * lay.cp if lay.zero_stage >= 1 else 1
