@@ -251,3 +251,15 @@ def test_secret_sizes_role_descriptions_subnets_and_configmaps_are_caught():
                                         ipCidrRange="10.0.0.0/30")) == {"gcp_subnet_prefix"}
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"}, "data": {"a": "x" * ((1 << 20) + 1)}}
     assert limits_hit(cl.k8s_objects, files={"k8s/x/cm.yaml": yaml.safe_dump(cm)}) == {"k8s_configmap_bytes"}
+
+
+def test_budget_names_notifications_and_channels_are_caught():
+    note = {"notificationType": "ACTUAL", "threshold": 50, "subscriberSnsTopicArns": ["arn:a", "arn:b"]}
+    hit = limits_hit(cl.budgets,
+                     res("aws:budgets/budget:Budget", name="team:budget", notifications=[note] + [{}] * 10),
+                     res("aws:budgets/budget:Budget", "ok", name="aicluster-x-monthly", notifications=[{}] * 10),
+                     res("gcp:billing/budget:Budget", displayName="x" * 61,
+                         allUpdatesRule={"monitoringNotificationChannels": ["c"] * 6}))
+    assert hit == {"aws_budget_name", "aws_budget_notifications", "gcp_budget_display_name", "gcp_budget_channels"}
+    assert limits_hit(cl.budgets, res("aws:budgets/budget:Budget", name="a/action/b")) == {"aws_budget_name"}
+    assert not limits_hit(cl.budgets, res("gcp:billing/budget:Budget", displayName="aicluster x monthly"))

@@ -976,6 +976,39 @@ def secret_values(variant: str, result) -> list[Breach]:
     return out
 
 
+def budgets(variant: str, result) -> list[Breach]:
+    """Budgets (spec cost): the AWS budget's name and notification count, each notification's one
+    SNS subscriber; the Cloud Billing budget's display name and notification channels."""
+    out = []
+    for r in resources(result, "aws:budgets/budget:Budget"):
+        i = inputs(r)
+        path, name = autoname(r)
+        if not fullmatch("aws_budget_name", name):
+            out.append(Breach(variant, r.urn, path, name, "1-100 characters, no ':' or '\\', no '/action/'",
+                              "aws_budget_name"))
+        notes = i.get("notifications") or []
+        if len(notes) > value("aws_budget_notifications"):
+            out.append(Breach(variant, r.urn, "notifications", f"{len(notes)} notifications",
+                              f"at most {value('aws_budget_notifications')}", "aws_budget_notifications"))
+        for j, note in enumerate(notes):
+            if len(note.get("subscriberSnsTopicArns") or []) > 1:
+                out.append(Breach(variant, r.urn, f"notifications[{j}].subscriberSnsTopicArns",
+                                  note["subscriberSnsTopicArns"], "one SNS subscriber per notification",
+                                  "aws_budget_notifications"))
+    for r in resources(result, "gcp:billing/budget:Budget"):
+        i = inputs(r)
+        name = str(i.get("displayName", ""))
+        if not 0 < len(name) <= value("gcp_budget_display_name"):
+            out.append(Breach(variant, r.urn, "displayName", name, f"1-{value('gcp_budget_display_name')} "
+                              "characters", "gcp_budget_display_name"))
+        channels = (i.get("allUpdatesRule") or {}).get("monitoringNotificationChannels") or []
+        if len(channels) > value("gcp_budget_channels"):
+            out.append(Breach(variant, r.urn, "allUpdatesRule.monitoringNotificationChannels",
+                              f"{len(channels)} channels", f"at most {value('gcp_budget_channels')}",
+                              "gcp_budget_channels"))
+    return out
+
+
 CHECKS: dict[str, Check] = {
     "ec2-user-data-16KB": user_data,
     "gce-metadata-256KB-512KB": gce_metadata,
@@ -991,4 +1024,5 @@ CHECKS: dict[str, Check] = {
     "gce-network-interfaces": gce_interfaces,
     "kubernetes-objects": k8s_objects,
     "secret-value-sizes": secret_values,
+    "budgets": budgets,
 }

@@ -71,7 +71,13 @@ def build_aws_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
         # AMP evaluates the alert rules on what the agents send: the in-cluster collector on EKS,
         # every Slurm VM's own agent (slurm_monitoring) on Slurm.
         rules_yaml=rules_yaml(monitoring_design(design)), alert_emails=design.alert_emails,
-        on_delete=design.metrics_on_delete))
+        on_delete=design.metrics_on_delete, budget_alerts=design.budget is not None))
+    if design.budget:
+        # The monthly budget (aws/budget.py): alerts into the same topic, once it lets Budgets publish.
+        from aicluster.aws.budget import ClusterBudget, ClusterBudgetArgs
+        ClusterBudget(f"{design.name}-budget", ClusterBudgetArgs(
+            context=design.context, budget=design.budget, topic_arn=observability.alerts_topic_arn,
+            depends_on=(observability.alerts_topic_policy,)))
     filesystems = [
         # EFS: the shared /home (aws/home.py), mounted by everything in the nodes' group (compute,
         # head, login); spec.py allows it on Slurm clusters only.

@@ -44,6 +44,7 @@ import pulumi
 import pulumi_aws as aws
 import yaml
 
+from aicluster.aws.budget import budgets_key_statement, budgets_topic_statement
 from aicluster.catalog import dump_yaml
 from aicluster.design.model import ClusterContext
 from aicluster.design.telemetry_backend import COLLECTOR_NAMESPACE, COLLECTOR_SERVICE_ACCOUNT, LOG_RETENTION_DAYS, log_group_name
@@ -73,18 +74,22 @@ def alert_manager_definition(topic_arn: str) -> str:
     return yaml.safe_dump({"alertmanager_config": dump_yaml(config, sort_keys=False)}, sort_keys=False)
 
 
-def alert_topic_policy(topic_arn: str, workspace_arn: str) -> dict:
-    """Only AMP, for this workspace in this account, may publish to the topic."""
-    return {"Version": "2012-10-17", "Statement": [{
+def alert_topic_policy(topic_arn: str, workspace_arn: str, budgets: bool = False) -> dict:
+    """Only AMP, for this workspace in this account, may publish to the topic; and, with `budgets`
+    (spec cost), AWS Budgets for this account's budgets (aws/budget.py)."""
+    statements = [{
         "Sid": "AmpPublishesAlerts", "Effect": "Allow", "Principal": {"Service": "aps.amazonaws.com"},
         "Action": ["sns:Publish", "sns:GetTopicAttributes"], "Resource": topic_arn,
         "Condition": {"ArnEquals": {"aws:SourceArn": workspace_arn},
-                      "StringEquals": {"aws:SourceAccount": _account(workspace_arn)}}}]}
+                      "StringEquals": {"aws:SourceAccount": _account(workspace_arn)}}}]
+    if budgets:
+        statements.append(budgets_topic_statement(topic_arn))
+    return {"Version": "2012-10-17", "Statement": statements}
 
 
-def alert_key_policy(workspace_arn: str) -> dict:
+def alert_key_policy(workspace_arn: str, budgets: bool = False) -> dict:
     """The topic's key: administered by the account (IAM decides who), used by AMP (to publish)
-    and SNS (to deliver) for this account only."""
+    and SNS (to deliver) for this account only; and, with `budgets`, by AWS Budgets (to publish)."""
     account = _account(workspace_arn)
     return {"Version": "2012-10-17", "Statement": [
         {"Sid": "AccountAdministersTheKey", "Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{account}:root"},
@@ -92,6 +97,7 @@ def alert_key_policy(workspace_arn: str) -> dict:
         {"Sid": "AmpEncryptsAlerts", "Effect": "Allow", "Principal": {"Service": "aps.amazonaws.com"},
          "Action": ["kms:GenerateDataKey*", "kms:Decrypt"], "Resource": "*",
          "Condition": {"StringEquals": {"aws:SourceAccount": account}}},
+        *([budgets_key_statement(account)] if budgets else []),
     ]}
 
 
@@ -129,12 +135,15 @@ class ObservabilityBackendArgs:
     alert_emails: addresses subscribed to the alerts topic by e-mail (`ClusterDesign.alert_emails`).
     on_delete: monitoring.on_delete (`ClusterDesign.metrics_on_delete`), retain or delete: whether
         `aicluster destroy` keeps the workspace and the alerts key (both protected either way).
+    budget_alerts: AWS Budgets publishes to the alerts topic too (spec cost, aws/budget.py): the topic
+        and key policies let it (`ClusterDesign.budget is not None`).
     """
     context: ClusterContext
     log_streams: Sequence[str]
     rules_yaml: str | None = None
     alert_emails: Sequence[str] = ()
     on_delete: str = "retain"
+    budget_alerts: bool = False
 
 
 class ObservabilityBackend(pulumi.ComponentResource):
@@ -144,6 +153,7 @@ class ObservabilityBackend(pulumi.ComponentResource):
     log_groups: dict[str, pulumi.Output[str]]         # stream -> log group name
     policy: pulumi.Output[str]                        # shipping_policy, as JSON
     alerts_topic_arn: pulumi.Output[str]              # where AMP sends firing alerts
+    alerts_topic_policy: pulumi.Resource              # who may publish: what a budget waits for
 
     def __init__(self, name: str, args: ObservabilityBackendArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aicluster:aws:ObservabilityBackend", name, None, opts)
@@ -163,14 +173,14 @@ class ObservabilityBackend(pulumi.ComponentResource):
         key = aws.kms.Key(
             f"{name}-alerts-key", description=f"aicluster {context.name}: encrypts the alerts topic",
             enable_key_rotation=True, deletion_window_in_days=30,
-            policy=workspace.arn.apply(lambda arn: json.dumps(alert_key_policy(arn), sort_keys=True)),
+            policy=workspace.arn.apply(lambda arn: json.dumps(alert_key_policy(arn, args.budget_alerts), sort_keys=True)),
             tags=context.labels("alerts"), opts=keep)
         topic = aws.sns.Topic(f"{name}-alerts", name=f"aicluster-{context.name}-alerts", kms_master_key_id=key.arn,
                               tags=context.labels("alerts"), opts=child)
         topic_policy = aws.sns.TopicPolicy(
             f"{name}-alerts-policy", arn=topic.arn,
             policy=pulumi.Output.all(topic.arn, workspace.arn).apply(
-                lambda a: json.dumps(alert_topic_policy(a[0], a[1]), sort_keys=True)), opts=child)
+                lambda a: json.dumps(alert_topic_policy(a[0], a[1], args.budget_alerts), sort_keys=True)), opts=child)
         # E-mail subscribers (spec monitoring.alert_emails): SNS mails each a confirmation link, and
         # delivers nothing to an address until it is followed (SNS e-mail subscriptions).
         for index, email in enumerate(args.alert_emails):
@@ -182,7 +192,7 @@ class ObservabilityBackend(pulumi.ComponentResource):
         self.workspace_arn, self.workspace_id = workspace.arn, workspace.id
         self.remote_write_url = workspace.prometheus_endpoint.apply(remote_write_url)
         self.log_groups = {stream: g.name for stream, g in groups.items()}
-        self.alerts_topic_arn = topic.arn
+        self.alerts_topic_arn, self.alerts_topic_policy = topic.arn, topic_policy
         self._workspace_arn, self._group_arns = workspace.arn, {stream: g.arn for stream, g in groups.items()}
         self.policy = self.policy_for(list(groups))
         self.register_outputs({"workspace_arn": workspace.arn, "remote_write_url": self.remote_write_url,

@@ -299,7 +299,15 @@ def to_json(result: PlanResult) -> dict[str, Any]:
 
 
 def _monitoring_lines(d: ClusterDesign) -> list[str]:
-    return plan_lines(monitoring_design(d), RULES_FILE, DASHBOARD_DIR)
+    return plan_lines(monitoring_design(d), RULES_FILE, DASHBOARD_DIR) + _budget_lines(d)
+
+
+def _budget_lines(d: ClusterDesign) -> list[str]:
+    """The spec's monthly budget (design/budget.py), at the end of the Monitoring block: its alerts
+    go where monitoring's do."""
+    from aicluster.design.budget import budget_line
+
+    return [f"  {budget_line(d.budget, d.alert_emails)}"] if d.budget else []
 
 
 def _standing_lines(d: ClusterDesign) -> list[str]:

@@ -16,6 +16,7 @@ from aicluster.catalog import FsxDeploymentType, InstanceType, load_catalog
 from aicluster.catalog.kubernetes import versions as kubernetes_versions
 from aicluster.catalog.tpu_slices import host_instance, tpu_slice
 from aicluster.design.accounting import design_accounting
+from aicluster.design.budget import design_budget
 from aicluster.design.login import design_login
 from aicluster.design.model import ClusterDesign
 from aicluster.design.parts import (GcpNetwork, GcpNic, GcpSubnet, NetworkDesign, NetworkInterface, Placement, PoolDesign,
@@ -102,6 +103,7 @@ def design_cluster(spec: ClusterSpec) -> ClusterDesign:
         kubernetes=_design_kubernetes(spec, pools, network) if spec.scheduler == "kubernetes" else None,
         alert_emails=tuple(spec.monitoring.alert_emails),
         metrics_on_delete=spec.monitoring.on_delete,
+        budget=design_budget(spec.name, spec.cloud, spec.cost),
     )
 
 

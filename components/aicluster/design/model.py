@@ -8,6 +8,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
+from aicluster.design.budget import BudgetDesign
 from aicluster.design.parts import NetworkDesign, PoolDesign, SlurmDesign, StorageDesign
 from aicluster.design.workload_shapes import params_b, shapes
 from aicluster.errors import SpecError
@@ -93,6 +94,7 @@ class ClusterDesign:
     kubernetes: KubernetesDesign | None = None
     alert_emails: tuple[str, ...] = ()      # spec monitoring.alert_emails: who the alerts are e-mailed to
     metrics_on_delete: str = "retain"       # spec monitoring.on_delete: the metrics workspace (aws)
+    budget: BudgetDesign | None = None      # spec cost: the monthly budget and its alerts (design/budget.py)
 
     def pool(self, name: str) -> PoolDesign:
         for pool in self.pools:

@@ -113,6 +113,12 @@ def build_gcp_cluster(design: ClusterDesign) -> dict[str, pulumi.Output]:
         gke_cluster=design.kubernetes.gke.cluster_name if design.kubernetes else None,
         alert_rules=rule_groups(monitoring_design(design)), evaluation_interval_s=scrape().evaluation_interval_s,
         alert_emails=design.alert_emails))
+    if design.budget:
+        # The monthly budget (gcp/budget.py): on the billing account, to the same alert channels.
+        from aicluster.gcp.budget import ClusterBudget, ClusterBudgetArgs
+        ClusterBudget(f"{design.name}-budget", ClusterBudgetArgs(
+            context=design.context, budget=design.budget, notification_channels=observability.alert_channels,
+            depends_on=observability.services))
     filesystems: list = []
     for fs in design.storage:
         if fs.kind == "filestore":

@@ -140,6 +140,7 @@ class ObservabilityBackend(pulumi.ComponentResource):
     query_url: str
     services: list[pulumi.Resource]           # what writers and GKE's managed collection wait for
     alert_policies: list[pulumi.Resource]
+    alert_channels: list[pulumi.Output[str]]  # the e-mail channels' names: a budget notifies them too
 
     def __init__(self, name: str, args: ObservabilityBackendArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("aicluster:gcp:ObservabilityBackend", name, None, opts)
@@ -170,6 +171,7 @@ class ObservabilityBackend(pulumi.ComponentResource):
                                        notification_channels=[c.name for c in channels],
                                        opts=pulumi.ResourceOptions(parent=self, depends_on=self.services))
             for key, policy in alert_policies(context.name, args.alert_rules or {}, args.evaluation_interval_s).items()]
+        self.alert_channels = [c.name for c in channels]
         self.log_bucket = bucket.id
         self.log_ids = {stream: log_id(context.name, stream) for stream in args.log_streams}
         self.metrics_project = project_id

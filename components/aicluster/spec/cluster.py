@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from aicluster import limits
 from aicluster.catalog import load_catalog
 from aicluster.errors import Problem, SpecError, close_match, join_path
+from aicluster.spec.cost import CostSpec, cost_problems
 from aicluster.spec.login import LoginSpec, login_problems
 from aicluster.spec.pod_identity import DatasetSpec, ServiceAccountSpec, identity_problems
 from aicluster.spec.slurm_settings import SlurmSettings, settings_problems
@@ -337,6 +338,8 @@ class ClusterSpec(_Model):
                                                                     "(scheduler: kubernetes only).")
     monitoring: MonitoringSpec = Field(MonitoringSpec(), description="Where the cluster's alerts go "
                                                                      "(docs/operating.md).")
+    cost: CostSpec | None = Field(None, description="A monthly budget with alerts to where monitoring's alerts "
+                                                  "go (spec/cost.py, docs/operating.md). Default: none.")
     tags: Mapping[Annotated[str, Field(strict=True, min_length=1, max_length=63)],
                   Annotated[str, Field(strict=True, max_length=63)]] = Field(
         default_factory=dict, description="Added to every resource (GCP: as labels, lower-cased, other characters "
@@ -509,6 +512,7 @@ def _semantic_problems(spec: ClusterSpec) -> list[Problem]:
     problems += _kubernetes_problems(spec)
     problems += _team_problems(spec)
     problems += on_delete_problems(spec.cloud, spec.scheduler, spec.storage, spec.slurm, spec.monitoring)
+    problems += cost_problems(spec.cloud, spec.cost, spec.monitoring.alert_emails)
     if spec.scheduler == "kubernetes":
         problems += identity_problems(spec.cloud, spec.kubernetes, {fs.name for fs in spec.storage})
     if spec.workload is not None:
