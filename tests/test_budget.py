@@ -82,7 +82,7 @@ def test_a_gcp_budget_takes_the_billing_account_and_an_optional_project_number()
 
 
 @pytest.mark.parametrize("base, cost, path, value, allowed, match", [
-    (AWS, {"monthly_budget_usd": -5}, "cost.monthly_budget_usd", -5, "a number > 0", None),
+    (AWS, {"monthly_budget_usd": -5}, "cost.monthly_budget_usd", -5, "a number >= 0.01", None),
     (AWS, {"monthly_budget_usd": "60000"}, "cost.monthly_budget_usd", "60000", "a number", None),
     (AWS, {"monthly_budget": 60000}, "cost.monthly_budget", "monthly_budget", "unknown key", "monthly_budget_usd"),
     (AWS, {"monthly_budget_usd": 10, "alert_at_pct": [0]}, "cost.alert_at_pct[0]", 0, "a number >= 1", None),

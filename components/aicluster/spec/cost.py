@@ -27,7 +27,7 @@ Percent = Annotated[int, Field(strict=True, ge=1, le=1000)]
 class CostSpec(SpecModel):
     """A monthly budget: alerts as spend passes percentages of it."""
 
-    monthly_budget_usd: Annotated[float, Field(strict=True, gt=0, le=1e9, allow_inf_nan=False)] = Field(
+    monthly_budget_usd: Annotated[float, Field(strict=True, ge=0.01, le=1e9, allow_inf_nan=False)] = Field(
         description="The cluster's budget per calendar month, in US dollars. aws: an AWS Budgets cost budget "
                     "over the resources tagged aicluster-cluster=<name> (activate that tag as a cost allocation "
                     "tag in Billing, or the budget counts nothing); gcp: a Cloud Billing budget over the "
