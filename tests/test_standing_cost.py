@@ -81,17 +81,42 @@ def test_usage_priced_things_are_notes_with_their_unit_prices(quotes):
     notes = "\n".join(cost.usage_notes)
     assert "EFS: $0.3 per GB-month stored" in notes
     assert "NAT gateway data: $0.045 per GB processed" in notes
-    assert "$0.9 per 10M samples ingested" in notes and "2 always-on node(s) scraped every 30 s" in notes
-    assert "87,600 samples per series a month" in notes
     assert "logs (CloudWatch Logs, kept 30 days" in notes and "$0.5 per GB ingested" in notes
+    assert "each compute node that comes up adds ~114M samples a month ($10.25)" in notes
+
+
+def test_metric_samples_of_the_always_on_nodes_are_estimated_and_priced(quotes):
+    """Head + login, ~1,300 node_exporter series each (usage_estimates), every 30 s: 87,600 samples
+    per series a month, at AMP's first-tier $0.90 per 10M samples."""
+    cost = standing_cost(stack_result("aws-p5-slurm").design)
+    metrics = _line(cost, "metrics")
+    samples = 2 * 1300 * 87_600
+    assert metrics.what == "228M samples a month: 2 always-on node(s) x ~1,300 series, every 30 s"
+    assert metrics.usd_per_hour == pytest.approx(samples / 1e7 * 0.90 / 730)
+    assert "PrometheusHostMetricsHowMany" in metrics.basis
+
+
+def test_metric_samples_past_the_first_tier_are_priced_at_the_next():
+    many = standing_item("metrics", "metrics", "aws", "us-east-1", nodes=100, gpus=0, scrape_interval_s=30)
+    (line,) = price_standing([many]).lines
+    samples = 100 * 1300 * 87_600
+    assert line.usd_per_hour == pytest.approx((2e9 / 1e7 * 0.90 + (samples - 2e9) / 1e7 * 0.35) / 730)
+    huge = standing_item("metrics", "metrics", "gcp", "us-east4", nodes=10_000, gpus=0, scrape_interval_s=30)
+    assert "no catalog price" in price_standing([huge]).unpriced[0]        # past GMP's first 50B: not guessed
 
 
 def test_static_compute_nodes_are_scraped_but_not_counted_as_standing_cost(quotes):
     cost = standing_cost(stack_result("aws-gb200-slurm").design)
     notes = "\n".join(cost.usage_notes)
     assert "pool nvl72a: 18 x p6e-gb200.36xlarge stay up (min_nodes): compute cost" in notes
-    assert "38 always-on node(s)" in notes                     # 36 static + head + login
+    # 36 static + head + login scraped; Slurm arm64 nodes run no DCGM exporter (no enroot pin)
+    assert _line(cost, "metrics").what.startswith("4,327M samples a month: 38 always-on node(s) x ~1,300 series, ")
     assert not any("p6e" in ln.what for ln in cost.lines)
+
+
+def test_static_gpus_on_kubernetes_send_their_dcgm_fields(quotes):
+    cost = standing_cost(stack_result("gcp-a4x-gke").design)
+    assert "+ 72 GPU(s) x 14 DCGM fields" in _line(cost, "metrics").what      # 18 x a4x-highgpu-4g
 
 
 def test_eks_pays_the_control_plane_fee_and_its_system_nodes(quotes):

@@ -77,10 +77,28 @@ def unit_price(cloud: str, service: str, tier: str, region: str) -> UnitPrice | 
     return UnitPrice(cloud, service, tier, region, usd, s.unit, s.source, s.checked)
 
 
+@dataclass(frozen=True)
+class UsageEstimate:
+    """A volume the plan assumes to estimate a usage-priced item (service_prices.yaml usage_estimates)."""
+    key: str
+    value: float
+    source: str
+    checked: str
+
+
+@functools.lru_cache(maxsize=None)
+def usage_estimate(key: str) -> UsageEstimate:
+    e = (_read(_FILE).get("usage_estimates") or {}).get(key)
+    where = f"{_FILE} usage_estimates.{key}"
+    if e is None:
+        raise CatalogError(f"{where}: missing")
+    return UsageEstimate(key, float(_need(e, "value", where)), _sourced(e, where), str(_need(e, "checked", where)))
+
+
 def tiers(cloud: str, service: str) -> tuple[str, ...]:
     """The tiers the catalog prices for a service (for messages naming what is priced)."""
     s = _services().get((cloud, service))
     return tuple(s.prices) if s else ()
 
 
-__all__ = ["UnitPrice", "tiers", "unit_price"]
+__all__ = ["UnitPrice", "UsageEstimate", "tiers", "unit_price", "usage_estimate"]

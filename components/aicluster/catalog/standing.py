@@ -257,28 +257,66 @@ def _counted(i: StandingItem) -> Priced:
     return _PER_COUNT[(i.kind, i.cloud)](i)
 
 
-def _metrics(i: StandingItem) -> Priced:
-    """Usage-priced: the samples the always-on nodes send. The plan knows the nodes and the scrape
-    interval, not the series each node exposes (it varies with CPUs, disks, NICs and GPUs), so the
-    note gives the samples per series and the unit price rather than a guessed total."""
-    nodes, interval = int(i.q("scraped_nodes", 0)), int(i.q("scrape_interval_s", 30))
-    per_series = HOURS_PER_MONTH * 3600 // interval
-    if i.cloud == "aws":
-        price, store = unit_price("aws", "amp_ingest", "first_2b", i.region), \
-            unit_price("aws", "amp_storage", "gb", i.region)
+# Samples ingested, priced by monthly volume tier: (cumulative upper bound, tier), unit in samples.
+_SAMPLE_TIERS = {"aws": ("amp_ingest", ((2e9, "first_2b"), (252e9, "next_250b")), 1e7),
+                 "gcp": ("managed_prometheus", ((50e9, "first_50b"),), 1e6)}
+_BACKEND = {"aws": "Amazon Managed Service for Prometheus", "gcp": "Managed Service for Prometheus"}
+
+
+def dcgm_gpus(kubernetes: bool, instance: Any, nodes: int) -> int:
+    """GPUs whose DCGM fields the nodes of a pool send: NVIDIA GPUs, except on Slurm nodes of an
+    architecture without a pinned enroot (no containers, so no DCGM exporter: design/observability.py)."""
+    from aicluster.catalog.node_local import containers
+    acc = instance.accelerator
+    if acc.kind != "gpu" or acc.vendor != "nvidia":
+        return 0
+    if not kubernetes and instance.dpkg_arch not in containers().enroot.arches:
+        return 0
+    return nodes * instance.accelerator_count
+
+
+def _samples_cost(cloud: str, region: str, samples: float) -> tuple[float | None, list[UnitPrice]]:
+    """$/month of `samples` a month through the backend's volume tiers; None past the tiers priced."""
+    service, tiers, unit = _SAMPLE_TIERS[cloud]
+    usd, below, used = 0.0, 0.0, []
+    for upper, tier in tiers:
+        price = unit_price(cloud, service, tier, region)
         if price is None:
-            return [], [f"metrics (AMP): no catalog price in {i.region}"]
-        per = price.usd / 10e6
-        return [], [f"metrics (Amazon Managed Service for Prometheus, no fee while nothing is sent): {nodes} always-on "
-                    f"node(s) scraped every {interval} s send {per_series:,} samples per series a month, "
-                    f"${per * per_series:.4f} per series-month at ${price.usd:g} per 10M samples ingested, "
-                    f"plus ${store.usd:g} per GB-month stored; every compute node up adds its own; {price.source}"]
-    price = unit_price("gcp", "managed_prometheus", "first_50b", i.region)
-    per = price.usd / 1e6
-    return [], [f"metrics (Managed Service for Prometheus): {nodes} always-on node(s) scraped every {interval} s send "
-                f"{per_series:,} samples per series a month, ${per * per_series:.4f} per series-month at "
-                f"${price.usd:g} per million samples (storage included); every compute node up adds its own; "
-                f"{price.source}"]
+            return None, used
+        used.append(price)
+        usd += price.usd * (min(samples, upper) - below) / unit
+        if samples <= upper:
+            return usd, used
+        below = upper
+    return None, used
+
+
+def _metrics(i: StandingItem) -> Priced:
+    """The samples the always-on nodes send (head, login, system nodes, pools' min_nodes): their
+    series (node_exporter's, estimated per node; DCGM's, one per GPU and field) every scrape."""
+    from aicluster.catalog.observability import exporters
+    from aicluster.catalog.service_prices import usage_estimate
+    nodes, gpus, interval = int(i.q("nodes", 0)), int(i.q("gpus", 0)), int(i.q("scrape_interval_s", 30))
+    per_node, fields = usage_estimate("node_exporter_series_per_node"), len(exporters()["dcgm_exporter"].counters)
+    series = nodes * per_node.value + gpus * fields
+    per_series = HOURS_PER_MONTH * 3600 / interval
+    samples = series * per_series
+    what = (f"{samples / 1e6:,.0f}M samples a month: {nodes} always-on node(s) x ~{per_node.value:,.0f} series"
+            + (f" + {gpus} GPU(s) x {fields} DCGM fields" if gpus else "") + f", every {interval} s")
+    usd, prices = _samples_cost(i.cloud, i.region, samples)
+    node_month, _ = _samples_cost(i.cloud, i.region, per_node.value * per_series)
+    notes = [f"metrics: each compute node that comes up adds ~{per_node.value * per_series / 1e6:,.0f}M samples a "
+             f"month (${node_month or 0:,.2f}) plus {fields} series per GPU; the ~{per_node.value:,.0f} series a node "
+             f"are an estimate ({per_node.source})"]
+    if i.cloud == "aws":
+        store = unit_price("aws", "amp_storage", "gb", i.region)
+        if store:
+            notes.append(f"metrics stored (AMP keeps 150 days): ${store.usd:g} per GB-month at 1-2 bytes a sample; "
+                         f"queries $0.10 per billion samples processed; {store.source}")
+    if usd is None:
+        return _none(i, what, f"{_BACKEND[i.cloud]} samples at this volume in {i.region}")[0], notes
+    basis = "; ".join(p.basis for p in prices) + f"; series per node: {per_node.source}"
+    return [CostLine(i.item, what, usd / HOURS_PER_MONTH, basis)], notes
 
 
 def _logs(i: StandingItem) -> Priced:

@@ -10,7 +10,7 @@ The policy pack builds the same items from raw resources (policies/rules/model/s
 from __future__ import annotations
 
 from aicluster.catalog.observability import scrape
-from aicluster.catalog.standing import (CostLine, StandingCost, StandingItem, price_standing,
+from aicluster.catalog.standing import (CostLine, StandingCost, StandingItem, dcgm_gpus, price_standing,
                                         standing_item, static_pool_notes)
 from aicluster.design.model import ClusterDesign
 from aicluster.design.parts import StorageDesign
@@ -84,7 +84,9 @@ def standing_items(d: ClusterDesign) -> tuple[StandingItem, ...]:
         items.append(standing_item("dns_zone", "node DNS zone", c, r, count=1))
     if c == "aws":                # the alerts topic's key (aws/observability.py)
         items.append(standing_item("kms_key", "KMS key", c, r, count=1))
-    items.append(standing_item("metrics", "metrics", c, r, scraped_nodes=vms + sum(p.min_nodes for p in d.pools),
+    k8s = d.kubernetes is not None
+    items.append(standing_item("metrics", "metrics", c, r, nodes=vms + sum(p.min_nodes for p in d.pools),
+                               gpus=sum(dcgm_gpus(k8s, p.instance, p.min_nodes) for p in d.pools),
                                scrape_interval_s=scrape().interval_s))
     items.append(standing_item("logs", "logs", c, r, retention_days=LOG_RETENTION_DAYS))
     return tuple(items)

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from aicluster.catalog.observability import scrape
-from aicluster.catalog.standing import (StandingCost, StandingItem, price_standing, standing_item,
+from aicluster.catalog.standing import (StandingCost, StandingItem, dcgm_gpus, price_standing, standing_item,
                                         static_pool_notes)
 
 from .._props import ROLE, get, integer, items, kind, number
@@ -151,9 +151,9 @@ def _count(ix: Index, token: str) -> int:
     return len(_of(ix, token))
 
 
-def _min_nodes(c: Cluster) -> int:
-    """Compute nodes kept up: each pool's aicluster-min-nodes tag (what the plan tags its templates with)."""
-    return sum(integer(c.index.tags(p.anchor).get("aicluster-min-nodes")) or 0 for p in c.pools)
+def _min_nodes(c: Cluster, pool: Any) -> int:
+    """A pool's nodes kept up: its aicluster-min-nodes tag (what the plan tags its templates with)."""
+    return integer(c.index.tags(pool.anchor).get("aicluster-min-nodes")) or 0
 
 
 def standing_items_from_resources(c: Cluster) -> tuple[StandingItem, ...]:
@@ -201,7 +201,10 @@ def standing_items_from_resources(c: Cluster) -> tuple[StandingItem, ...]:
     if keys:
         out.append(standing_item("kms_key", "KMS key", cloud, region, count=keys))
     if _count(ix, "aws:amp/workspace") or _count(ix, "gcp:monitoring/alertPolicy"):
-        out.append(standing_item("metrics", "metrics", cloud, region, scraped_nodes=vms + _min_nodes(c),
+        k8s = bool(_count(ix, "aws:eks/cluster") or _count(ix, "gcp:container/cluster"))
+        out.append(standing_item("metrics", "metrics", cloud, region,
+                                 nodes=vms + sum(_min_nodes(c, p) for p in c.pools),
+                                 gpus=sum(dcgm_gpus(k8s, p.instance, _min_nodes(c, p)) for p in c.pools),
                                  scrape_interval_s=scrape().interval_s))
     retention = [integer(get(ix.props(r), "retentionInDays")) for r in _of(ix, "aws:cloudwatch/logGroup")] + \
         [integer(get(ix.props(r), "retentionDays")) for r in _of(ix, "gcp:logging/projectBucketConfig")]
@@ -212,8 +215,7 @@ def standing_items_from_resources(c: Cluster) -> tuple[StandingItem, ...]:
 
 def standing_from_resources(c: Cluster) -> StandingCost:
     """The standing cost of the cluster the resources describe (zero compute nodes up)."""
-    static = [(p.key, integer(c.index.tags(p.anchor).get("aicluster-min-nodes")) or 0, p.instance.name)
-              for p in c.pools]
+    static = [(p.key, _min_nodes(c, p), p.instance.name) for p in c.pools]
     return price_standing(standing_items_from_resources(c), static_pool_notes(static))
 
 
