@@ -119,3 +119,21 @@ def test_the_real_training_model_estimates_a_described_stack():
     e = pe.estimate
     assert e.accelerators == 128 and 0 < e.best.mfu < 1 and e.train_days > 0 and e.train_cost_usd > 0
     assert any(line.startswith("MFU") for line in estimate_lines(pe))
+
+
+def test_the_default_stacks_estimate_states_goodput_and_standing_cost():
+    """Issue 29, done when: the default stack's estimate states goodput and the standing cost, and
+    its cost to train is the accelerators plus the standing cost over the days at goodput."""
+    from aicluster.design.standing_cost import standing_cost
+    from tests.support.stack_plans import stack_result
+
+    result = stack_result("aws-p5-slurm")
+    pe = plan_estimate(result.design)
+    e = pe.estimate
+    assert e.standing_usd_per_hour == pytest.approx(standing_cost(result.design).usd_per_hour) and e.standing_usd_per_hour > 0
+    assert e.train_days == pytest.approx(e.train_days_ideal / e.goodput.fraction) and e.goodput.fraction < 1
+    assert e.train_cost_usd == pytest.approx((e.usd_per_hour + e.standing_usd_per_hour) * e.train_days * 24)
+    body = "\n".join(estimate_lines(pe))
+    assert f"% goodput ({e.train_days_ideal:,.1f} if every hour trained)" in body
+    assert "best checkpoint interval" in body
+    assert f"standing (${e.standing_usd_per_hour:,.2f}/h)" in body

@@ -27,10 +27,12 @@ class Ranked:
 
     @property
     def usd_per_token(self) -> float | None:
+        """What a trained token costs: the accelerators and the standing cost per second over the
+        tokens the job keeps per second at its goodput."""
         e = self.estimate
-        if e is None or e.usd_per_hour is None or e.tokens_per_s <= 0:
+        if e is None or e.usd_per_hour is None or e.tokens_per_s <= 0 or e.goodput.fraction <= 0:
             return None
-        return e.usd_per_hour / 3600 / e.tokens_per_s
+        return (e.usd_per_hour + (e.standing_usd_per_hour or 0.0)) / 3600 / (e.tokens_per_s * e.goodput.fraction)
 
 
 def run(path: str, fmt: str = "text", compare: bool = False) -> str:
@@ -56,7 +58,7 @@ def answer(request: WorkloadRequest, fmt: str = "text", compare: bool = False) -
 def _estimate_on(request: WorkloadRequest, cluster: Cluster) -> Estimate:
     try:
         return estimate_for(request.workload, cluster.hardware, cluster.storage, warnings=cluster.warnings,
-                            prefix=request.prefix)
+                            prefix=request.prefix, standing_usd_per_hour=cluster.standing_usd_per_hour)
     except SpecError as exc:
         raise exc.with_source(request.source) from None
 

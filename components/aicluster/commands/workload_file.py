@@ -23,6 +23,7 @@ from aicluster.spec.input_files import load_yaml, read_text
 from aicluster.perf import Hardware, Storage, what_if
 from aicluster.spec.cluster import WorkloadSpec, parse_spec, validation_problems, workload_problems
 from aicluster.commands.stacks import read_stack, stack_names, stacks_dir
+from aicluster.design.standing_cost import standing_cost
 from aicluster.design.workload import hardware, storage
 from aicluster.spec.workload import SpecModel
 
@@ -69,10 +70,12 @@ class Cluster:
     hardware: Hardware
     storage: Storage | None
     warnings: tuple[str, ...]
+    standing_usd_per_hour: float | None = None    # what a designed cluster pays beside its accelerators
 
     def to_dict(self) -> dict:
         return {"label": self.label, "kind": self.kind, "hardware": dataclasses.asdict(self.hardware),
-                "storage": None if self.storage is None else dataclasses.asdict(self.storage)}
+                "storage": None if self.storage is None else dataclasses.asdict(self.storage),
+                "standing_usd_per_hour": self.standing_usd_per_hour}
 
 
 @dataclass(frozen=True)
@@ -175,4 +178,4 @@ def _designed(target: str, label: str | None, workload: WorkloadSpec | None = No
     except SpecError as exc:
         raise exc.with_source(source) from None
     kind = "stack" if Path(source).name.startswith("Pulumi.") else "spec"
-    return Cluster(label or stack.name, kind, hw, fs, warnings), spec.workload
+    return Cluster(label or stack.name, kind, hw, fs, warnings, standing_cost(design).usd_per_hour), spec.workload

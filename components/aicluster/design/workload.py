@@ -8,6 +8,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from aicluster.design.balance import client_gbps, fabric_gbps
+from aicluster.design.standing_cost import standing_cost
 from aicluster.errors import Problem, SpecError
 from aicluster.design.workload_shapes import shapes, workload_warnings
 from aicluster.perf import Estimate, Hardware, Storage, estimate, from_instance, from_tpu
@@ -96,15 +97,18 @@ def storage(design: ClusterDesign, workload: WorkloadSpec | None = None) -> Stor
 
 
 def estimate_for(ws: WorkloadSpec, hw: Hardware, fs: Storage | None, *, top: int = 3,
-                 warnings: tuple[str, ...] = (), prefix: str = "workload.") -> Estimate:
+                 warnings: tuple[str, ...] = (), prefix: str = "workload.",
+                 standing_usd_per_hour: float | None = None) -> Estimate:
     """The training model's answer for `ws` on `hw`; SpecError when nothing fits. `prefix` is
-    where the workload's sections sit in the YAML ("workload." in a spec, "" in a workload file)."""
+    where the workload's sections sit in the YAML ("workload." in a spec, "" in a workload file);
+    `standing_usd_per_hour` what the cluster pays beside its accelerators (None: a cluster on paper)."""
     found = shapes(ws)
     if found is None:
         raise SpecError([Problem(f"{prefix}model", None, "a model section (layers, hidden, heads, ffn_hidden, "
                                  "vocab, seq_len): model_params_b alone gives no step time")], subject="workload")
     model, training, hint = found
-    result = estimate(model, training, hw, hint=hint, storage=fs, top=top, at=f"{prefix}parallelism")
+    result = estimate(model, training, hw, hint=hint, storage=fs, top=top, at=f"{prefix}parallelism",
+                      standing_usd_per_hour=standing_usd_per_hour)
     extra = warnings + workload_warnings(ws)
     return dataclasses.replace(result, warnings=extra + tuple(result.warnings)) if extra else result
 
@@ -116,4 +120,5 @@ def estimate_design(design: ClusterDesign, top: int = 3) -> Estimate | None:
     if ws is None or ws.model is None:
         return None
     hw, warnings = hardware(design)
-    return estimate_for(ws, hw, storage(design), top=top, warnings=warnings)
+    return estimate_for(ws, hw, storage(design), top=top, warnings=warnings,
+                        standing_usd_per_hour=standing_cost(design).usd_per_hour)
