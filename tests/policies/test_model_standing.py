@@ -41,3 +41,51 @@ def test_a_hand_written_stack_is_read_by_what_it_creates():
 def test_no_resources_no_items():
     model, standing = _pack()
     assert standing.standing_items_from_resources(model.build([])) == ()
+
+
+# Every resource type the standing cost reads, for the preview test below.
+STANDING_TYPES = ("aws:fsx/lustreFileSystem", "aws:efs/fileSystem", "aws:ec2/instance", "aws:ec2/launchTemplate",
+                  "aws:eks/nodeGroup", "aws:eks/cluster", "aws:ec2/natGateway", "aws:ec2/eip", "aws:ec2/vpcEndpoint",
+                  "aws:rds/instance", "aws:secretsmanager/secret", "aws:route53/zone", "aws:kms/key",
+                  "aws:amp/workspace", "aws:cloudwatch/logGroup", "aws:ec2/subnet")
+GCP_STANDING_TYPES = ("gcp:lustre/instance", "gcp:filestore/instance", "gcp:compute/instance",
+                      "gcp:container/nodePool", "gcp:container/cluster", "gcp:compute/routerNat",
+                      "gcp:sql/databaseInstance", "gcp:secretmanager/secret", "gcp:dns/managedZone",
+                      "gcp:monitoring/alertPolicy", "gcp:logging/projectBucketConfig")
+
+
+_KEYS = ("instanceType", "machineType", "storageCapacity", "perUnitStorageThroughput", "deploymentType",
+         "metadataConfiguration", "capacityGib", "fileShares", "tier", "tags", "labels", "launchTemplate",
+         "blockDeviceMappings", "rootBlockDevice", "bootDisk", "scalingConfig", "instanceTypes", "nodeConfig",
+         "nodeCount", "nodeLocations", "instanceClass", "allocatedStorage", "storageType", "multiAz", "settings",
+         "vpcEndpointType", "subnetIds", "associatePublicIpAddress", "networkInterfaces", "retentionInDays",
+         "retentionDays", "availabilityZone", "region", "zone", "location")
+
+
+def _shape(name: str) -> dict:
+    from pulumi_policy.proxy import (UNKNOWN_ARRAY_VALUE, UNKNOWN_NUMBER_VALUE, UNKNOWN_OBJECT_VALUE,
+                                     UNKNOWN_STRING_VALUE)
+    cycle = {"unknown": [UNKNOWN_STRING_VALUE],
+             "unknown-typed": [UNKNOWN_NUMBER_VALUE, UNKNOWN_ARRAY_VALUE, UNKNOWN_OBJECT_VALUE, UNKNOWN_STRING_VALUE],
+             "wrong-types": [7.0, "x", [1, "y"], {"a": None}, True]}.get(name)
+    if cycle is None:
+        return {}
+    return {key: cycle[i % len(cycle)] for i, key in enumerate(_KEYS)} | (
+        {"tags": {"aicluster-role": "head"}, "labels": {"aicluster-role": "login"}} if name != "wrong-types" else {})
+
+
+@pytest.mark.parametrize("types", [STANDING_TYPES, GCP_STANDING_TYPES], ids=["aws", "gcp"])
+@pytest.mark.parametrize("shape", ["unknown", "unknown-typed", "empty", "wrong-types"])
+def test_unknown_values_in_a_preview_never_raise(types, shape):
+    """What a rule calls must survive a preview (unknown values everywhere) and odd shapes: items with
+    unknowns are unpriced or zero, never an exception (one fails the whole `pulumi preview`)."""
+    from pulumi_policy import PolicyCustomTimeouts, PolicyResource, PolicyResourceOptions
+    from pulumi_policy.proxy import unknown_checking_proxy
+
+    model, standing = _pack()
+    opts = PolicyResourceOptions(False, [], None, [], PolicyCustomTimeouts(0, 0, 0), [], None)
+    tokens = [f"{t}:{t.split('/')[-1][0].upper()}{t.split('/')[-1][1:]}" for t in types]
+    resources = [PolicyResource(token, unknown_checking_proxy(_shape(shape)), f"urn:x::{token}::r{i}", f"r{i}",
+                                opts, None, None, [], {}) for i, token in enumerate(tokens)]
+    cost = standing.standing_from_resources(model.build(resources))
+    assert cost.usd_per_hour >= 0 and all(isinstance(u, str) for u in cost.unpriced)

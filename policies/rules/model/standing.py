@@ -12,7 +12,7 @@ from aicluster.catalog.observability import scrape
 from aicluster.catalog.standing import (StandingCost, StandingItem, dcgm_gpus, price_standing, standing_item,
                                         static_pool_notes)
 
-from .._props import ROLE, get, integer, items, kind, number
+from .._props import ROLE, get, integer, is_unknown, items, kind, number
 from .cluster import Cluster
 from .index import Index
 
@@ -47,6 +47,11 @@ def _region(ix: Index, cloud: str) -> str | None:
     return None
 
 
+def _text(value: Any, default: str = "(unknown)") -> str:
+    """A known string property, else `default`: an unknown (preview) or odd value prices as nothing."""
+    return value if isinstance(value, str) and value and not is_unknown(value) else default
+
+
 def _of(ix: Index, token: str) -> list[Any]:
     return ix.of(token)
 
@@ -65,7 +70,7 @@ def _instances(ix: Index, cloud: str, region: str) -> tuple[list[StandingItem], 
             continue
         p0 = ix.props(found[0])
         itype = get(p0, "instanceType" if cloud == "aws" else "machineType")
-        out.append(standing_item("instance", item, cloud, region, type=itype, count=len(found)))
+        out.append(standing_item("instance", item, cloud, region, type=_text(itype), count=len(found)))
         gib = _aws_root_gib(ix, found[0]) if cloud == "aws" else number(get(p0, "bootDisk", "initializeParams", "size"))
         out.append(standing_item("disk", f"{item.replace('nodes', 'node')} root disk" + ("s" if role == "login" else ""),
                                  cloud, region, disk_type=_ROOT_DISK[cloud], gib=int(gib or 0), count=len(found)))
@@ -97,13 +102,13 @@ def _system_nodes(ix: Index, cloud: str) -> tuple[str, int] | None:
         for r in _of(ix, "aws:eks/nodeGroup"):
             if _role(ix, r) == "control-plane":
                 p = ix.props(r)
-                return str(get(p, "instanceTypes", 0)), integer(get(p, "scalingConfig", "desiredSize")) or 0
+                return _text(get(p, "instanceTypes", 0)), integer(get(p, "scalingConfig", "desiredSize")) or 0
         return None
     for r in _of(ix, "gcp:container/nodePool"):
         if _role(ix, r) == "control-plane":
             p = ix.props(r)
             zones = len(items(p, "nodeLocations")) or 1
-            return str(get(p, "nodeConfig", "machineType")), (integer(get(p, "nodeCount")) or 0) * zones
+            return _text(get(p, "nodeConfig", "machineType")), (integer(get(p, "nodeCount")) or 0) * zones
     return None
 
 
@@ -114,16 +119,16 @@ def _filesystems(c: Cluster, cloud: str, region: str) -> list[StandingItem]:
         gib = int(fs.capacity_gib or 0)
         if fs.kind == "fsx-lustre":
             out.append(standing_item("fsx_lustre", "FSx for Lustre", cloud, region, gib=gib,
-                                     deployment=get(p, "deploymentType") or "SCRATCH_1",
+                                     deployment=_text(get(p, "deploymentType"), "SCRATCH_1"),
                                      mbps_per_tib=int(fs.throughput_mbps_per_tib or 0),
-                                     metadata_mode=get(p, "metadataConfiguration", "mode") or "AUTOMATIC",
+                                     metadata_mode=_text(get(p, "metadataConfiguration", "mode"), "AUTOMATIC"),
                                      **({"metadata_iops": get(p, "metadataConfiguration", "iops")}
                                         if get(p, "metadataConfiguration", "mode") == "USER_PROVISIONED" else {})))
         elif fs.kind == "gcp-lustre":
             out.append(standing_item("managed_lustre", "Managed Lustre", cloud, region, gib=gib,
                                      mbps_per_tib=int(fs.throughput_mbps_per_tib or 0)))
         elif fs.kind == "filestore":
-            out.append(standing_item("filestore", "Filestore", cloud, region, gib=gib, tier=get(p, "tier")))
+            out.append(standing_item("filestore", "Filestore", cloud, region, gib=gib, tier=_text(get(p, "tier"))))
         else:
             out.append(standing_item("efs", "EFS", cloud, region, expected_gib=0))
     return out
@@ -134,16 +139,16 @@ def _database(ix: Index, cloud: str, region: str) -> StandingItem | None:
         for r in _of(ix, "aws:rds/instance"):
             p = ix.props(r)
             return standing_item("rds", "accounting database (RDS)", cloud, region,
-                                 instance_class=get(p, "instanceClass"), engine=get(p, "engine"),
+                                 instance_class=_text(get(p, "instanceClass")), engine=_text(get(p, "engine")),
                                  storage_gib=integer(get(p, "allocatedStorage")) or 0,
-                                 storage_type=get(p, "storageType") or "gp2", multi_az=bool(get(p, "multiAz")))
+                                 storage_type=_text(get(p, "storageType"), "gp2"), multi_az=get(p, "multiAz") is True)
         return None
     for r in _of(ix, "gcp:sql/databaseInstance"):
         s = get(ix.props(r), "settings") or {}
-        return standing_item("cloud_sql", "accounting database (Cloud SQL)", cloud, region, tier=get(s, "tier"),
-                             edition=get(s, "edition") or "ENTERPRISE", disk_gib=integer(get(s, "diskSize")) or 0,
-                             disk_type=get(s, "diskType") or "PD_SSD",
-                             availability=get(s, "availabilityType") or "ZONAL")
+        return standing_item("cloud_sql", "accounting database (Cloud SQL)", cloud, region, tier=_text(get(s, "tier")),
+                             edition=_text(get(s, "edition"), "ENTERPRISE"), disk_gib=integer(get(s, "diskSize")) or 0,
+                             disk_type=_text(get(s, "diskType"), "PD_SSD"),
+                             availability=_text(get(s, "availabilityType"), "ZONAL"))
     return None
 
 
