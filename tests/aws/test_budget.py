@@ -71,13 +71,25 @@ def test_the_topics_key_lets_budgets_encrypt_for_this_account(result):
     assert key.protect        # still the stateful key it was: only its policy gained a statement
 
 
-def test_without_a_budget_the_policies_are_as_before():
+def test_without_a_budget_only_amp_may_publish_to_the_topic():
     topic = alert_topic_policy(TOPIC_ARN, WORKSPACE_ARN)
-    key = alert_key_policy(WORKSPACE_ARN)
     assert [s["Sid"] for s in topic["Statement"]] == ["AmpPublishesAlerts"]
-    assert [s["Sid"] for s in key["Statement"]] == ["AccountAdministersTheKey", "AmpEncryptsAlerts"]
     with_budget = alert_topic_policy(TOPIC_ARN, WORKSPACE_ARN, budgets=True)["Statement"]
     assert with_budget[-1]["Condition"]["ArnLike"]["aws:SourceArn"] == "arn:aws:budgets::123456789012:*"
+    assert [s["Sid"] for s in alert_key_policy(WORKSPACE_ARN)["Statement"]] == \
+        ["AccountAdministersTheKey", "AmpEncryptsAlerts", "BudgetsEncryptAlerts"]
+
+
+def test_adding_a_budget_leaves_every_stateful_resource_untouched(result):
+    """The alerts key is stateful and protected: a budget added to (or removed from) the spec
+    must change nothing of it, nor of any other stateful resource (the replacement-safety rule)."""
+    from tests.support.replacement import differences
+    from tests.support.stack_plans import plan_with_spec, stack_spec_data
+
+    without = {k: v for k, v in stack_spec_data(STACK).items() if k != "cost"}
+    before = plan_with_spec(STACK, without)
+    assert not before.of_type(BUDGET)
+    assert not differences(before, result.plan, allow_tags=False)
 
 
 def test_the_plan_shows_the_budget_with_the_topic_it_alerts(result):

@@ -15,7 +15,8 @@ design/budget.py), alerting into the cluster's alerts SNS topic, the one AMP's a
   the topic's key under the publisher's identity, so a publisher the key policy does not name gets
   KMS access denied and its notification is dropped (SNS developer guide, "Configuring AWS KMS
   permissions" / "Enable compatibility between event sources from AWS services and encrypted
-  topics"). ObservabilityBackend adds both statements when `budget_alerts` is set.
+  topics"). ObservabilityBackend adds the topic statement when `budget_alerts` is set; the key
+  statement is always there, so that adding a budget never changes the protected key.
 """
 from __future__ import annotations
 

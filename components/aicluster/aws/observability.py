@@ -87,9 +87,11 @@ def alert_topic_policy(topic_arn: str, workspace_arn: str, budgets: bool = False
     return {"Version": "2012-10-17", "Statement": statements}
 
 
-def alert_key_policy(workspace_arn: str, budgets: bool = False) -> dict:
-    """The topic's key: administered by the account (IAM decides who), used by AMP (to publish)
-    and SNS (to deliver) for this account only; and, with `budgets`, by AWS Budgets (to publish)."""
+def alert_key_policy(workspace_arn: str) -> dict:
+    """The topic's key: administered by the account (IAM decides who), used by AMP and AWS Budgets
+    (to publish) and SNS (to deliver) for this account only. The Budgets statement is there with or
+    without a budget: the key is stateful and protected, and adding or removing `cost` in the spec
+    must not touch it (tests/aws/test_budget.py); who may publish is the topic policy's to decide."""
     account = _account(workspace_arn)
     return {"Version": "2012-10-17", "Statement": [
         {"Sid": "AccountAdministersTheKey", "Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{account}:root"},
@@ -97,7 +99,7 @@ def alert_key_policy(workspace_arn: str, budgets: bool = False) -> dict:
         {"Sid": "AmpEncryptsAlerts", "Effect": "Allow", "Principal": {"Service": "aps.amazonaws.com"},
          "Action": ["kms:GenerateDataKey*", "kms:Decrypt"], "Resource": "*",
          "Condition": {"StringEquals": {"aws:SourceAccount": account}}},
-        *([budgets_key_statement(account)] if budgets else []),
+        budgets_key_statement(account),
     ]}
 
 
@@ -136,7 +138,7 @@ class ObservabilityBackendArgs:
     on_delete: monitoring.on_delete (`ClusterDesign.metrics_on_delete`), retain or delete: whether
         `aicluster destroy` keeps the workspace and the alerts key (both protected either way).
     budget_alerts: AWS Budgets publishes to the alerts topic too (spec cost, aws/budget.py): the topic
-        and key policies let it (`ClusterDesign.budget is not None`).
+        policy lets it (`ClusterDesign.budget is not None`; the key lets it either way).
     """
     context: ClusterContext
     log_streams: Sequence[str]
@@ -173,7 +175,7 @@ class ObservabilityBackend(pulumi.ComponentResource):
         key = aws.kms.Key(
             f"{name}-alerts-key", description=f"aicluster {context.name}: encrypts the alerts topic",
             enable_key_rotation=True, deletion_window_in_days=30,
-            policy=workspace.arn.apply(lambda arn: json.dumps(alert_key_policy(arn, args.budget_alerts), sort_keys=True)),
+            policy=workspace.arn.apply(lambda arn: json.dumps(alert_key_policy(arn), sort_keys=True)),
             tags=context.labels("alerts"), opts=keep)
         topic = aws.sns.Topic(f"{name}-alerts", name=f"aicluster-{context.name}-alerts", kms_master_key_id=key.arn,
                               tags=context.labels("alerts"), opts=child)
