@@ -150,8 +150,10 @@ def _efs(i: StandingItem) -> Priced:
         return _none(i, "elastic", f"EFS Standard in {i.region}")
     what = (f"elastic: {gib:,.0f} GB expected" if gib else
             "elastic: billed on what is stored; 0 GB counted (the spec gives no expected size)")
-    note = (f"{i.item}: ${price.usd:g} per GB-month stored (Standard; less once files move to "
-            f"Infrequent Access), plus AWS Backup's daily backups per GB-month; {price.source}")
+    backup = unit_price("aws", "efs_backup", "warm", i.region)
+    note = (f"{i.item}: ${price.usd:g} per GB-month stored (Standard; less once files move to Infrequent Access)"
+            + (f", and AWS Backup's daily backups ${backup.usd:g} per GB-month (warm)" if backup else "")
+            + f"; {price.source}" + (f"; {backup.source}" if backup else ""))
     return [CostLine(i.item, what, _per_month(price, gib), price.basis)], [note]
 
 
@@ -202,8 +204,10 @@ def _rds(i: StandingItem) -> Priced:
     disk = unit_price("aws", "rds_storage", stype, i.region)
     if inst is None or disk is None:
         return _none(i, what, f"{klass if inst is None else stype} in {i.region}")
+    backup = unit_price("aws", "rds_backup", "gb", i.region)
     return [CostLine(i.item, what, inst.usd + _per_month(disk, gib), f"{inst.basis}; storage {disk.basis}")], \
-        [f"{i.item}: automated backups are free up to the database's size, then per GB-month; {disk.source}"]
+        [f"{i.item}: automated backups are free up to the database's size ({gib:,.0f} GiB), then "
+         + (f"${backup.usd:g} per GB-month; {backup.source}" if backup else "per GB-month")]
 
 
 def _cloud_sql(i: StandingItem) -> Priced:
@@ -220,7 +224,8 @@ def _cloud_sql(i: StandingItem) -> Priced:
         return _none(i, what, f"Cloud SQL {edition} in {i.region}")
     usd = vcpu.usd * int(parts[2]) + mem.usd * int(parts[3]) / 1024 + _per_month(disk, gib)
     return [CostLine(i.item, what, usd, f"{vcpu.basis}; ${mem.usd:g} per GB-hour memory; storage {disk.basis}")], \
-        [f"{i.item}: backups beyond the free allowance per GB-month; {disk.source}"]
+        [f"{i.item}: its backups are billed per GB-month of backup storage (price not in the catalog: "
+         f"cloud.google.com/sql/pricing)"]
 
 
 _CONTROL_PLANE = {"eks": ("aws", "eks", "standard"), "gke": ("gcp", "gke", "cluster")}
