@@ -33,6 +33,8 @@ def train_lines(e: Estimate, width: int, unit: str = "GPU") -> list[str]:
         lines.append(f"{'':<{width}} best checkpoint interval {g.best_interval_min:,.0f} min: "
                      f"{100 * g.best_fraction:.1f} % goodput{days}")
     lines.append(cost_line(e, width))
+    if e.calibrated is not None:
+        lines.append(f"{label('model')} {e.calibrated.text()}")
     return lines
 
 

@@ -8,12 +8,12 @@ from dataclasses import dataclass
 
 from aicluster.errors import Problem, SpecError
 from aicluster.perf import nvlink
-from aicluster.perf.calibration import CALIBRATION
+from aicluster.perf.calibration import CALIBRATED_ACCELERATORS, CALIBRATION, MEASURED_ERROR
 from aicluster.perf.flops import flops_per_token, parameter_count
 from aicluster.perf.goodput import goodput
 from aicluster.perf.hardware import placements
 from aicluster.perf.memory import memory
-from aicluster.perf.result import Candidate, Checkpoint, DataLoading, Estimate, Memory
+from aicluster.perf.result import Calibrated, Candidate, Checkpoint, DataLoading, Estimate, Memory
 from aicluster.perf.search import layouts, space
 from aicluster.perf.shapes import Hardware, Layout, LayoutHint, ModelShape, Storage, TrainingShape
 from aicluster.perf.step import Calibration, Step, step_time
@@ -24,8 +24,6 @@ from aicluster.perf.step import Calibration, Step, step_time
 CHECKPOINT_BYTES_PER_PARAM = 14
 # Memory binds when a layout that does not fit would be this much faster than the best that does.
 MEMORY_BOUND_GAIN = 1.10
-# Accelerators with published measurements in the calibration set.
-CALIBRATED = ("A100", "H100", "TPU v5p")
 # Data-parallel width from which ZeRO-3 / FSDP stacks ran slower than the model predicts.
 ZERO3_WARN_DP = 64
 # The best MFU (model FLOPs over dense BF16 peak) among the calibration set's published runs, per
@@ -165,7 +163,31 @@ def estimate(model: ModelShape, training: TrainingShape, hardware: Hardware, *, 
                     train_days=days, train_days_ideal=ideal, train_cost_usd=cost, usd_per_hour=usd_per_hour,
                     standing_usd_per_hour=standing_usd_per_hour, goodput=good, checkpoint=checkpoint,
                     data_loading=loading, bound=bound, warnings=tuple(warnings),
-                    nvlink_domain=_domain_note(model, training, hardware, best, calibration))
+                    nvlink_domain=_domain_note(model, training, hardware, best, calibration),
+                    calibrated=_calibrated(model, hardware, best))
+
+
+# Published runs the shipped CALIBRATION was fitted on (tests/data/training-throughput.json).
+CALIBRATION_RECORDS = 174
+
+
+def _calibrated(m: ModelShape, hw: Hardware, best: Candidate) -> Calibrated:
+    """The measured error for this kind of accelerator, and what in this estimate no published run had."""
+    err = MEASURED_ERROR["tpu" if hw.kind == "tpu" else "gpu"]
+    lay = best.layout
+    out = []
+    if not any(hw.accelerator.startswith(c) for c in CALIBRATED_ACCELERATORS):
+        out.append(f"{hw.accelerator} (no published run)")
+    if m.moe is not None:
+        out.append("a mixture of experts (no MoE run)")
+    if nvlink.spans_nodes(hw, lay):
+        out.append("an NVLink domain across nodes (no NVL72 run)")
+    if lay.zero_stage == 3 and lay.dp * lay.cp > ZERO3_WARN_DP:
+        out.append(f"ZeRO-3 over {lay.dp * lay.cp} ranks (published ZeRO-3 runs reach {ZERO3_WARN_DP})")
+    return Calibrated(records=CALIBRATION_RECORDS, accelerators=CALIBRATED_ACCELERATORS,
+                      median_error_groups_equal=err.median_abs_groups_equal,
+                      median_error_rows_equal=err.median_abs_rows_equal, within_20pct=err.within_20pct,
+                      extrapolates=tuple(out))
 
 
 def _domain_note(m: ModelShape, tr: TrainingShape, hw: Hardware, best: Candidate, cal: Calibration) -> str | None:
@@ -209,7 +231,7 @@ def _checkpoint(params: float, storage: Storage | None) -> Checkpoint:
 def _caveats(m: ModelShape, tr: TrainingShape, hw: Hardware, best: Candidate) -> list[str]:
     """Where the calibration says less than the number suggests."""
     out = []
-    if not any(hw.accelerator.startswith(c) for c in CALIBRATED):
+    if not any(hw.accelerator.startswith(c) for c in CALIBRATED_ACCELERATORS):
         out.append(f"no published measurement of {hw.accelerator} in the calibration set: efficiencies are "
                    "borrowed from the nearest calibrated class (A100/H100 for GPUs, v5p for TPUs)")
     if hw.scale_up_gbs is None:

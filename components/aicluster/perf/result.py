@@ -80,6 +80,27 @@ class DataLoading:
 
 
 @dataclass(frozen=True)
+class Calibrated:
+    """How much of an estimate rests on measurements: the model's error out of sample for this kind of
+    accelerator (leave one published source table out, perf/calibration.py MEASURED_ERROR), and
+    where this estimate leaves what the calibration set measured."""
+    records: int                      # published runs the model was fitted on
+    accelerators: tuple[str, ...]     # those the runs measured
+    median_error_groups_equal: float  # median |predicted / measured - 1|, source tables weighing the same
+    median_error_rows_equal: float    # the same, every published row weighing the same
+    within_20pct: float
+    extrapolates: tuple[str, ...]     # what this estimate has that no published run had
+
+    def text(self) -> str:
+        error = (f"out of sample the median error is {100 * self.median_error_groups_equal:.1f} % (each source table "
+                 f"weighing the same; {100 * self.median_error_rows_equal:.1f} % each run), "
+                 f"{100 * self.within_20pct:.0f} % of runs within 20 %")
+        where = (f"; this estimate extrapolates: {', '.join(self.extrapolates)}" if self.extrapolates
+                 else "; this estimate stays inside what they measured")
+        return f"fitted on {self.records} published runs ({', '.join(self.accelerators)}); {error}{where}"
+
+
+@dataclass(frozen=True)
 class Estimate:
     """The training model's answer for one workload on one cluster."""
     hardware: str
@@ -100,6 +121,7 @@ class Estimate:
     bound: str                             # the best layout's, or storage when checkpoints stall more
     warnings: tuple[str, ...] = field(default_factory=tuple)
     nvlink_domain: str | None = None       # what a multi-node NVLink domain did for the best layout
+    calibrated: Calibrated | None = None   # what the figures rest on
 
     @property
     def compute_cost_usd(self) -> float | None:
@@ -143,6 +165,7 @@ class Estimate:
             "data_loading": dataclasses.asdict(self.data_loading),
             "warnings": list(self.warnings),
             "nvlink_domain": self.nvlink_domain,
+            "calibrated": None if self.calibrated is None else dataclasses.asdict(self.calibrated),
             "layouts_searched": self.layouts_searched,
             "layouts_fitting": self.layouts_fitting,
             "candidates": [{"layout": c.layout.as_dict(), "tokens_per_s_per_gpu": c.tokens_per_s_per_gpu,
