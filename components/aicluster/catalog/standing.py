@@ -6,8 +6,9 @@ and the policy pack (policies/rules/model/standing.py, from raw resources). Both
 catalog layer, because the pack may import only the catalog (and balance, stateful, perf).
 
 An item is a kind ("instance", "fsx_lustre", "nat_gateway", ...), its cloud and region and its
-quantities. Usage-priced things (NAT data, metric samples, log GB, EFS bytes) become usage notes
-with their unit prices, never a silent zero.
+quantities. Usage-priced things whose volume the plan does not know (NAT data, log GB, EFS bytes,
+backups) become usage notes with their unit prices, never a silent zero; the metric samples of the
+always-on nodes, whose volume it does know (nodes, scrape interval, series), are estimated and priced.
 """
 from __future__ import annotations
 

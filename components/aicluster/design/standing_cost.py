@@ -4,14 +4,15 @@ compute nodes up. Pure: ClusterDesign -> neutral items (aicluster.catalog.standi
 Counted: the filesystems (FSx for Lustre, Managed Lustre, Filestore, EFS at its expected size), the
 head and login nodes and their root disks, Kubernetes system nodes, the NAT gateway and its public
 IPv4 address, the accounting database, the EKS/GKE control plane fee, secrets, KMS keys, the
-private DNS zone. Usage-priced (notes with unit prices): NAT data, metric samples, log GB, EFS bytes.
+private DNS zone, and the metric samples the always-on nodes send (estimated). Usage-priced (notes
+with unit prices): NAT data, log GB, EFS bytes, backups.
 The policy pack builds the same items from raw resources (policies/rules/model/standing.py).
 """
 from __future__ import annotations
 
 from aicluster.catalog.observability import scrape
-from aicluster.catalog.standing import (CostLine, StandingCost, StandingItem, dcgm_gpus, price_standing,
-                                        standing_item, static_pool_notes)
+from aicluster.catalog.standing import (HOURS_PER_MONTH, CostLine, StandingCost, StandingItem, dcgm_gpus,
+                                        price_standing, standing_item, static_pool_notes)
 from aicluster.design.model import ClusterDesign
 from aicluster.design.parts import StorageDesign
 from aicluster.design.telemetry_backend import LOG_RETENTION_DAYS
@@ -111,9 +112,9 @@ def plan_lines(cost: StandingCost) -> list[str]:
     lines = []
     for ln in cost.lines:
         money = "unpriced" if ln.usd_per_hour is None else \
-            f"${ln.usd_per_hour:,.4f}/h  ${ln.usd_per_hour * 730:,.2f}/month"
+            f"${ln.usd_per_hour:,.4f}/h  ${ln.usd_per_hour * HOURS_PER_MONTH:,.2f}/month"
         lines.append(f"{ln.item:<32} {money:<30} {ln.what}")
-    lines.append(f"{'total':<32} ${cost.usd_per_hour:,.2f}/h  ${cost.usd_per_month:,.2f}/month (730 h)"
+    lines.append(f"{'total':<32} ${cost.usd_per_hour:,.2f}/h  ${cost.usd_per_month:,.2f}/month ({HOURS_PER_MONTH} h)"
                  + (f"; {len(cost.unpriced)} item(s) unpriced" if cost.unpriced else ""))
     lines += [f"usage-priced: {n}" for n in cost.usage_notes]
     return lines
