@@ -72,3 +72,35 @@ def test_the_budget_notifies_the_alert_e_mail_channels_and_counts_the_project():
     assert i["allUpdatesRule"]["monitoringNotificationChannels"] == [c.outputs["name"] for c in channels]
     assert i["budgetFilter"]["projects"] == ["projects/123456789012"]
     assert i["amount"]["specifiedAmount"] == {"currencyCode": "USD", "units": "99", "nanos": 500_000_000}
+
+
+def test_the_deployer_binds_the_budget_role_on_the_billing_account():
+    """roles/billing.costsManager is bound where the budget lives: a project binding does not reach a
+    billing account. The plan and deployer-roles.json say so; the other roles stay on the project."""
+    import json
+
+    from aicluster.commands.plan_report import deployer_permissions
+    from aicluster.design.deployer_permissions import roles_file, summary_lines
+
+    permissions = deployer_permissions(stack_result(STACK))
+    roles = {r["role"]: r for r in json.loads(roles_file(permissions))["roles"]}
+    assert roles["roles/billing.costsManager"]["on"] == "billing-account"
+    assert roles["roles/billing.costsManager"]["for"] == [BUDGET]
+    assert {r["on"] for name, r in roles.items() if name != "roles/billing.costsManager"} == {"project"}
+    assert "roles/billing.costsManager on the billing account (deployer-roles.json)" in summary_lines(permissions)
+
+
+def test_the_table_refuses_an_unknown_scope():
+    import copy
+
+    import yaml
+
+    from aicluster.catalog import CatalogError
+    from aicluster.catalog.deployer_permissions import _FILE, parse_table
+
+    doc = yaml.safe_load(_FILE.read_text())
+    bad = copy.deepcopy(doc)
+    bad["gcp"]["types"][BUDGET]["scope"] = "organization"
+    with pytest.raises(CatalogError, match="scope: one of project, billing-account"):
+        parse_table(bad)
+    assert parse_table(doc).gcp_types[BUDGET].on == "billing-account"

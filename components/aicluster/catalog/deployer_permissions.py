@@ -46,6 +46,10 @@ class GcpNeed:
     roles: tuple[str, ...]
     source: str
     why: str = ""
+    on: str = "project"         # where the roles are bound: project, or billing-account (a budget lives there)
+
+
+GCP_SCOPES = ("project", "billing-account")
 
 
 @dataclass(frozen=True)
@@ -120,7 +124,10 @@ def _gcp_need(entry: dict, where: str) -> GcpNeed:
     roles = _strings(entry, "roles", where)
     if not roles or not all(r.startswith("roles/") for r in roles):
         raise CatalogError(f"deployer_permissions.yaml {where}.roles: predefined roles (roles/...)")
-    return GcpNeed(roles, _sourced(entry, where), str(entry.get("why", "")))
+    scope = str(entry.get("scope", "project"))     # `scope`, not `on`: YAML 1.1 reads a bare on as true
+    if scope not in GCP_SCOPES:
+        raise CatalogError(f"deployer_permissions.yaml {where}.scope: one of {', '.join(GCP_SCOPES)}")
+    return GcpNeed(roles, _sourced(entry, where), str(entry.get("why", "")), scope)
 
 
 def parse_table(doc: dict) -> DeployerTable:

@@ -39,6 +39,7 @@ class DeployerPermissions:
     limit_chars: int = 0                        # AWS: managed policy size quota
     limit_policies: int = 0                     # AWS: managed policies per role quota
     roles: Mapping[str, tuple[str, ...]] = field(default_factory=dict)   # GCP: role -> the types that need it
+    role_scopes: Mapping[str, str] = field(default_factory=dict)         # GCP: role -> where bound, if not the project
     kubernetes: str = ""                        # how the deployer reaches the cluster's API ("" without one)
     kubernetes_summary: str = ""
     wildcards: tuple[str, ...] = ()             # where Resource "*" remains, and why
@@ -65,8 +66,7 @@ class DeployerPermissions:
                     "limits": {"managed_policy_chars": self.limit_chars, "managed_policies_per_role": self.limit_policies},
                     "role_scope": f"{self.role_prefix}*", "wildcards": list(self.wildcards),
                     "problems": self.problems()}
-        return {**base, "roles": [{"role": r, "for": list(ts)} for r, ts in sorted(self.roles.items())],
-                "problems": self.problems()}
+        return {**base, "roles": role_list(self), "problems": self.problems()}
 
 
 # ---------------------------------------------------------------- sizes
@@ -136,9 +136,13 @@ def _gcp(table: DeployerTable, cluster: str, region: str, types: tuple[str, ...]
     for key, need in table.gcp_provider.items():
         for role in need.roles:
             roles.setdefault(role, set()).add(f"provider ({key})")
+    scopes: dict[str, str] = {}
     for t in types:
-        for role in table.gcp_types[t].roles if t in table.gcp_types else ():
+        need = table.gcp_types.get(t)
+        for role in need.roles if need else ():
             roles.setdefault(role, set()).add(t)
+            if need.on != "project":
+                scopes[role] = need.on
     kubernetes = ""
     if any(t in table.kubernetes_types for t in types):
         access = table.kubernetes_access["gke"]
@@ -146,7 +150,8 @@ def _gcp(table: DeployerTable, cluster: str, region: str, types: tuple[str, ...]
             roles.setdefault(role, set()).add("kubernetes (in-cluster objects)")
         kubernetes = access.note
     return DeployerPermissions("gcp", cluster, region, types, missing,
-                               roles={r: tuple(sorted(ts)) for r, ts in sorted(roles.items())}, kubernetes=kubernetes,
+                               roles={r: tuple(sorted(ts)) for r, ts in sorted(roles.items())}, role_scopes=scopes,
+                               kubernetes=kubernetes,
                                kubernetes_summary=table.kubernetes_access["gke"].summary if kubernetes else "")
 
 
@@ -277,10 +282,17 @@ def policy_file(permissions: DeployerPermissions) -> str:
     return json.dumps(list(permissions.documents), indent=2) + "\n"
 
 
+def role_list(permissions: DeployerPermissions) -> list[dict]:
+    """Each role with the types that need it and where it is bound (`on`: project, or
+    billing-account for a budget's roles/billing.costsManager, which a project binding cannot give)."""
+    return [{"role": r, "for": list(ts), "on": permissions.role_scopes.get(r, "project")}
+            for r, ts in sorted(permissions.roles.items())]
+
+
 def roles_file(permissions: DeployerPermissions) -> str:
-    """deployer-roles.json: the predefined roles to bind to the deployer on the project, with why."""
-    return json.dumps({"roles": [{"role": r, "for": list(ts)} for r, ts in permissions.roles.items()],
-                       "kubernetes": permissions.kubernetes or None}, indent=2) + "\n"
+    """deployer-roles.json: the predefined roles to bind to the deployer, where (`on`), and why."""
+    return json.dumps({"roles": role_list(permissions), "kubernetes": permissions.kubernetes or None},
+                      indent=2) + "\n"
 
 
 def summary_lines(p: DeployerPermissions) -> list[str]:
@@ -294,7 +306,9 @@ def summary_lines(p: DeployerPermissions) -> list[str]:
                   f"regional services bound to aws:RequestedRegion {p.region}; IAM roles scoped to "
                   + (f"{p.role_prefix}*" if p.role_prefix else "every role (a role name lacks the cluster's prefix)")]
     else:
-        lines += [f"{len(p.roles)} predefined roles on the project (deployer-roles.json): {', '.join(p.roles)}"]
+        on_project = [r for r in p.roles if r not in p.role_scopes]
+        lines += [f"{len(on_project)} predefined roles on the project (deployer-roles.json): {', '.join(on_project)}"]
+        lines += [f"{r} on the {scope.replace('-', ' ')} (deployer-roles.json)" for r, scope in p.role_scopes.items()]
     if p.kubernetes:
         lines.append("Kubernetes: " + (p.kubernetes_summary or p.kubernetes))
     lines += [f"problem: {x}" for x in p.problems()]
