@@ -260,7 +260,11 @@ _PER_COUNT = {
 
 
 def _counted(i: StandingItem) -> Priced:
-    return _PER_COUNT[(i.kind, i.cloud)](i)
+    lines, notes = _PER_COUNT[(i.kind, i.cloud)](i)
+    if (i.kind, i.cloud) == ("kms_key", "aws"):    # aws/observability.py turns yearly rotation on
+        notes = [*notes, "KMS: each yearly rotation of a key adds $1 a month, for its first two rotations; "
+                         "aws.amazon.com/kms/pricing"]
+    return lines, notes
 
 
 # Samples ingested, priced by monthly volume tier: (cumulative upper bound, tier), unit in samples.
