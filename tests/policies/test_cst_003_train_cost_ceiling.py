@@ -24,7 +24,8 @@ def test_a_big_token_count_fails_a_low_ceiling_with_days_rate_and_mfu():
     assert verdict.status == "fail"
     text = hw.messages(verdict)
     assert "16 x p5.48xlarge (128 H100): 70.6B parameters (tags on hw-lt): 1.5e+13 tokens at" in text
-    assert "days at " in text and "% goodput (checkpoints and failures) x $880.64/h = $" in text
+    assert "days at " in text and "% goodput (checkpoints and failures) x ($880.64/h accelerators + $" in text
+    assert "/h standing = $" in text
     assert "> $1,000,000 ceiling" in text and "MFU" in text
 
 
@@ -51,3 +52,24 @@ def test_model_params_b_alone_fails_by_six_p_d_at_the_assumed_mfu():
 def test_model_params_b_without_train_tokens_is_not_applicable():
     verdict = hw.check(RULE, lambda: hw.efa_cluster(nodes=16, model_b=70), {"maxTrainUsd": 1e6})
     assert verdict.status == "n/a" and "trainTokens" in verdict.not_applicable
+
+
+def test_the_pack_and_the_plan_price_training_the_same_on_the_default_stack():
+    """The pack reads the stack's resources, the plan its design: both charge the accelerators and
+    the standing cost over the days at goodput, so a ceiling just above the plan's figure passes
+    and one just below fails."""
+    from aicluster.commands.check import load_rules, resolve_config, run_policies
+    from aicluster.commands.plan_report import plan_estimate
+    from tests.support.stack_plans import stack_result
+
+    result = stack_result("aws-p5-slurm")
+    e = plan_estimate(result.design).estimate
+    assert e.standing_usd_per_hour > 0 and e.train_cost_usd > e.compute_cost_usd
+
+    def status(ceiling: float) -> str:
+        config = resolve_config([r.POLICY for r in load_rules()], {RULE: {"maxTrainUsd": ceiling}})
+        (v,) = [v for v in run_policies(result.plan, config) if v.rule.ID == RULE]
+        return v.status
+
+    assert status(e.train_cost_usd * 1.001) == "pass"
+    assert status(e.train_cost_usd * 0.999) == "fail"

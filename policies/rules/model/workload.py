@@ -24,6 +24,7 @@ from aicluster.perf.flops import parameter_count
 from aicluster.perf.tags import MODEL_TAG, TRAINING_TAG, Workload, workload_from_tags
 
 from .cluster import Cluster, Filesystem, Pool
+from .standing import standing_from_resources
 from .kinds import PARTITION_TAG
 
 
@@ -38,6 +39,7 @@ class Described:
     storage: Storage | None
     estimate: Estimate | None
     refused: str = ""
+    standing_usd_per_hour: float | None = None   # the stack's standing cost (model/standing.py)
 
     def label(self) -> str:
         """What the job runs on and what runs: '16 x p5.48xlarge (128 H100): 70.6B parameters (tags on gpu)'."""
@@ -83,8 +85,11 @@ def described(c: Cluster, config: Mapping[str, Any]) -> tuple[Described | None, 
     hints, _ = c.workload({"modelParamsB": 1, **config})
     hw = hardware(pool, slices)
     fs = storage(c, pool, hints, slices)
-    result, refused = _estimate_or_refusal(workload, hw, fs)
-    return Described(workload, pool, f"tags on {pool.key}", hw, fs, result, refused), ""
+    # What the stack pays beside the accelerators, read off its resources as the plan reads its
+    # design: AIC-CST-003's cost to train adds it over the days at goodput.
+    standing = standing_from_resources(c).usd_per_hour
+    result, refused = _estimate_or_refusal(workload, hw, fs, standing)
+    return Described(workload, pool, f"tags on {pool.key}", hw, fs, result, refused, standing), ""
 
 
 def runnable(c: Cluster, config: Mapping[str, Any]) -> tuple[Described | None, str]:
@@ -104,9 +109,10 @@ def no_layout(d: Described) -> str:
     return f"no layout runs (AIC-MEM-002 reports it): {d.refused}"
 
 
-def _estimate_or_refusal(workload: Workload, hw: Hardware, fs: Storage | None) -> tuple[Estimate | None, str]:
+def _estimate_or_refusal(workload: Workload, hw: Hardware, fs: Storage | None,
+                         standing_usd_per_hour: float | None = None) -> tuple[Estimate | None, str]:
     try:
-        return _estimate(workload.model, workload.training, workload.hint, hw, fs), ""
+        return _estimate(workload.model, workload.training, workload.hint, hw, fs, standing_usd_per_hour), ""
     except SpecError as exc:   # no layout runs on this cluster; anything else is a bug and propagates
         return None, "; ".join(map(str, exc.problems))
 
@@ -115,7 +121,7 @@ def with_headroom(d: Described, headroom_pct: float) -> tuple[Estimate | None, s
     """The best layout that leaves `headroom_pct` of each accelerator's HBM free: the same search
     on accelerators with that much less memory. (None, why) when no layout does."""
     tighter = dataclasses.replace(d.hardware, hbm_gib=d.hardware.hbm_gib * (1 - headroom_pct / 100))
-    return _estimate_or_refusal(d.workload, tighter, d.storage)
+    return _estimate_or_refusal(d.workload, tighter, d.storage, d.standing_usd_per_hour)
 
 
 def storage_superseded(c: Cluster, config: Mapping[str, Any]) -> bool:
@@ -203,6 +209,7 @@ def _client_gbps(pool: Pool) -> float:
 
 @functools.lru_cache(maxsize=32)
 def _estimate(model: ModelShape, training: TrainingShape, hint: LayoutHint, hw: Hardware,
-              fs: Storage | None) -> Estimate:
+              fs: Storage | None, standing_usd_per_hour: float | None) -> Estimate:
     # Four rules ask for the same estimate of the same stack: the layout search runs once.
-    return estimate(model, training, hw, hint=hint, storage=fs, top=1, at="aicluster-training")
+    return estimate(model, training, hw, hint=hint, storage=fs, top=1, at="aicluster-training",
+                    standing_usd_per_hour=standing_usd_per_hour)
