@@ -263,3 +263,5 @@ def test_budget_names_notifications_and_channels_are_caught():
     assert hit == {"aws_budget_name", "aws_budget_notifications", "gcp_budget_display_name", "gcp_budget_channels"}
     assert limits_hit(cl.budgets, res("aws:budgets/budget:Budget", name="a/action/b")) == {"aws_budget_name"}
     assert not limits_hit(cl.budgets, res("gcp:billing/budget:Budget", displayName="aicluster x monthly"))
+    assert limits_hit(cl.budgets, res("gcp:billing/budget:Budget", displayName="x", allUpdatesRule={"schemaVersion": "1.0"})) \
+        == {"gcp_budget_notification_rule"}

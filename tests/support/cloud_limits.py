@@ -1001,7 +1001,11 @@ def budgets(variant: str, result) -> list[Breach]:
         if not 0 < len(name) <= value("gcp_budget_display_name"):
             out.append(Breach(variant, r.urn, "displayName", name, f"1-{value('gcp_budget_display_name')} "
                               "characters", "gcp_budget_display_name"))
-        channels = (i.get("allUpdatesRule") or {}).get("monitoringNotificationChannels") or []
+        rule = i.get("allUpdatesRule")
+        channels = (rule or {}).get("monitoringNotificationChannels") or []
+        if rule is not None and not channels and not rule.get("pubsubTopic"):
+            out.append(Breach(variant, r.urn, "allUpdatesRule", rule, "a channel or a Pub/Sub topic, or no rule",
+                              "gcp_budget_notification_rule"))
         if len(channels) > value("gcp_budget_channels"):
             out.append(Breach(variant, r.urn, "allUpdatesRule.monitoringNotificationChannels",
                               f"{len(channels)} channels", f"at most {value('gcp_budget_channels')}",

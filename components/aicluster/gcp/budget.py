@@ -7,10 +7,12 @@ design/budget.py), alerting where the cluster's monitoring alerts go (gcp/observ
   calendar month, in USD (the billing account's currency: the API refuses another).
 - Threshold rules: CURRENT_SPEND at each of alert_at_pct, FORECASTED_SPEND at those from 100 up
   (threshold_percent is a fraction: 0.5 is 50 %).
-- Delivery (all_updates_rule): the same e-mail notification channels every alert policy notifies
-  (monitoring.alert_emails; a budget takes at most 5, which the spec holds it to), and the billing
-  account's administrators and users by default, as Cloud Billing always does; with no alert
-  e-mails those are the only recipients.
+- Delivery: the billing account's administrators and users, by default, as every Cloud Billing
+  budget; and (all_updates_rule) the same e-mail notification channels every alert policy notifies
+  (monitoring.alert_emails; a budget takes at most 5, which the spec holds it to). With no alert
+  e-mails there is no all_updates_rule: it must name a channel or a Pub/Sub topic
+  (terraform-provider-google resource_billing_budget.go, AtLeastOneOf), and the default recipients
+  need none.
 - The Cloud Billing Budget API (billingbudgets.googleapis.com) is enabled in the project, which
   the google provider bills the call to, and left on when the stack goes.
 """
@@ -68,7 +70,8 @@ class ClusterBudget(pulumi.ComponentResource):
                 currency_code="USD", units=units, nanos=nanos or None)),
             budget_filter=budget_filter(budget), threshold_rules=threshold_rules(budget),
             all_updates_rule=gcp.billing.BudgetAllUpdatesRuleArgs(
-                monitoring_notification_channels=list(args.notification_channels), schema_version="1.0"),
+                monitoring_notification_channels=list(args.notification_channels), schema_version="1.0")
+            if args.notification_channels else None,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[api, *args.depends_on]))
         self.budget_name = resource.name
         self.register_outputs({"budget_name": resource.name})
