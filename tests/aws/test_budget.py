@@ -67,7 +67,9 @@ def test_the_topics_key_lets_budgets_encrypt_for_this_account(result):
     budgets = statements["BudgetsEncryptAlerts"]
     assert budgets["Principal"] == {"Service": "budgets.amazonaws.com"}
     assert budgets["Action"] == ["kms:GenerateDataKey*", "kms:Decrypt"]
-    assert set(budgets["Condition"]["StringEquals"]) == {"aws:SourceAccount"}
+    account = _topic(result.plan).outputs["arn"].split(":")[4]
+    assert budgets["Condition"] == {"StringEquals": {"aws:SourceAccount": account},
+                                    "ArnLike": {"aws:SourceArn": f"arn:aws:budgets::{account}:*"}}
     assert key.protect        # still the stateful key it was: only its policy gained a statement
 
 

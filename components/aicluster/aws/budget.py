@@ -45,12 +45,15 @@ def budgets_topic_statement(topic_arn: str) -> dict:
                           "ArnLike": {"aws:SourceArn": f"arn:{partition}:budgets::{account}:*"}}}
 
 
-def budgets_key_statement(account: str) -> dict:
+def budgets_key_statement(arn_in_account: str) -> dict:
     """AWS Budgets may use the topic's key (a data key per message, and decrypting it), for this
-    account only: without it an encrypted topic drops every budget notification."""
+    account's budgets only (the same conditions as the topic's): without it an encrypted topic
+    drops every budget notification. `arn_in_account`: any ARN of the account (its partition and id)."""
+    partition, account = _partition_account(arn_in_account)
     return {"Sid": "BudgetsEncryptAlerts", "Effect": "Allow", "Principal": {"Service": BUDGETS_SERVICE},
             "Action": ["kms:GenerateDataKey*", "kms:Decrypt"], "Resource": "*",
-            "Condition": {"StringEquals": {"aws:SourceAccount": account}}}
+            "Condition": {"StringEquals": {"aws:SourceAccount": account},
+                          "ArnLike": {"aws:SourceArn": f"arn:{partition}:budgets::{account}:*"}}}
 
 
 def notifications(budget: BudgetDesign, topic_arn: pulumi.Input[str]) -> list[aws.budgets.BudgetNotificationArgs]:

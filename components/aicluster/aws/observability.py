@@ -99,7 +99,7 @@ def alert_key_policy(workspace_arn: str) -> dict:
         {"Sid": "AmpEncryptsAlerts", "Effect": "Allow", "Principal": {"Service": "aps.amazonaws.com"},
          "Action": ["kms:GenerateDataKey*", "kms:Decrypt"], "Resource": "*",
          "Condition": {"StringEquals": {"aws:SourceAccount": account}}},
-        budgets_key_statement(account),
+        budgets_key_statement(workspace_arn),
     ]}
 
 
