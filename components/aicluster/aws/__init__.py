@@ -47,6 +47,8 @@ _EXPORTS = {
     "PodIdentitiesArgs": "pod_identity",
     "ObservabilityBackend": "observability",
     "ObservabilityBackendArgs": "observability",
+    "ClusterBudget": "budget",
+    "ClusterBudgetArgs": "budget",
     "CollectorIdentity": "observability",
     "CollectorIdentityArgs": "observability",
     "NodeImage": "image",
@@ -69,6 +71,7 @@ if TYPE_CHECKING:
     from aicluster.aws.eks_addons import KubernetesAddons, KubernetesAddonsArgs
     from aicluster.aws.karpenter import Karpenter, KarpenterArgs
     from aicluster.aws.pod_identity import PodIdentities, PodIdentitiesArgs
+    from aicluster.aws.budget import ClusterBudget, ClusterBudgetArgs
     from aicluster.aws.observability import CollectorIdentity, CollectorIdentityArgs, ObservabilityBackend, ObservabilityBackendArgs
     from aicluster.aws.image import NodeImage, NodeImageArgs
 

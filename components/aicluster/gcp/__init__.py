@@ -45,6 +45,8 @@ _EXPORTS = {
     "WorkloadIdentitiesArgs": "workload_identity",
     "ObservabilityBackend": "observability",
     "ObservabilityBackendArgs": "observability",
+    "ClusterBudget": "budget",
+    "ClusterBudgetArgs": "budget",
     "NodeImage": "image",
     "NodeImageArgs": "image",
 }
@@ -64,6 +66,7 @@ if TYPE_CHECKING:
     from aicluster.gcp.gke_nodes import GkeNodePools, GkeNodePoolArgs
     from aicluster.gcp.gke_addons import GkeAddons, GkeAddonsArgs
     from aicluster.gcp.workload_identity import WorkloadIdentities, WorkloadIdentitiesArgs
+    from aicluster.gcp.budget import ClusterBudget, ClusterBudgetArgs
     from aicluster.gcp.observability import ObservabilityBackend, ObservabilityBackendArgs
     from aicluster.gcp.image import NodeImage, NodeImageArgs
 
