@@ -115,3 +115,13 @@ def test_a_gcp_budget_notifies_at_most_five_alert_channels():
     parse_spec(_spec(GCP, {"monthly_budget_usd": 10, "billing_account": ACCOUNT},
                      monitoring={"alert_emails": emails[:5]}))
     parse_spec(_spec(GCP, None, monitoring={"alert_emails": emails}))     # no budget: up to 10, as before
+
+
+def test_a_budget_the_standing_cost_alone_passes_is_called_out():
+    from aicluster.design.budget import standing_note
+
+    budget = BudgetDesign(cluster="x", cloud="aws", monthly_usd=2000, actual_pcts=(50, 80, 100))
+    assert standing_note(budget, 1094.03) == "budget: the standing cost alone, $1,094/month, passes the 50 % alert every month"
+    assert standing_note(budget, 1700) == \
+        "budget: the standing cost alone, $1,700/month, passes the 50/80 % alerts every month"
+    assert standing_note(budget, 999) is None

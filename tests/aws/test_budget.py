@@ -100,3 +100,18 @@ def test_the_plan_shows_the_budget_with_the_topic_it_alerts(result):
     lines = [line.strip() for line in text(result) if "budget $" in line]
     topic = _topic(result.plan).inputs["name"]
     assert lines == [f"budget $60,000/month: alerts at 50/80/100 % actual, 100 % forecast -> SNS topic {topic}"]
+
+
+def test_the_plan_says_when_the_standing_cost_alone_passes_an_alert(result):
+    """The same design with a budget below twice its standing cost (no new plan)."""
+    import dataclasses
+
+    from aicluster.commands.plan_report import _budget_lines
+    from aicluster.design.standing_cost import standing_cost
+
+    design = result.design
+    standing = standing_cost(design).usd_per_month
+    low = dataclasses.replace(design, budget=dataclasses.replace(design.budget, monthly_usd=standing * 1.5))
+    lines = [line.strip() for line in _budget_lines(low)]
+    assert lines[1] == f"budget: the standing cost alone, ${standing:,.0f}/month, passes the 50 % alert every month"
+    assert len(_budget_lines(design)) == 1          # $60,000: no alert is passed while idle

@@ -304,10 +304,14 @@ def _monitoring_lines(d: ClusterDesign) -> list[str]:
 
 def _budget_lines(d: ClusterDesign) -> list[str]:
     """The spec's monthly budget (design/budget.py), at the end of the Monitoring block: its alerts
-    go where monitoring's do."""
-    from aicluster.design.budget import budget_line
+    go where monitoring's do; and whether the standing cost alone passes an alert."""
+    from aicluster.design.budget import budget_line, standing_note
+    from aicluster.design.standing_cost import standing_cost
 
-    return [f"  {budget_line(d.budget, d.alert_emails)}"] if d.budget else []
+    if not d.budget:
+        return []
+    note = standing_note(d.budget, standing_cost(d).usd_per_month)
+    return [f"  {budget_line(d.budget, d.alert_emails)}", *([f"  {note}"] if note else [])]
 
 
 def _standing_lines(d: ClusterDesign) -> list[str]:

@@ -85,6 +85,16 @@ def alerts_destination(budget: BudgetDesign, alert_emails: tuple[str, ...] | lis
     return f"{len(alert_emails)} alert e-mail channel{'s' if len(alert_emails) != 1 else ''} and the {admins}"
 
 
+def standing_note(budget: BudgetDesign, standing_usd_per_month: float) -> str | None:
+    """Say so when the cluster's standing cost alone (design/standing_cost.py: what it pays with no
+    compute node up) passes an alert: that alert then fires every month, compute or not."""
+    passed = [p for p in budget.actual_pcts if standing_usd_per_month > budget.monthly_usd * p / 100]
+    if not passed:
+        return None
+    return (f"budget: the standing cost alone, ${standing_usd_per_month:,.0f}/month, passes the "
+            f"{'/'.join(map(str, passed))} % alert{'s' if len(passed) > 1 else ''} every month")
+
+
 def budget_line(budget: BudgetDesign, alert_emails: tuple[str, ...] | list[str] = ()) -> str:
     """`budget $60,000/month: alerts at 50/80/100 % actual, 100 % forecast -> SNS topic aicluster-x-alerts`"""
     pcts = "/".join(map(str, budget.actual_pcts))
