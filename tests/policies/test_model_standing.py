@@ -38,6 +38,23 @@ def test_a_hand_written_stack_is_read_by_what_it_creates():
     assert items["FSx for Lustre"].region == "us-east-1"
 
 
+def test_interface_endpoints_are_priced_per_endpoint_and_zone():
+    """A hand-written stack's PrivateLink endpoints (aicluster makes only the free S3 gateway one)."""
+    from pulumi_policy import PolicyCustomTimeouts, PolicyResource, PolicyResourceOptions
+
+    from aicluster.offline.policy_bridge import engine_props
+    model, standing = _pack()
+    opts = PolicyResourceOptions(False, [], None, [], PolicyCustomTimeouts(0, 0, 0), [], None)
+    endpoints = [PolicyResource("aws:ec2/vpcEndpoint:VpcEndpoint", engine_props(
+        {"vpcEndpointType": "Interface", "serviceName": f"com.amazonaws.us-east-1.{svc}",
+         "subnetIds": ["subnet-a", "subnet-b"]}), f"urn:x::aws:ec2/vpcEndpoint:VpcEndpoint::{svc}", svc, opts,
+        None, None, [], {}) for svc in ("ssm", "ecr.api")]
+    cost = standing.standing_from_resources(model.build(stack_resources(stack_result("aws-p5-slurm").plan) + endpoints))
+    (line,) = [ln for ln in cost.lines if ln.item == "interface endpoints"]
+    assert line.what == "2 endpoint(s) x 2 AZ(s)" and line.usd_per_hour == pytest.approx(4 * 0.01)
+    assert any(n.startswith("interface endpoints: $0.01 per GB processed") for n in cost.usage_notes)
+
+
 def test_no_resources_no_items():
     model, standing = _pack()
     assert standing.standing_items_from_resources(model.build([])) == ()
