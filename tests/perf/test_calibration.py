@@ -46,11 +46,20 @@ def test_added_records_have_a_source_and_are_not_fitted_on():
     recs = C.records(extra)
     assert {r.group for r in recs} == {"torchtitan-h100", "llama3-405b-meta"}
     assert not {r.group for r in recs} & {r.group for r in RECORDS}
+    # Held out (never fitted on): Meta's Table 4 within 2 % at the median, torchtitan's H100 runs
+    # within 15 % (their 500 W parts are timed at the SXM peak: docs/training-model.md).
+    by_group = {g: C.summary(C.errors([r for r in recs if r.group == g]))[0] for g in {r.group for r in recs}}
+    assert by_group["llama3-405b-meta"] <= 0.02
+    assert by_group["torchtitan-h100"] <= 0.15
 
 
-def test_shipped_parameters_are_what_the_fit_gives():
+@pytest.fixture(scope="module")
+def fitted():
+    return shared("calibration fit on every record", lambda: C.fit(RECORDS))
+
+
+def test_shipped_parameters_are_what_the_fit_gives(fitted):
     """CALIBRATION is copied by hand from bench/calibrate.py: it must still be the fit of the data."""
-    fitted = C.fit(RECORDS)
     for f in fields(C.Calibration):
         lo, hi = C.BOUNDS[f.name]
         assert getattr(C.CALIBRATION, f.name) == pytest.approx(getattr(fitted, f.name), abs=0.01 * (hi - lo)), f.name
@@ -59,30 +68,32 @@ def test_shipped_parameters_are_what_the_fit_gives():
 def test_dense_gpu_leave_one_group_out_error(logo):
     gpu = {g: [e for _, e in pairs] for g, pairs in logo.items() if pairs[0][0].hardware.kind == "gpu"}
     median, within = C.weighted_summary(gpu)
-    assert median <= 0.15          # reached: 11.4 %
-    assert within >= 0.75          # reached: 76 %
+    assert median <= 0.115         # reached: 11.4 % (before the per-layer ZeRO-3 model: 11.4 %)
+    assert within >= 0.76          # reached: 77 % (76 %)
     pooled = C.summary([e for v in gpu.values() for e in v])
-    assert pooled[0] <= 0.19       # every row weighing the same (MosaicML's two tables are 120 of 158 rows): 18.4 %
-    assert pooled[1] >= 0.54       # 55 %
+    assert pooled[0] <= 0.185      # every row weighing the same (MosaicML's two tables are 120 of 158 rows): 18.4 %
+    assert pooled[1] >= 0.55       # 56 % (55 %)
 
 
 def test_tpu_leave_one_group_out_error_reported_separately(logo):
     errors = [e for _, e in logo["maxtext-v5p"]]
     median, within = C.summary(errors)
-    assert median <= 0.10          # reached: 8.4 % (its GEMM ceiling is then the prior: no other TPU table)
+    assert median <= 0.085         # reached: 8.4 % (its GEMM ceiling is then the prior: no other TPU table)
     assert within >= 0.75
 
 
 def test_in_sample_error_with_shipped_parameters():
     gpu = [e for r, e in zip(RECORDS, C.errors(RECORDS)) if r.hardware.kind == "gpu"]
     median, within = C.summary(gpu)
-    assert median <= 0.12 and within >= 0.77
+    assert median <= 0.117 and within >= 0.77     # reached: 11.6 %, 78 % (before: 11.5 %, 78 %)
     # No systematic bias across the set: the median signed error stays small.
     assert abs(statistics.median(gpu)) <= 0.05
 
 
-def test_the_fit_moves_parameters_only_inside_their_bounds():
-    fitted = C.fit(RECORDS[:40])
+def test_the_fit_moves_parameters_only_inside_their_bounds(fitted):
+    # The fit of every record (shared with the test above: a fit is seconds) stays physical, and
+    # what calibration.FIXED holds stays at the prior.
     for f in fields(C.Calibration):
         lo, hi = C.BOUNDS[f.name]
         assert lo <= getattr(fitted, f.name) <= hi
+    assert all(getattr(fitted, name) == getattr(C.PRIOR, name) for name in C.FIXED)

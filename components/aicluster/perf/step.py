@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from aicluster.perf.flops import attention_flops_per_token, matmul_flops_per_token, recompute_flops_per_token
 from aicluster.perf.memory import micro_batches, stage_layers, stage_params
@@ -22,6 +23,11 @@ from aicluster.perf.shapes import MLP_MATRICES, Hardware, Layout, ModelShape, Tr
 # 75-90 % of line rate; a design choice inside that range).
 SCALE_UP_EFFICIENCY = 0.65
 SCALE_OUT_EFFICIENCY = 0.8
+# Ring all-gather and reduce-scatter across nodes reach less: nccl-tests all_gather_perf on 32 H100
+# nodes of 8 x 400 Gb/s InfiniBand measured ~200 GB/s bus bandwidth at 2 GB against ~340 GB/s for
+# all_reduce_perf on the same nodes (NVIDIA/nccl issue #1218, 2024-03): half the nodes' line rate.
+# ZeRO-1/2/3 and the distributed optimizer move their data-parallel traffic this way.
+SCALE_OUT_GATHER_EFFICIENCY = 0.5
 # XLA schedules data-parallel collectives asynchronously against the whole step; 0.8 is the prior
 # the calibration never moved (no TPU record is DP-bound), kept fixed so GPU FSDP cannot move it.
 TPU_DP_OVERLAP = 0.8
@@ -39,13 +45,14 @@ class Calibration:
     fp8_gain: float            # how much faster an FP8 GEMM runs than a BF16 one
     elementwise_bytes: float   # HBM bytes per token, layer and hidden unit of non-matmul work
     tp_exposed: float          # share of tensor-parallel communication left on the critical path
-    dp_overlap: float          # share of a step's compute that ZeRO 0-2 gradient/parameter traffic hides behind
-    fsdp_overlap: float        # share of a layer's compute that ZeRO-3 / FSDP's gather of the next layer hides behind
+    dp_overlap: float          # share of the compute beside it that data-parallel traffic hides behind (a
+                               # step's for ZeRO 0-2, a layer's for ZeRO-3's per-layer gathers)
 
 
-@dataclass(frozen=True)
-class Step:
-    """One training step's time, and the layout and batch it was timed for."""
+class Step(NamedTuple):
+    """One training step's time, and the layout and batch it was timed for. A tuple: the layout
+    search and the calibration's fits make hundreds of thousands (a frozen dataclass costs 4x more
+    to build)."""
     breakdown: Breakdown
     intra_node_s: float        # exposed time on NVLink / ICI
     inter_node_s: float        # exposed time on NICs / DCN
@@ -185,33 +192,28 @@ def _group_nodes(hw: Hardware, stride: int, size: int) -> int:
     return max(1, size // max(1, math.gcd(stride * size, hw.scale_up_size) // stride))
 
 
-def _forward_share(lay: Layout) -> float:
-    """The forward pass's share of a micro-batch's compute: a third (backward does two matmuls per
-    forward one); with full recompute the backward also reruns the forward, a quarter."""
-    return 0.25 if lay.recompute == "full" else 1 / 3
-
-
 def _data_parallel_s(hw: Hardware, lay: Layout, mb: int, cal: Calibration, compute: float,
                      params: tuple[float, float], net: _Exposed, layers: int) -> float:
     """Data-parallel traffic over dp x cp ranks that compute does not hide. `params`:
     memory.stage_params of the layout; `compute`: the step's compute on the fullest stage.
 
     - ZeRO 0-2 and Megatron's distributed optimizer: gradients reduce(-scatter) once per step and
-      parameters all-gather once (the volume of an all-reduce). Buckets overlap only the last
-      micro-batch's backward and the first one's forward (Megatron's overlap_grad_reduce and
-      overlap_param_gather; DDP's bucketed all-reduce), so one micro-batch's compute hides them,
-      not the whole step's.
+      parameters all-gather once (the volume of an all-reduce), in large buckets behind the step's
+      compute.
     - ZeRO-3 / FSDP without a pipeline: every micro-batch gathers each layer's weights in forward
       and again in backward and reduce-scatters its gradients. FSDP prefetches the next layer's
-      gather behind the current layer's compute, so per layer only a gather (forward) or gather +
-      reduce-scatter (backward) longer than that layer's compute is exposed, plus the first gather
-      of each pass and the last reduce-scatter, which nothing hides.
+      gather behind the current layer's compute, so per layer only a gather (forward: a third of
+      the layer's compute beside it, a quarter with full recompute) or gather + reduce-scatter
+      (backward: the rest) longer than that compute is exposed, plus the first gather of each pass
+      and the last reduce-scatter, which nothing hides. Across nodes these run at the all-gather's
+      share of the NICs (SCALE_OUT_GATHER_EFFICIENCY).
     - ZeRO-3 with a pipeline (torchtitan FSDP + PP): weights are not resharded after forward and
       gradients reduce-scatter once per step, at the last micro-batch: a gather per micro-batch
       and layer in forward, one reduce-scatter per layer in the last backward.
     On TPUs, FSDP stays inside a slice (ICI) and only gradients cross the data-center network, once
     per step (MaxText's dcn_data_parallelism); XLA schedules it against the whole step.
-    A calibrated share (dp_overlap) of the compute a transfer runs beside is what hides it."""
+    A share (dp_overlap, held at its prior: calibration.FIXED) of the compute a transfer runs
+    beside is what hides it."""
     dense, experts = params
     ranks = lay.dp * lay.cp
     grad_bytes = 2 * (dense + experts / max(1, lay.ep))   # experts reduce over fewer ranks; same order
@@ -220,14 +222,17 @@ def _data_parallel_s(hw: Hardware, lay: Layout, mb: int, cal: Calibration, compu
     if ranks <= 1:
         return 0.0
     bw, leaves = _group_gbs(hw, lay.tp, ranks)
-    nodes = _group_nodes(hw, lay.tp, ranks)
-    per_mb = compute / mb
-    fwd, bwd = _forward_share(lay) * per_mb, (1 - _forward_share(lay)) * per_mb
+    nodes = _group_nodes(hw, lay.tp, ranks) if leaves else 1
     if lay.zero_stage < 3:
         traffic = 2 * _half_ring_s(grad_bytes, ranks, bw, nodes)
         return net.add(max(0.0, traffic - cal.dp_overlap * compute), leaves)
+    if leaves:
+        bw *= SCALE_OUT_GATHER_EFFICIENCY / SCALE_OUT_EFFICIENCY
     gather = _half_ring_s(grad_bytes / layers, ranks, bw, nodes)   # one layer's weights (or gradients)
-    hide_f, hide_b = cal.fsdp_overlap * fwd / layers, cal.fsdp_overlap * bwd / layers
+    # The compute beside one layer's transfer in one micro-batch, forward and backward.
+    layer_s = cal.dp_overlap * compute / (mb * layers)
+    forward = 0.25 if lay.recompute == "full" else 1 / 3    # backward: two matmuls per forward one (+ a rerun)
+    hide_f, hide_b = forward * layer_s, (1 - forward) * layer_s
     if lay.pp > 1:
         exposed = mb * (gather + (layers - 1) * max(0.0, gather - hide_f)) \
             + gather + (layers - 1) * max(0.0, gather - hide_b)
