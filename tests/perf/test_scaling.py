@@ -51,3 +51,20 @@ def test_tp_pp_keeps_scaling_past_where_zero3_stops():
     rows = [scaling.tp_pp(n) for n in (1024, 2048, 4096)]
     assert rows[2]["tokens_per_s"] > 3.5 * rows[0]["tokens_per_s"]
     assert rows[2]["tokens_per_s"] > 3 * ZERO3[4096]["tokens_per_s"]
+
+
+def test_zero3_across_nodes_exposes_gathers_a_short_local_sequence_cannot_hide():
+    """The default stack's workload (Llama 3 70B, 512 x 8k sequences) on 16 p5 nodes: ZeRO-3 over
+    tp 2 x cp 2 x dp 32 gathers a 0.86 GB layer per micro-batch over 4 NICs per node at the
+    all-gather's half of line rate (~8.8 ms) against ~5.7 ms of a layer's forward at 4,096 local
+    tokens. The old model hid it all behind 80 % of the step; a ZeRO-1 pipeline now wins."""
+    from aicluster.perf import TrainingShape, what_if
+    from aicluster.perf.step import step_time
+
+    hw, batch = what_if("h100", 16), TrainingShape(global_batch_seqs=512)
+    zero3 = step_time(scaling.LLAMA3_70B, batch, hw, Layout(tp=2, cp=2, dp=32, zero_stage=3, recompute="none"),
+                      scaling.CALIBRATION).breakdown
+    pipeline = step_time(scaling.LLAMA3_70B, batch, hw, Layout(tp=2, pp=8, dp=4, cp=2, zero_stage=1, recompute="none"),
+                         scaling.CALIBRATION).breakdown
+    assert zero3.exposed_dp > 0.3 * zero3.compute
+    assert pipeline.total < zero3.total
