@@ -26,10 +26,12 @@ SCALE_OUT_EFFICIENCY = 0.8
 # Ring all-gather and reduce-scatter across nodes reach less: nccl-tests all_gather_perf on 32 H100
 # nodes of 8 x 400 Gb/s InfiniBand measured ~200 GB/s bus bandwidth at 2 GB against ~340 GB/s for
 # all_reduce_perf on the same nodes (NVIDIA/nccl issue #1218, 2024-03): half the nodes' line rate.
-# ZeRO-1/2/3 and the distributed optimizer move their data-parallel traffic this way.
+# Applied to ZeRO-3's per-layer collectives; ZeRO 1/2 move theirs once per step behind the whole
+# step, where the rate does not decide what is exposed.
 SCALE_OUT_GATHER_EFFICIENCY = 0.5
 # XLA schedules data-parallel collectives asynchronously against the whole step; 0.8 is the prior
-# the calibration never moved (no TPU record is DP-bound), kept fixed so GPU FSDP cannot move it.
+# the calibration never moved (no TPU record is DP-bound), the TPU's own constant so that the GPU
+# model's per-layer overlap does not stand for XLA's.
 TPU_DP_OVERLAP = 0.8
 # Optimizer step: read and write fp32 master weights, both Adam moments and the gradient (std).
 OPTIMIZER_BYTES_PER_PARAM = 32
