@@ -31,3 +31,25 @@ def test_a_moe_on_gb200_says_what_no_published_run_had():
 def test_a_tpu_estimate_quotes_the_tpu_error():
     est = estimate(LLAMA3_70B, TrainingShape(global_batch_seqs=512), what_if("v5p", 64))
     assert est.calibrated.median_error_groups_equal == MEASURED_ERROR["tpu"].median_abs_groups_equal
+
+
+def test_the_best_published_mfu_per_accelerator_is_what_the_data_says():
+    """The optimism warning's thresholds are the best published run per accelerator and precision."""
+    from pathlib import Path
+
+    from aicluster.perf.estimate import BEST_PUBLISHED_MFU
+
+    best: dict[tuple[str, str], float] = {}
+    for name in ("training-throughput.json", "training-throughput-extra.json"):
+        for r in json.loads((Path(__file__).parents[1] / "data" / name).read_text())["records"]:
+            acc = {"TPUv5p": "TPU v5p"}.get(r["hardware"]["accelerator"], r["hardware"]["accelerator"])
+            key = (acc, "fp8" if "fp8" in r["precision"].lower() else "bf16")
+            best[key] = max(best.get(key, 0.0), r["derived"]["canonical_mfu_vs_bf16_peak"])
+    assert {k: round(v, 2) for k, v in best.items()} == BEST_PUBLISHED_MFU
+
+
+def test_an_h100_bf16_estimate_above_every_published_h100_run_says_so():
+    """Fails on the old code, which held H100 BF16 to A100's 64 %."""
+    est = estimate(LLAMA3_70B, TRAIN, what_if("h100", 16))
+    assert est.best.mfu > 0.46          # the model's figure for this dense 70B
+    assert any("above the best published H100 bf16 run (46%)" in w for w in est.warnings)
