@@ -20,7 +20,7 @@ AWS = load_catalog().instance_types["aws"]
 GCP = load_catalog().instance_types["gcp"]
 W70 = WorkloadShape(model_params_b=70, checkpoint_interval_min=30, max_checkpoint_stall_pct=5)
 FSX_24000 = FilesystemShape("fsx", 24000, 500)
-P5_16 = PoolShape("gpu", AWS["p5.48xlarge"], 16, 32)
+P5_16 = PoolShape("gpu", AWS["p5.48xlarge"], 16, 32, region="us-east-1")
 
 
 def test_constants_match_their_sources():
@@ -197,3 +197,41 @@ def test_fraction_is_capped_at_one():
     # a policy pack may count more devices than the hardware's fabric figure covers
     over = assess([PoolShape("gpu", AWS["p5.48xlarge"], 2, 40)], []).pools[0]
     assert over.fabric_fraction_wired == 1.0
+
+
+def test_a_spot_pool_costs_its_regions_spot_figure_in_the_plan():
+    """The spec's region and the pool's capacity type price the pool (catalog/prices.yaml): 16 x p5
+    on Spot in us-east-1 at the median of the region's zone prices, not the on-demand $55.04, and the
+    training model's hardware carries the same per-GPU figure. No region (a what-if) is priced at
+    us-east-1 on-demand and says so."""
+    from aicluster.catalog.pricing import instance_price
+    from aicluster.design.workload import hardware
+
+    spec = {**SPEC, "pools": [{**SPEC["pools"][0], "capacity": "spot"}]}
+    design = design_cluster(parse_spec(spec))
+    spot = instance_price("aws", "p5.48xlarge", "us-east-1", "spot")
+    b = from_design(design)
+    assert b.usd_per_hour == pytest.approx(16 * spot.usd_per_hour) and b.usd_per_hour < 16 * 55.04
+    assert b.pools[0].price_basis.startswith("us-east-1 spot, median of 6 zone(s)")
+    assert any(line.strip().startswith("gpu: us-east-1 spot") for line in report_lines(b))
+    hw, _ = hardware(design)
+    assert hw.usd_per_accelerator_hour == pytest.approx(spot.usd_per_hour / 8)
+    assert hw.price_basis.startswith("us-east-1 spot")
+    paper = assess([PoolShape("gpu", AWS["p5.48xlarge"], 16, 32)], [])
+    assert paper.usd_per_hour == pytest.approx(16 * 55.04)
+    assert paper.pools[0].price_basis.startswith("no region given: us-east-1 on-demand")
+
+
+def test_a_gcp_pool_and_a_tpu_pool_are_priced_in_their_region():
+    """GCP had no catalog price before prices.yaml: an A3 Mega pool in us-east4 and a v5p slice in
+    us-east5 (per chip-hour x chips) now have one."""
+    from aicluster.catalog.pricing import instance_price, tpu_price
+    from aicluster.catalog.tpu_slices import host_instance, tpu_slice
+
+    a3 = assess([PoolShape("gpu", GCP["a3-megagpu-8g"], 2, 8, region="us-east4")], [])
+    assert a3.usd_per_hour == pytest.approx(2 * instance_price("gcp", "a3-megagpu-8g", "us-east4").usd_per_hour)
+    host = host_instance(tpu_slice(load_catalog().tpus["v5p"], "4x4x4"))
+    tpu = assess([PoolShape("tpu", host, 16, 0, region="us-east5")], [])
+    assert tpu.usd_per_hour == pytest.approx(64 * tpu_price("v5p", "us-east5").usd_per_hour)
+    eu = assess([PoolShape("tpu", host, 16, 0, region="asia-east1")], [])
+    assert eu.usd_per_hour is None and eu.pools[0].price_basis == "no catalog price for TPU v5p in asia-east1 (on-demand)"

@@ -174,7 +174,10 @@ def test_p6e_gb200_is_an_nvl72_node_whose_efa_devices_are_not_one_per_gpu():
     assert (it.network_cards, it.max_efa_interfaces, it.efa_cards) == (17, 16, tuple(range(1, 17)))
     assert it.max_efa_interfaces != it.accelerator_count and it.card_gbps == 100
     assert (it.vcpu, it.cores, it.threads_per_core, it.memory_gib) == (144, 144, 1, 960)
-    assert it.price is None                     # Capacity Blocks only: no on-demand rate
+    # Capacity Blocks only: no on-demand rate; its reference price is the block rate (prices.yaml)
+    from aicluster.catalog.pricing import instance_price, reference_price
+    assert instance_price("aws", it.name, "us-east-1") is None
+    assert reference_price("aws", it.name).capacity == "capacity-block"
     assert it.nvlink_domain_source
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from pulumi_policy import EnforcementLevel, Severity, StackValidationPolicy
 
+from aicluster.catalog.pricing import reference_price
+
 from ._base import POOL_NODES, cluster, config, not_applicable, number_or, schema
 from ._props import number
 from .model.workload import described, no_layout
@@ -83,7 +85,9 @@ def _judge_six_pd(args, c, cfg, ceiling: float, why: str, report_violation) -> N
         not_applicable(args, "no accelerator pool of known size")
         return
     pool = max(pools, key=lambda p: p.accelerators)
-    acc, price = pool.instance.accelerator, pool.instance.price
+    # The type's reference price (us-east-1 / us-central1 on-demand; catalog.pricing): this rough
+    # fallback does not read the pool's region or capacity type (AIC-CST-002 does).
+    acc, price = pool.instance.accelerator, reference_price(pool.instance.cloud, pool.instance.name)
     if not acc.bf16_tflops or price is None:
         report_violation(f"{pool.label()}: no catalog {'price' if price is None else 'BF16 peak'} for "
                          f"{pool.instance.name}: cannot show training stays under ${ceiling:,.0f}", pool.anchor.urn)

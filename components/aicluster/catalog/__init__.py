@@ -42,14 +42,6 @@ class Accelerator:
 
 
 @dataclass(frozen=True)
-class Price:
-    """A price of the catalog: per hour, in a region, as read on a date."""
-    usd_per_hour: float
-    region: str
-    date: str
-
-
-@dataclass(frozen=True)
 class InstanceType:
     """One instance (machine) type of the catalog, with its sourced figures."""
     name: str
@@ -70,7 +62,6 @@ class InstanceType:
     efa_cards: tuple[int, ...] = ()
     gpudirect_rdma: bool | None = None
     local_nvme_gb: int | None = None
-    price: Price | None = None
     # GCP fabric
     host_nics: int = 1
     gpu_nics: int = 0
@@ -364,7 +355,8 @@ def _instance(cloud: Cloud, name: str, e: dict, accelerators: Mapping[str, Accel
     model = _need(e, "accelerator", where)
     if model not in accelerators:
         raise CatalogError(f"{where}: unknown accelerator {model!r}")
-    price = e.get("price")
+    if "price" in e:
+        raise CatalogError(f"{where}: prices live in prices.yaml (catalog.pricing), not in the instance entry")
     max_efa = int(e.get("max_efa_interfaces", 0))
     return InstanceType(
         name=name,
@@ -384,7 +376,6 @@ def _instance(cloud: Cloud, name: str, e: dict, accelerators: Mapping[str, Accel
         efa_cards=tuple(e.get("efa_cards", range(max_efa))),
         gpudirect_rdma=e.get("gpudirect_rdma"),
         local_nvme_gb=e.get("local_nvme_gb"),
-        price=Price(float(price["usd_per_hour"]), price["region"], str(price["date"])) if price else None,
         host_nics=int(e.get("host_nics", 1)),
         gpu_nics=int(e.get("gpu_nics", 0)),
         gpu_nic_stack=e.get("gpu_nic_stack", "none"),
@@ -555,5 +546,5 @@ def load_limits() -> Mapping[str, Limit]:
 
 
 __all__ = ["Accelerator", "Catalog", "CatalogError", "ControllerType", "FilestoreTier", "FsxDeploymentType",
-           "GcpImage", "InstanceType", "Limit", "ManagedLustreTier", "NicStack", "Price", "TpuGeneration",
+           "GcpImage", "InstanceType", "Limit", "ManagedLustreTier", "NicStack", "TpuGeneration",
            "load_catalog", "load_limits", "load_yaml"]

@@ -13,6 +13,7 @@ from typing import Sequence
 
 from aicluster.catalog import InstanceType
 from aicluster.catalog.object_store import DRIVERS, load_object_store
+from aicluster.catalog.pricing import node_price, node_price_missing
 # One checkpoint size for the balance report, the training model and the policy pack.
 from aicluster.perf.estimate import CHECKPOINT_BYTES_PER_PARAM
 
@@ -34,6 +35,8 @@ class PoolShape:
     instance: InstanceType
     nodes: int
     fabric_devices_wired: int   # AWS: EFA devices wired per node; GCP: GPU NICs wired per node
+    region: str | None = None   # priced here (catalog.pricing); None: the reference price, and said so
+    capacity: str = "on-demand"  # the spec's pools[].capacity.type
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,7 @@ class PoolBalance:
     fabric_gbps_per_accelerator: float  # of what is wired
     fabric_fraction_wired: float        # wired / hardware fabric bandwidth, 0..1
     usd_per_hour: float | None
+    price_basis: str = ""               # what usd_per_hour is (quote basis, source, date), or why it is None
 
 
 @dataclass(frozen=True)
@@ -143,6 +147,9 @@ def _pool(p: PoolShape) -> PoolBalance:
     it, acc = p.instance, p.instance.accelerator
     count = p.nodes * it.accelerator_count
     wired, hardware = fabric_gbps(it, max(0, p.fabric_devices_wired))
+    # The pool's own region and capacity type (a spot pool in eu-west-2 costs eu-west-2's spot figure);
+    # no figure there is None with the reason, never another region's price.
+    quote = node_price(it, p.region, p.capacity)
     return PoolBalance(
         name=p.name, instance_type=it.name, accelerator_kind=acc.kind, nodes=p.nodes, accelerators=count,
         # dense BF16 TFLOPS per chip (catalog, each with its datasheet); PFLOPS = chips x TFLOPS / 1000
@@ -150,7 +157,9 @@ def _pool(p: PoolShape) -> PoolBalance:
         hbm_gib=count * acc.memory_gib,
         fabric_gbps_per_accelerator=wired / it.accelerator_count,
         fabric_fraction_wired=min(1.0, wired / hardware) if hardware > 0 else 0.0,
-        usd_per_hour=None if it.price is None else p.nodes * it.price.usd_per_hour,
+        usd_per_hour=None if quote is None else p.nodes * quote.usd_per_hour,
+        price_basis=node_price_missing(it, p.region, p.capacity) if quote is None else
+        f"{quote.basis}; {quote.source}, checked {quote.checked}",
     )
 
 
@@ -249,7 +258,8 @@ def assess(pools: Sequence[PoolShape], filesystems: Sequence[FilesystemShape],
 def from_design(design) -> ClusterBalance:
     """Balance of a ClusterDesign at each pool's max_nodes (worst per-GPU storage, cost ceiling)."""
     pools = [PoolShape(p.name, p.instance, p.max_nodes,
-                       p.efa_devices if design.cloud == "aws" else p.instance.gpu_nics) for p in design.pools]
+                       p.efa_devices if design.cloud == "aws" else p.instance.gpu_nics,
+                       region=design.region, capacity=p.capacity.type) for p in design.pools]
     # Parallel filesystems only: Filestore and EFS (NFS) hold homes, not training data or checkpoints;
     # an NFS home shared by every node is no data path for a GPU fleet, so counting it would flatter it.
     filesystems = [FilesystemShape(s.name, s.capacity_gib, s.throughput_mbps_per_tib) for s in design.storage
@@ -303,6 +313,8 @@ def report_lines(b: ClusterBalance) -> list[str]:
                      f"{_n(b.checkpoint_stall_pct, '.2f')} % stall (budget {b.checkpoint_stall_budget_pct:g} %): "
                      f"{_ok(b.checkpoint_within_budget)}")
     lines.append(f"{'cost':<12} ${_n(b.usd_per_hour, ',.2f', 'unknown')}/h at max nodes")
+    # One line per pool: the price's region, capacity type, source and date, or why there is none.
+    lines.extend(f"  {p.name}: {p.price_basis}" for p in b.pools if p.price_basis)
     if b.findings:
         lines.append("findings:")
         lines.extend(f"  - {f}" for f in b.findings)

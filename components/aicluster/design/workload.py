@@ -60,8 +60,10 @@ def hardware(design: ClusterDesign) -> tuple[Hardware, tuple[str, ...]]:
         where = (f"partition {', '.join(p.name for p in mates)}" if len(mates) > 1 else f"pool {pool.name}")
         warnings.append(f"modelled on {where} ({sum(p.accelerators for p in mates)} accelerators), the largest; "
                         f"{', '.join(p.name for p in others)} not included (a job spans one partition)")
+    # Priced where the cluster is, on the pool's capacity type (a spot pool at its region's spot figure).
     if pool.tpu is not None:
-        hw = from_tpu(pool.tpu.generation, pool.tpu.chips, max(1, pool.slices))
+        hw = from_tpu(pool.tpu.generation, pool.tpu.chips, max(1, pool.slices), region=design.region,
+                      capacity=pool.capacity.type)
         return hw, tuple(warnings)
     wired = pool.efa_devices if design.cloud == "aws" else pool.gpu_nics
     gbps, full = fabric_gbps(pool.instance, wired)
@@ -69,7 +71,8 @@ def hardware(design: ClusterDesign) -> tuple[Hardware, tuple[str, ...]]:
         what = "EFA devices" if design.cloud == "aws" else "GPU NICs"
         warnings.append(f"pool {pool.name} wires {gbps:g} of {full:g} Gbps of {what} per node: inter-node "
                         "collectives are modelled at what is wired")
-    return from_instance(pool.instance, sum(p.max_nodes for p in mates), gbps), tuple(warnings)
+    return from_instance(pool.instance, sum(p.max_nodes for p in mates), gbps, region=design.region,
+                         capacity=pool.capacity.type), tuple(warnings)
 
 
 def _parallel_filesystems(design: ClusterDesign) -> list[StorageDesign]:

@@ -6,16 +6,25 @@ import dataclasses
 import math
 
 from aicluster.catalog import InstanceType, TpuGeneration, load_catalog
+from aicluster.catalog.pricing import Quote, node_price, node_price_missing, tpu_price
 from aicluster.errors import Problem, SpecError, close_match
 from aicluster.perf.shapes import Hardware
 
 
-def from_instance(instance: InstanceType, nodes: int, wired_gbps_per_node: float | None = None) -> Hardware:
+def _basis(quote: Quote | None, missing: str) -> str:
+    return missing if quote is None else f"{quote.basis}; {quote.source}, checked {quote.checked}"
+
+
+def from_instance(instance: InstanceType, nodes: int, wired_gbps_per_node: float | None = None, *,
+                  region: str | None = None, capacity: str = "on-demand") -> Hardware:
     """`nodes` of an accelerated instance type; the inter-node fabric is what is wired (default: all
-    of the type's fabric: EFA on AWS, GPU NICs on GCP)."""
+    of the type's fabric: EFA on AWS, GPU NICs on GCP). Priced in `region` on `capacity`
+    (catalog.pricing); no region (a what-if): the reference price, us-east-1 / us-central1
+    on-demand, and `price_basis` says so."""
     acc = instance.accelerator
     fabric = instance.fabric_gbps if wired_gbps_per_node is None else wired_gbps_per_node
-    price = instance.price.usd_per_hour / instance.accelerator_count if instance.price else None
+    quote = node_price(instance, region, capacity)
+    price = None if quote is None else quote.usd_per_hour / instance.accelerator_count
     count = nodes * instance.accelerator_count
     domain = instance.nvlink_domain_gpus
     aligned = math.gcd(count, domain) if count else domain
@@ -30,7 +39,8 @@ def from_instance(instance: InstanceType, nodes: int, wired_gbps_per_node: float
         # groups up on what every domain it touches holds of it: gcd(job, domain).
         scale_up_size=aligned, scale_up_gbs=acc.scale_up_gbs,
         scale_out_gbps_per_node=float(fabric), usd_per_accelerator_hour=price,
-        source="; ".join(s for s in sources if s), domain_gpus=None if domain == aligned else domain)
+        source="; ".join(s for s in sources if s), domain_gpus=None if domain == aligned else domain,
+        price_basis=_basis(quote, node_price_missing(instance, region, capacity)))
 
 
 def placements(hw: Hardware) -> tuple[Hardware, ...]:
@@ -61,8 +71,16 @@ def _power_of_two(n: int) -> bool:
 
 
 def from_tpu(generation: TpuGeneration, chips_per_slice: int, slices: int = 1,
-             usd_per_chip_hour: float | None = None) -> Hardware:
-    """`slices` TPU slices of `chips_per_slice` chips: ICI inside a slice, DCN between slices."""
+             usd_per_chip_hour: float | None = None, *, region: str | None = None,
+             capacity: str = "on-demand") -> Hardware:
+    """`slices` TPU slices of `chips_per_slice` chips: ICI inside a slice, DCN between slices.
+    Priced per chip-hour at `usd_per_chip_hour` when given, else in `region` on `capacity`
+    (catalog.pricing.tpu_price); neither: unpriced."""
+    basis = ""
+    if usd_per_chip_hour is None and region is not None:
+        quote = tpu_price(generation.name, region, capacity)
+        usd_per_chip_hour = None if quote is None else quote.usd_per_hour
+        basis = _basis(quote, f"no catalog price for TPU {generation.name} in {region} ({capacity})")
     per_host = 4 if chips_per_slice >= 4 else chips_per_slice
     ici = generation.ici_gbs_bidirectional
     dcn = (generation.dcn_gbps_per_chip or 0.0) * per_host
@@ -76,7 +94,8 @@ def from_tpu(generation: TpuGeneration, chips_per_slice: int, slices: int = 1,
         # every link of the chip.
         scale_up_gbs=None if ici is None else ici / 2,
         scale_out_gbps_per_node=dcn, usd_per_accelerator_hour=usd_per_chip_hour,
-        source=generation.source + (f"; {generation.ici_source}" if generation.ici_source else ""))
+        source=generation.source + (f"; {generation.ici_source}" if generation.ici_source else ""),
+        price_basis=basis)
 
 
 def what_if(accelerator: str, nodes: int, inter_node_gbps_per_node: float | None = None, *,

@@ -109,6 +109,7 @@ class Hardware:
     source: str = ""
     domain_gpus: int | None = None      # GPUs of one physical NVLink domain; None: scale_up_size
     paid_count: int | None = None       # accelerators paid for (idle ones of each domain too); None: count
+    price_basis: str = ""               # what usd_per_accelerator_hour is (region, capacity, source, date) or why None
 
     @property
     def nodes(self) -> int:

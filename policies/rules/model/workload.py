@@ -24,6 +24,7 @@ from aicluster.perf.flops import parameter_count
 from aicluster.perf.tags import MODEL_TAG, TRAINING_TAG, Workload, workload_from_tags
 
 from .cluster import Cluster, Filesystem, Pool
+from .capacity import pool_capacity, stack_region
 from .standing import standing_from_resources
 from .kinds import PARTITION_TAG
 
@@ -83,7 +84,8 @@ def described(c: Cluster, config: Mapping[str, Any]) -> tuple[Described | None, 
     # Checkpoint interval and stall budget from the config or the tags; the model size they are
     # read with is not needed here (the described model counts its own), so any stands in for it.
     hints, _ = c.workload({"modelParamsB": 1, **config})
-    hw = hardware(pool, slices)
+    # Priced as the plan prices it: the stack's region and the pool's capacity type (model/capacity.py).
+    hw = hardware(pool, slices, region=stack_region(c.index, pool.cloud), capacity=pool_capacity(c.index, pool))
     fs = storage(c, pool, hints, slices)
     # What the stack pays beside the accelerators, read off its resources as the plan reads its
     # design: AIC-CST-003's cost to train adds it over the days at goodput.
@@ -170,14 +172,14 @@ def _jobs(sized: list[tuple[Pool, Workload]], partition_of) -> list[tuple[Pool, 
     return list(jobs.values())
 
 
-def hardware(pool: Pool, slices: int = 1) -> Hardware:
+def hardware(pool: Pool, slices: int = 1, *, region: str | None = None, capacity: str = "on-demand") -> Hardware:
     """The pool at its node count. GPUs and Trainium: the fabric as wired (EFA devices, GPU NICs).
     TPUs: `slices` slices of the pool's chips each, ICI within a slice and the catalog's DCN
-    between slices (as `aicluster plan`)."""
+    between slices (as `aicluster plan`). Priced in `region` on `capacity` (catalog.pricing)."""
     if pool.tpu:
-        return from_tpu(_tpu_generation(pool), pool.accelerators, slices)
+        return from_tpu(_tpu_generation(pool), pool.accelerators, slices, region=region, capacity=capacity)
     wired, _ = fabric_gbps(pool.instance, max(0, pool.fabric.wired))
-    return from_instance(pool.instance, pool.nodes or 0, wired)
+    return from_instance(pool.instance, pool.nodes or 0, wired, region=region, capacity=capacity)
 
 
 def storage(c: Cluster, pool: Pool, hints: WorkloadShape | None, slices: int = 1) -> Storage | None:
