@@ -4,23 +4,18 @@ Instance prices come from aicluster.catalog.pricing; here a stand-in quotes them
 are fixed whatever that price list says."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 
 from aicluster.catalog import CatalogError, standing
+from aicluster.catalog.pricing import Quote, instance_price
 from aicluster.catalog.service_prices import unit_price
 from aicluster.catalog.standing import HOURS_PER_MONTH, price_standing, standing_item
 from aicluster.design.standing_cost import plan_lines, standing_cost, standing_items
 from tests.support.stack_plans import STACK_NAMES, stack_result
 
 
-@dataclass(frozen=True)
-class _Quote:
-    usd_per_hour: float
-    basis: str = "stand-in on-demand"
-    source: str = "test"
-    checked: str = "2026-11-28"
+def _Quote(usd_per_hour: float) -> Quote:
+    return Quote(usd_per_hour, None, None, "on-demand", "test", "stand-in on-demand", "test", "2026-11-28")
 
 
 _QUOTES = {"m7i.2xlarge": 0.4032, "m7i.xlarge": 0.2016, "n2-standard-8": 0.3885, "n2-standard-4": 0.1942}
@@ -28,7 +23,8 @@ _QUOTES = {"m7i.2xlarge": 0.4032, "m7i.xlarge": 0.2016, "n2-standard-8": 0.3885,
 
 @pytest.fixture
 def quotes(monkeypatch):
-    """aicluster.catalog.pricing.instance_price, stood in for: known types priced, others None."""
+    """aicluster.catalog.pricing.instance_price stood in for, so these figures hold whatever the price
+    list says: known types priced, others None."""
     asked = []
 
     def quote(cloud, instance_type, region):
@@ -219,3 +215,11 @@ def test_docs_costs_lists_every_catalog_price():
     doc = (Path(__file__).resolve().parents[1] / "docs" / "costs.md").read_text(encoding="utf-8")
     missing = [row for row in _price_rows() if row not in doc.splitlines()]
     assert not missing, "docs/costs.md is stale; its price table must list:\n" + "\n".join(missing)
+
+
+def test_head_and_login_nodes_are_priced_from_the_instance_price_list():
+    """No stand-in: the real aicluster.catalog.pricing answers the on-demand price of the head's type."""
+    cost = standing_cost(stack_result("aws-p5-slurm").design)
+    quote = instance_price("aws", "m7i.2xlarge", "us-east-1")
+    assert quote is not None and _line(cost, "head node").usd_per_hour == pytest.approx(quote.usd_per_hour)
+    assert _line(cost, "head node").basis == f"each: {quote.describe()}"

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+from aicluster.catalog.pricing import Quote, instance_price
 from aicluster.catalog.service_prices import UnitPrice, unit_price
 
 HOURS_PER_MONTH = 730          # AWS's and Google Cloud's monthly convention (24 x 365 / 12)
@@ -81,13 +82,9 @@ def _none(item: StandingItem, what: str, why: str) -> Priced:
     return [CostLine(item.item, f"{what} (no catalog price: {why})", None, "")], []
 
 
-def _instance_quote(cloud: str, instance_type: str, region: str):
-    """aicluster.catalog.pricing.instance_price (the instance price list), on demand. None where it
-    has no price, or where this checkout does not have that module yet."""
-    try:
-        from aicluster.catalog.pricing import instance_price
-    except ImportError:
-        return None
+def _instance_quote(cloud: str, instance_type: str, region: str) -> Quote | None:
+    """The instance price list's on-demand price (aicluster.catalog.pricing): head, login and system
+    nodes run on demand. None where the list has no price for the type in the region."""
     return instance_price(cloud, instance_type, region)
 
 
@@ -97,8 +94,7 @@ def _instance(i: StandingItem) -> Priced:
     quote = _instance_quote(i.cloud, itype, i.region)
     if quote is None:
         return _none(i, what, f"{i.cloud} {itype} in {i.region} on demand")
-    return [CostLine(i.item, what, quote.usd_per_hour * count,
-                     f"${quote.usd_per_hour:g}/h each ({quote.basis}; {quote.source}; checked {quote.checked})")], []
+    return [CostLine(i.item, what, quote.usd_per_hour * count, f"each: {quote.describe()}")], []
 
 
 _DISK_SERVICE = {"aws": "ebs", "gcp": "persistent_disk"}
