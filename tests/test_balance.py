@@ -219,7 +219,7 @@ def test_a_spot_pool_costs_its_regions_spot_figure_in_the_plan():
     assert hw.price_basis.startswith("us-east-1 spot")
     paper = assess([PoolShape("gpu", AWS["p5.48xlarge"], 16, 32)], [])
     assert paper.usd_per_hour == pytest.approx(16 * 55.04)
-    assert paper.pools[0].price_basis.startswith("no region given: us-east-1 on-demand")
+    assert paper.pools[0].price_basis.startswith("no region given, so us-east-1 on-demand")
 
 
 def test_a_gcp_pool_and_a_tpu_pool_are_priced_in_their_region():

@@ -87,6 +87,9 @@ def test_a_what_if_answers_without_a_filesystem(capsys, tmp_path):
     assert doc["estimate"]["accelerators"] == 32
     assert doc["estimate"]["checkpoint"]["write_s"] is None
     assert any("no filesystem" in w for w in doc["estimate"]["warnings"])
+    # No region on paper: priced at us-east-1 on-demand, and the warnings say so (catalog.pricing).
+    assert any(w.startswith("what-if: no region given, so us-east-1 on-demand list price")
+               for w in doc["estimate"]["warnings"])
 
 
 def test_more_nodes_train_faster(capsys, tmp_path):

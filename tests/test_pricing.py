@@ -89,7 +89,7 @@ def test_tpu_hosts_are_priced_per_chip():
 def test_a_cluster_on_paper_says_it_is_priced_at_the_reference_region():
     p5 = load_catalog().instance_types["aws"]["p5.48xlarge"]
     q = node_price(p5, None)
-    assert q.usd_per_hour == 55.04 and q.basis.startswith("no region given: us-east-1 on-demand")
+    assert q.usd_per_hour == 55.04 and q.basis.startswith("no region given, so us-east-1 on-demand")
 
 
 def test_every_accelerated_type_and_tpu_the_stacks_use_has_a_price_in_the_stacks_region():

@@ -215,7 +215,7 @@ def node_price(instance: Any, region: str | None, capacity: str = "on-demand") -
         if q is None:
             return None
         q = q.times(instance.accelerator_count) if gen else q
-        return dataclasses.replace(q, basis=f"no region given: {q.basis}")
+        return dataclasses.replace(q, basis=f"no region given, so {q.basis}")
     if gen:
         q = tpu_price(gen, region, capacity)
         if q is None:

@@ -147,7 +147,7 @@ def _resolve(ref: ClusterRef, at: str, base: str, workload: WorkloadSpec) -> Clu
         hw = what_if(ref.hardware.accelerator, ref.hardware.nodes, ref.hardware.inter_node_gbps_per_node,
                      at=f"{at}.hardware")
         # No region on paper: the price is the reference one (us-east-1 / us-central1 on-demand); say so.
-        priced = (f"what-if: priced at {hw.price_basis}",) if hw.price_basis else ()
+        priced = (f"what-if: {hw.price_basis}",) if hw.price_basis else ()
         return Cluster(f"what-if {ref.hardware.nodes} x {ref.hardware.accelerator}", "what-if", hw, None,
                        ("what-if: no filesystem, so checkpoint writes and data loading are not checked against storage",
                         *priced))
