@@ -80,3 +80,26 @@ def test_every_stack_has_a_price_and_the_pack_agrees_with_the_plan(stack):
 
     assert status(usd * 1.001) == "pass"
     assert status(usd * 0.999) == "fail"
+
+
+def test_a_gcp_spot_pool_is_read_off_its_template_and_priced_at_the_regions_spot_figure():
+    """gcp-a3mega-slurm on Spot: the instance template's scheduling.provisioningModel SPOT makes the
+    pack price us-east4's Spot figure, as the plan does from the spec (one replan, cached)."""
+    from aicluster.catalog.pricing import instance_price
+    from aicluster.commands.check import resolve_config, run_policies
+    from aicluster.design.balance import from_design
+    from tests.support.stack_plans import result_with_spec, stack_spec_data
+
+    spec = stack_spec_data("gcp-a3mega-slurm")
+    (gpu,) = [p for p in spec["pools"] if p["instance_type"] == "a3-megagpu-8g"]
+    gpu["capacity"] = "spot"
+    result = result_with_spec("gcp-a3mega-slurm", spec)
+    spot = instance_price("gcp", "a3-megagpu-8g", "us-east4", "spot").usd_per_hour
+    usd = from_design(result.design).usd_per_hour
+    assert usd == pytest.approx(gpu["max_nodes"] * spot)
+    module = hw.rule(RULE)
+    for ceiling, status in ((usd * 1.001, "pass"), (usd * 0.999, "fail")):
+        config = resolve_config([module.POLICY], {RULE: {"maxUsdPerHour": ceiling}})
+        (v,) = run_policies(result.plan, config, rules=[module])
+        assert v.status == status, hw.messages(v)
+    assert "a3-megagpu-8g spot" in hw.messages(v) and "us-east4 spot per instance-hour, one regional price" in hw.messages(v)
