@@ -111,3 +111,10 @@ def test_every_accelerated_catalog_type_has_a_price_somewhere_or_is_listed_as_un
     unpriced = {(c, n) for c, ts in load_catalog().instance_types.items() for n, t in ts.items()
                 if t.accelerator.kind != "cpu" and not price_table(c, n)}
     assert unpriced == {("aws", "trn2.48xlarge"), ("gcp", "a4-highgpu-8g")}
+
+
+def test_every_tpu_generation_but_tpu7x_is_priced_per_chip_where_it_is_offered():
+    from aicluster.catalog.pricing import tpu_table
+    assert {g for g in load_catalog().tpus if not tpu_table(g)} == {"tpu7x"}    # no public figure read
+    assert tpu_price("v4", "us-central2").usd_per_hour == 3.22                    # the only v4 region
+    assert tpu_price("v5e", "us-central1").usd_per_hour == 1.2
