@@ -162,20 +162,23 @@ def estimate(model: ModelShape, training: TrainingShape, hardware: Hardware, *, 
         elif usd_per_hour is not None:
             cost = (usd_per_hour + (standing_usd_per_hour or 0.0)) * days * 24
     warnings += _caveats(model, training, hardware, best)
+    above = _above_published(hardware, training, best, days)
+    if above:
+        warnings.append(above)
     return Estimate(hardware=hardware.name, accelerators=hardware.count, best=best, candidates=candidates[:top],
                     layouts_searched=count, layouts_fitting=len(fitting), tokens_per_s=tokens_per_s,
                     train_days=days, train_days_ideal=ideal, train_cost_usd=cost, usd_per_hour=usd_per_hour,
                     standing_usd_per_hour=standing_usd_per_hour, goodput=good, checkpoint=checkpoint,
                     data_loading=loading, bound=bound, warnings=tuple(warnings),
                     nvlink_domain=_domain_note(model, training, hardware, best, calibration),
-                    calibrated=_calibrated(model, hardware, best))
+                    calibrated=_calibrated(model, training, hardware, best))
 
 
 # Published runs the shipped CALIBRATION was fitted on (tests/data/training-throughput.json).
 CALIBRATION_RECORDS = 174
 
 
-def _calibrated(m: ModelShape, hw: Hardware, best: Candidate) -> Calibrated:
+def _calibrated(m: ModelShape, tr: TrainingShape, hw: Hardware, best: Candidate) -> Calibrated:
     """The measured error for this kind of accelerator, and what in this estimate no published run had."""
     err = MEASURED_ERROR["tpu" if hw.kind == "tpu" else "gpu"]
     lay = best.layout
@@ -186,6 +189,9 @@ def _calibrated(m: ModelShape, hw: Hardware, best: Candidate) -> Calibrated:
         out.append("a mixture of experts (no MoE run)")
     if nvlink.spans_nodes(hw, lay):
         out.append("an NVLink domain across nodes (no NVL72 run)")
+    published = _published_ceiling(hw, tr)
+    if published and best.mfu > published[0]:
+        out.append(f"MFU {best.mfu:.0%}, above the best published {published[1]} run ({published[0]:.0%})")
     if hw.kind == "gpu" and lay.zero_stage == 3 and lay.dp * lay.cp > ZERO3_WARN_DP:
         out.append(f"ZeRO-3 over {lay.dp * lay.cp} ranks (published ZeRO-3 runs reach {ZERO3_WARN_DP})")
     return Calibrated(records=CALIBRATION_RECORDS, accelerators=CALIBRATED_ACCELERATORS,
@@ -232,6 +238,26 @@ def _checkpoint(params: float, storage: Storage | None) -> Checkpoint:
     return Checkpoint(size_gb, write_s, stall, storage.checkpoint_interval_min, storage.max_checkpoint_stall_pct)
 
 
+def _published_ceiling(hw: Hardware, tr: TrainingShape) -> tuple[float, str] | None:
+    """(the best published MFU of this accelerator and precision, "H100 bf16"), or None when no run
+    of that class was measured."""
+    precision = tr.precision if hw.fp8_tflops else "bf16"
+    return next(((mfu, f"{hw.accelerator} {precision}") for (acc, prec), mfu in BEST_PUBLISHED_MFU.items()
+                 if hw.accelerator.startswith(acc) and prec == precision), None)
+
+
+def _above_published(hw: Hardware, tr: TrainingShape, best: Candidate, days: float | None) -> str | None:
+    """The warning for an MFU above every published run of its class, with the days it would take at
+    the best published MFU: the figure a team can plan against."""
+    found = _published_ceiling(hw, tr)
+    if found is None or best.mfu <= found[0]:
+        return None
+    ceiling, what = found
+    at = f"; at {ceiling:.0%} MFU training takes {days * best.mfu / ceiling:,.1f} days" if days else ""
+    return (f"predicted MFU {best.mfu:.0%} is above the best published {what} run ({ceiling:.0%}): no measured run "
+            f"of that class was this fast, treat it as optimistic{at}")
+
+
 def _caveats(m: ModelShape, tr: TrainingShape, hw: Hardware, best: Candidate) -> list[str]:
     """Where the calibration says less than the number suggests."""
     out = []
@@ -247,12 +273,6 @@ def _caveats(m: ModelShape, tr: TrainingShape, hw: Hardware, best: Candidate) ->
         out.append(f"ZeRO-3 over {best.layout.dp * best.layout.cp} data-parallel ranks: its per-layer gathers are "
                    "timed from bandwidth and NCCL's ring latency, but the published ZeRO-3 runs it was checked "
                    f"against reach {ZERO3_WARN_DP} ranks")
-    precision = tr.precision if hw.fp8_tflops else "bf16"
-    ceiling = next((mfu for (acc, prec), mfu in BEST_PUBLISHED_MFU.items()
-                    if hw.accelerator.startswith(acc) and prec == precision), None)
-    if ceiling and best.mfu > ceiling:
-        out.append(f"predicted MFU {best.mfu:.0%} is above the best published {hw.accelerator} {precision} run "
-                   f"({ceiling:.0%}): no measured run of that class was this fast, treat it as optimistic")
     if hw.paid > hw.count:
         nodes, of = hw.scale_up_size // hw.per_node, (hw.domain_gpus or hw.scale_up_size) // hw.per_node
         out.append(f"the job runs on {nodes} of each NVLink domain's {of} nodes (Slurm --segment={nodes}) so that its "
