@@ -177,6 +177,18 @@ def test_gcp_filesystems_are_priced_where_the_catalog_has_their_tier_and_region(
                              "(cloud.google.com/filestore/pricing))",)
 
 
+@pytest.mark.parametrize("tier, usd", [(125, 0.145), (250, 0.21), (500, 0.34), (1000, 0.60)])
+def test_every_managed_lustre_tier_is_priced_in_iowa_and_no_other_region_borrows_it(tier, usd):
+    """Iowa's four capacity SKUs are quoted publicly; us-east4/us-east5/europe-west1 are not, so they
+    stay unpriced rather than take Iowa's figure."""
+    iowa = standing_item("managed_lustre", "Managed Lustre", "gcp", "us-central1", gib=36000, mbps_per_tib=tier)
+    (line,) = price_standing([iowa]).lines
+    assert line.usd_per_hour == pytest.approx(36000 * usd / 730)
+    for region in ("us-east4", "us-east5", "europe-west1"):
+        other = standing_item("managed_lustre", "Managed Lustre", "gcp", region, gib=36000, mbps_per_tib=tier)
+        assert price_standing([other]).unpriced[0].startswith("Managed Lustre: 36,000 GiB")
+
+
 def test_a_public_head_pays_for_its_address_on_both_clouds_in_the_plan_and_the_pack(quotes):
     """slurm.head_node.public_ip: the NAT's address and the head's on AWS, the head's on GCP; the
     pack reads the same off the instance (associatePublicIpAddress, an access config)."""
