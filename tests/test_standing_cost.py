@@ -151,6 +151,17 @@ def test_cloud_sql_is_priced_from_its_custom_tier_where_the_region_has_prices():
                                                    "(no catalog price: the catalog prices zonal db-custom tiers only)",)
 
 
+def test_cloud_sql_in_europe_west1_is_priced_from_the_emea_skus_and_us_east4_stays_unpriced():
+    """europe-west1 bills the continent-wide 'in EMEA' SKUs (same USD rates as the Americas ones);
+    us-east4 has its own Northern Virginia SKUs, not read yet, so it is not given Iowa's."""
+    def db(region):
+        return standing_item("cloud_sql", "accounting database (Cloud SQL)", "gcp", region, tier="db-custom-1-3840",
+                             edition="ENTERPRISE", disk_gib=20, disk_type="PD_SSD", availability="ZONAL")
+    (line,) = price_standing([db("europe-west1")]).lines
+    assert line.usd_per_hour == pytest.approx(0.0413 + 0.007 * 3.75 + 20 * 0.17 / 730)
+    assert price_standing([db("us-east4")]).unpriced[0].endswith("(no catalog price: Cloud SQL enterprise in us-east4)")
+
+
 def test_an_instance_type_without_a_price_is_unpriced_not_zero(quotes):
     cost = price_standing([standing_item("instance", "head node", "aws", "us-east-1", type="c7i.8xlarge", count=1)])
     assert cost.usd_per_hour == 0 and cost.unpriced == (
