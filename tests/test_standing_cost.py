@@ -127,10 +127,13 @@ def test_gcp_prices_cloud_nat_per_vm_and_says_which_items_have_no_price(quotes):
     cost = standing_cost(stack_result("gcp-a3mega-slurm").design)
     nat = _line(cost, "Cloud NAT")
     assert nat.usd_per_hour == pytest.approx(2 * 0.0014 + 0.005)           # head + login, one NAT IP
+    # us-east4 has no public Managed Lustre or Filestore figure: Iowa's and us-east1's stand in, and say so.
     lustre = _line(cost, "Managed Lustre")
-    assert lustre.usd_per_hour is None and "36,000 GiB at 500 MB/s/TiB (no catalog price" in lustre.what
-    assert any(u.startswith("Managed Lustre: 36,000 GiB") for u in cost.unpriced)
-    assert any(u.startswith("Filestore: 1,024 GiB ZONAL") for u in cost.unpriced)
+    assert lustre.usd_per_hour == pytest.approx(36000 * 0.34 / 730)
+    assert lustre.what == "36,000 GiB at 500 MB/s/TiB (approximated: us-central1's price)"
+    filestore = _line(cost, "Filestore")
+    assert filestore.usd_per_hour == pytest.approx(1024 * 0.25 / 730) and "us-east1's price" in filestore.what
+    assert cost.unpriced == ()
     assert cost.usd_per_hour == pytest.approx(sum(ln.usd_per_hour or 0 for ln in cost.lines))
 
 
@@ -189,15 +192,19 @@ def test_gcp_filesystems_are_priced_where_the_catalog_has_their_tier_and_region(
 
 
 @pytest.mark.parametrize("tier, usd", [(125, 0.145), (250, 0.21), (500, 0.34), (1000, 0.60)])
-def test_every_managed_lustre_tier_is_priced_in_iowa_and_no_other_region_borrows_it(tier, usd):
+def test_every_managed_lustre_tier_is_priced_in_iowa_and_other_regions_say_they_borrow_it(tier, usd):
     """Iowa's four capacity SKUs are quoted publicly; us-east4/us-east5/europe-west1 are not, so they
-    stay unpriced rather than take Iowa's figure."""
+    take Iowa's figure and every line says APPROXIMATED; a region with no stand-in stays unpriced."""
     iowa = standing_item("managed_lustre", "Managed Lustre", "gcp", "us-central1", gib=36000, mbps_per_tib=tier)
     (line,) = price_standing([iowa]).lines
-    assert line.usd_per_hour == pytest.approx(36000 * usd / 730)
+    assert line.usd_per_hour == pytest.approx(36000 * usd / 730) and "APPROXIMATED" not in line.basis
     for region in ("us-east4", "us-east5", "europe-west1"):
         other = standing_item("managed_lustre", "Managed Lustre", "gcp", region, gib=36000, mbps_per_tib=tier)
-        assert price_standing([other]).unpriced[0].startswith("Managed Lustre: 36,000 GiB")
+        (line,) = price_standing([other]).lines
+        assert line.usd_per_hour == pytest.approx(36000 * usd / 730)
+        assert f"{region}, APPROXIMATED by us-central1's price" in line.basis
+    far = standing_item("managed_lustre", "Managed Lustre", "gcp", "asia-northeast1", gib=36000, mbps_per_tib=tier)
+    assert price_standing([far]).unpriced[0].startswith("Managed Lustre: 36,000 GiB")
 
 
 def test_a_public_head_pays_for_its_address_on_both_clouds_in_the_plan_and_the_pack(quotes):

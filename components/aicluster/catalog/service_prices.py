@@ -24,12 +24,16 @@ class UnitPrice:
     unit: str                   # "GB-month", "hour", "10M samples", ...
     source: str
     checked: str
+    approximated_by: str | None = None    # the region whose price stands in, where `region` has none
 
     @property
     def basis(self) -> str:
         """How the plan names the price: "$0.340 per GB-month (aws fsx_lustre PERSISTENT_2-500 us-east-1,
         <source>, checked 2026-11-28)"."""
-        return (f"${self.usd:g} per {self.unit} ({self.cloud} {self.service} {self.tier}, {self.region}; "
+        where = self.region if self.approximated_by is None else \
+            (f"{self.region}, APPROXIMATED by {self.approximated_by}'s price: no public figure for {self.region} "
+             "was found")
+        return (f"${self.usd:g} per {self.unit} ({self.cloud} {self.service} {self.tier}, {where}; "
                 f"{self.source}; checked {self.checked})")
 
 
@@ -39,6 +43,7 @@ class _Service:
     source: str
     checked: str
     prices: Mapping[str, Mapping[str, float]]     # tier -> region ("*": all) -> USD
+    approximated: Mapping[str, str]               # region with no public figure -> region that stands in
 
 
 @functools.lru_cache(maxsize=1)
@@ -57,8 +62,12 @@ def _services() -> Mapping[tuple[str, str], _Service]:
                                                             for v in regions.values()):
                     raise CatalogError(f"{where}.prices.{tier}: region -> USD (a number, at least 0)")
                 table[str(tier)] = {str(r): float(v) for r, v in regions.items()}
+            approximated = e.get("approximated_by") or {}
+            if not isinstance(approximated, dict) or not all(isinstance(v, str) for v in approximated.values()):
+                raise CatalogError(f"{where}.approximated_by: region -> the region whose price stands in")
             out[(cloud, str(name))] = _Service(unit=str(_need(e, "unit", where)), source=_sourced(e, where),
-                                               checked=str(_need(e, "checked", where)), prices=table)
+                                               checked=str(_need(e, "checked", where)), prices=table,
+                                               approximated={str(k): v for k, v in approximated.items()})
     return out
 
 
@@ -72,9 +81,14 @@ def unit_price(cloud: str, service: str, tier: str, region: str) -> UnitPrice | 
     if regions is None:
         return None
     usd = regions.get(region, regions.get("*"))
-    if usd is None:
+    if usd is not None:
+        return UnitPrice(cloud, service, tier, region, usd, s.unit, s.source, s.checked)
+    # A region the sources do not price, stood in for by a named neighbour: said in every basis,
+    # never silent. A figure that is roughly right beats leaving the largest standing cost out.
+    stand_in = s.approximated.get(region)
+    if stand_in is None or stand_in not in regions:
         return None
-    return UnitPrice(cloud, service, tier, region, usd, s.unit, s.source, s.checked)
+    return UnitPrice(cloud, service, tier, region, regions[stand_in], s.unit, s.source, s.checked, stand_in)
 
 
 @dataclass(frozen=True)

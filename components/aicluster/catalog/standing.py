@@ -78,6 +78,11 @@ def _per_month(price: UnitPrice, amount: float) -> float:
     return price.usd * amount / HOURS_PER_MONTH
 
 
+def _said(what: str, price: UnitPrice) -> str:
+    """The plan line's words, with the stand-in region where the price is another region's."""
+    return what if price.approximated_by is None else f"{what} (approximated: {price.approximated_by}'s price)"
+
+
 def _none(item: StandingItem, what: str, why: str) -> Priced:
     return [CostLine(item.item, f"{what} (no catalog price: {why})", None, "")], []
 
@@ -106,14 +111,14 @@ def _disk(i: StandingItem) -> Priced:
     price = unit_price(i.cloud, _DISK_SERVICE[i.cloud], dtype, i.region)
     if price is None:
         return _none(i, what, f"{dtype} in {i.region}")
-    return [CostLine(i.item, what, _per_month(price, gib * count), price.basis)], []
+    return [CostLine(i.item, _said(what, price), _per_month(price, gib * count), price.basis)], []
 
 
 def _fsx(i: StandingItem) -> Priced:
     deployment, gib, tput = str(i.q("deployment")), float(i.q("gib", 0)), int(i.q("mbps_per_tib", 0))
     what = f"{gib:,.0f} GiB {deployment} at {tput} MB/s/TiB"
     price = unit_price("aws", "fsx_lustre", f"{deployment}-{tput}", i.region)
-    lines = ([CostLine(i.item, what, _per_month(price, gib), price.basis)] if price else
+    lines = ([CostLine(i.item, _said(what, price), _per_month(price, gib), price.basis)] if price else
              _none(i, what, f"{deployment} at {tput} MB/s/TiB in {i.region}")[0])
     mode = i.q("metadata_mode")
     if mode not in (None, "AUTOMATIC"):     # AUTOMATIC metadata IOPS are in the storage price
@@ -127,7 +132,7 @@ def _managed_lustre(i: StandingItem) -> Priced:
     price = unit_price("gcp", "managed_lustre", str(tput), i.region)
     if price is None:
         return _none(i, what, f"the {tput} MB/s/TiB tier in {i.region} (cloud.google.com/managed-lustre/pricing)")
-    return [CostLine(i.item, what, _per_month(price, gib), price.basis)], []
+    return [CostLine(i.item, _said(what, price), _per_month(price, gib), price.basis)], []
 
 
 def _filestore(i: StandingItem) -> Priced:
@@ -137,7 +142,7 @@ def _filestore(i: StandingItem) -> Priced:
     price = unit_price("gcp", "filestore", band, i.region)
     if price is None:
         return _none(i, what, f"{band} in {i.region} (cloud.google.com/filestore/pricing)")
-    return [CostLine(i.item, what, _per_month(price, gib), price.basis)], []
+    return [CostLine(i.item, _said(what, price), _per_month(price, gib), price.basis)], []
 
 
 def _efs(i: StandingItem) -> Priced:
