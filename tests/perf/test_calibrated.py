@@ -6,7 +6,9 @@ import json
 
 from aicluster.perf import ModelShape, Moe, TrainingShape, estimate, what_if
 from aicluster.perf.calibration import MEASURED_ERROR
-from tests.perf.test_estimate import LLAMA3_70B, TRAIN
+from tests.support.workloads import LLAMA3_70B
+
+TRAIN = TrainingShape(global_batch_seqs=1024, tokens=15e12)
 
 DEEPSEEK_LIKE = ModelShape(layers=61, hidden=7168, heads=128, kv_heads=128, ffn_hidden=18432, vocab=129280,
                            seq_len=4096, moe=Moe(experts=256, top_k=8, expert_ffn_hidden=2048, shared_experts=1))

@@ -9,7 +9,9 @@ import pytest
 
 from aicluster.perf import Storage, TrainingShape, estimate, what_if
 from aicluster.perf.goodput import best_interval, fraction, goodput, reliability
-from tests.perf.test_estimate import LLAMA3_70B, TRAIN
+from tests.support.workloads import LLAMA3_70B
+
+TRAIN = TrainingShape(global_batch_seqs=1024, tokens=15e12)
 
 
 def test_the_rate_is_llama_3s_interruptions_per_accelerator_hour():
