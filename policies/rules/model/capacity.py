@@ -11,12 +11,16 @@ and a specific reservation affinity (the placement finders record it).
 """
 from __future__ import annotations
 
+import re
 from typing import Mapping
 
 from .._props import get
 from .cluster import Pool
 from .index import Index
-from .standing import _region
+
+_AZ = re.compile(r"^([a-z]{2}(?:-[a-z]+)+-\d+)[a-z]$")          # us-east-1a -> us-east-1
+_ARN_REGION = re.compile(r"^arn:aws[a-z-]*:[a-z0-9-]+:([a-z]{2}(?:-[a-z]+)+-\d+):")
+_GCP_ZONE = re.compile(r"^([a-z]+-[a-z]+\d+)-[a-z]$")            # us-east4-a -> us-east4
 
 
 def _aws(p: Mapping) -> str | None:
@@ -65,8 +69,24 @@ def pool_capacity(ix: Index, pool: Pool) -> str:
 
 
 def stack_region(ix: Index, cloud: str) -> str | None:
-    """The stack's region (zones, ARNs, locations of its resources); None when none says."""
-    return _region(ix, cloud)
+    """The stack's region, or None when no resource says. Resources carry no provider region: read
+    it off subnets' zones and ARNs (aws), or off the zones, regions and locations of the resources
+    themselves (gcp)."""
+    for r in ix.resources:
+        p = ix.props(r)
+        if cloud == "aws":
+            for value in (get(p, "availabilityZone"), get(p, "logDestination"), get(p, "arn")):
+                if isinstance(value, str) and (m := _AZ.match(value) or _ARN_REGION.match(value)):
+                    return m.group(1)
+        else:
+            for value in (get(p, "region"), get(p, "zone"), get(p, "location")):
+                if isinstance(value, str):
+                    value = value.split("/")[-1]
+                    if m := _GCP_ZONE.match(value):
+                        return m.group(1)
+                    if re.match(r"^[a-z]+-[a-z]+\d+$", value):
+                        return value
+    return None
 
 
 def stack_cloud(pools: list[Pool]) -> str | None:

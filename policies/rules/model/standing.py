@@ -5,7 +5,6 @@ aicluster-role head, a filesystem is an FSx / Managed Lustre / Filestore / EFS r
 """
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from aicluster.catalog.observability import scrape
@@ -13,12 +12,10 @@ from aicluster.catalog.standing import (StandingCost, StandingItem, dcgm_gpus, p
                                         static_pool_notes)
 
 from .._props import ROLE, get, integer, is_unknown, items, kind, number
+from .capacity import stack_region
 from .cluster import Cluster
 from .index import Index
 
-_AZ = re.compile(r"^([a-z]{2}(?:-[a-z]+)+-\d+)[a-z]$")          # us-east-1a -> us-east-1
-_ARN_REGION = re.compile(r"^arn:aws[a-z-]*:[a-z0-9-]+:([a-z]{2}(?:-[a-z]+)+-\d+):")
-_GCP_ZONE = re.compile(r"^([a-z]+-[a-z]+\d+)-[a-z]$")            # us-east4-a -> us-east4
 _ROOT_DISK = {"aws": "gp3", "gcp": "pd-balanced"}
 
 
@@ -27,33 +24,9 @@ def _cloud(ix: Index) -> str | None:
     return clouds.pop() if len(clouds) == 1 else None
 
 
-def _region(ix: Index, cloud: str) -> str | None:
-    """Resources carry no provider region: read it off subnets' zones and ARNs (aws), or off the
-    zones, regions and locations of the resources themselves (gcp)."""
-    for r in ix.resources:
-        p = ix.props(r)
-        if cloud == "aws":
-            for value in (get(p, "availabilityZone"), get(p, "logDestination"), get(p, "arn")):
-                if isinstance(value, str) and (m := _AZ.match(value) or _ARN_REGION.match(value)):
-                    return m.group(1)
-        else:
-            for value in (get(p, "region"), get(p, "zone"), get(p, "location")):
-                if isinstance(value, str):
-                    value = value.split("/")[-1]
-                    if m := _GCP_ZONE.match(value):
-                        return m.group(1)
-                    if re.match(r"^[a-z]+-[a-z]+\d+$", value):
-                        return value
-    return None
-
-
 def _text(value: Any, default: str = "(unknown)") -> str:
     """A known string property, else `default`: an unknown (preview) or odd value prices as nothing."""
     return value if isinstance(value, str) and value and not is_unknown(value) else default
-
-
-def _of(ix: Index, token: str) -> list[Any]:
-    return ix.of(token)
 
 
 def _role(ix: Index, r: Any) -> str | None:
@@ -65,7 +38,7 @@ def _instances(ix: Index, cloud: str, region: str) -> tuple[list[StandingItem], 
     out, vms = [], 0
     token = "aws:ec2/instance" if cloud == "aws" else "gcp:compute/instance"
     for role, item in (("head", "head node"), ("login", "login nodes")):
-        found = [r for r in _of(ix, token) if _role(ix, r) == role]
+        found = [r for r in ix.of(token) if _role(ix, r) == role]
         if not found:
             continue
         p0 = ix.props(found[0])
@@ -99,12 +72,12 @@ def _aws_root_gib(ix: Index, instance: Any) -> float:
 def _system_nodes(ix: Index, cloud: str) -> tuple[str, int] | None:
     """EKS node groups / GKE node pools of aicluster-role control-plane: the add-on controllers' nodes."""
     if cloud == "aws":
-        for r in _of(ix, "aws:eks/nodeGroup"):
+        for r in ix.of("aws:eks/nodeGroup"):
             if _role(ix, r) == "control-plane":
                 p = ix.props(r)
                 return _text(get(p, "instanceTypes", 0)), integer(get(p, "scalingConfig", "desiredSize")) or 0
         return None
-    for r in _of(ix, "gcp:container/nodePool"):
+    for r in ix.of("gcp:container/nodePool"):
         if _role(ix, r) == "control-plane":
             p = ix.props(r)
             zones = len(items(p, "nodeLocations")) or 1
@@ -136,14 +109,14 @@ def _filesystems(c: Cluster, cloud: str, region: str) -> list[StandingItem]:
 
 def _database(ix: Index, cloud: str, region: str) -> StandingItem | None:
     if cloud == "aws":
-        for r in _of(ix, "aws:rds/instance"):
+        for r in ix.of("aws:rds/instance"):
             p = ix.props(r)
             return standing_item("rds", "accounting database (RDS)", cloud, region,
                                  instance_class=_text(get(p, "instanceClass")), engine=_text(get(p, "engine")),
                                  storage_gib=integer(get(p, "allocatedStorage")) or 0,
                                  storage_type=_text(get(p, "storageType"), "gp2"), multi_az=get(p, "multiAz") is True)
         return None
-    for r in _of(ix, "gcp:sql/databaseInstance"):
+    for r in ix.of("gcp:sql/databaseInstance"):
         s = get(ix.props(r), "settings") or {}
         return standing_item("cloud_sql", "accounting database (Cloud SQL)", cloud, region, tier=_text(get(s, "tier")),
                              edition=_text(get(s, "edition"), "ENTERPRISE"), disk_gib=integer(get(s, "diskSize")) or 0,
@@ -153,7 +126,7 @@ def _database(ix: Index, cloud: str, region: str) -> StandingItem | None:
 
 
 def _count(ix: Index, token: str) -> int:
-    return len(_of(ix, token))
+    return len(ix.of(token))
 
 
 def _min_nodes(c: Cluster, pool: Any) -> int:
@@ -167,18 +140,18 @@ def standing_items_from_resources(c: Cluster) -> tuple[StandingItem, ...]:
     cloud = _cloud(ix)
     if cloud is None:
         return ()
-    region = _region(ix, cloud) or "unknown"
+    region = stack_region(ix, cloud) or "unknown"
     out = _filesystems(c, cloud, region)
     nodes, vms = _instances(ix, cloud, region)
     out += nodes
     if cloud == "aws":
         if n := _count(ix, "aws:ec2/natGateway"):
             out.append(standing_item("nat_gateway", "NAT gateway", cloud, region, count=n))
-        public = _count(ix, "aws:ec2/eip") + sum(1 for r in _of(ix, "aws:ec2/instance")
+        public = _count(ix, "aws:ec2/eip") + sum(1 for r in ix.of("aws:ec2/instance")
                                                  if get(ix.props(r), "associatePublicIpAddress") is True)
         if public:
             out.append(standing_item("public_ipv4", "public IPv4", cloud, region, count=public))
-        interface = [r for r in _of(ix, "aws:ec2/vpcEndpoint") if get(ix.props(r), "vpcEndpointType") == "Interface"]
+        interface = [r for r in ix.of("aws:ec2/vpcEndpoint") if get(ix.props(r), "vpcEndpointType") == "Interface"]
         if interface:
             azs = max(len(items(ix.props(r), "subnetIds")) for r in interface) or 1
             out.append(standing_item("interface_endpoint", "interface endpoints", cloud, region,
@@ -186,7 +159,7 @@ def standing_items_from_resources(c: Cluster) -> tuple[StandingItem, ...]:
     else:
         if _count(ix, "gcp:compute/routerNat"):
             out.append(standing_item("cloud_nat", "Cloud NAT", cloud, region, vms=vms, ips=1))
-        public = sum(1 for r in _of(ix, "gcp:compute/instance")
+        public = sum(1 for r in ix.of("gcp:compute/instance")
                      if any(items(nic, "accessConfigs") for nic in items(ix.props(r), "networkInterfaces")))
         if public:
             out.append(standing_item("public_ipv4", "public IPv4", cloud, region, count=public))
@@ -211,8 +184,8 @@ def standing_items_from_resources(c: Cluster) -> tuple[StandingItem, ...]:
                                  nodes=vms + sum(_min_nodes(c, p) for p in c.pools),
                                  gpus=sum(dcgm_gpus(k8s, p.instance, _min_nodes(c, p)) for p in c.pools),
                                  scrape_interval_s=scrape().interval_s))
-    retention = [integer(get(ix.props(r), "retentionInDays")) for r in _of(ix, "aws:cloudwatch/logGroup")] + \
-        [integer(get(ix.props(r), "retentionDays")) for r in _of(ix, "gcp:logging/projectBucketConfig")]
+    retention = [integer(get(ix.props(r), "retentionInDays")) for r in ix.of("aws:cloudwatch/logGroup")] + \
+        [integer(get(ix.props(r), "retentionDays")) for r in ix.of("gcp:logging/projectBucketConfig")]
     if retention:
         out.append(standing_item("logs", "logs", cloud, region, retention_days=max(d or 0 for d in retention)))
     return tuple(out)
