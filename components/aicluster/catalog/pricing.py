@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from aicluster.catalog import CatalogError, load_yaml
+from aicluster.catalog.tpu_slices import host_generation
 
 _FILE = Path(__file__).with_name("prices.yaml")
 CAPACITY_TYPES = ("on-demand", "spot", "reservation", "capacity-block", "flex-start")
@@ -27,6 +28,9 @@ CAPACITY_TYPES = ("on-demand", "spot", "reservation", "capacity-block", "flex-st
 # Reservation pricing and billing); Compute Engine reservations are "charged at the same on-demand
 # rate as the VMs they reserve" unless a committed use discount applies (Compute Engine docs,
 # Reservations of Compute Engine zonal resources, Pricing).
+# Where a price is quoted with no region given (what-ifs, the catalog's summary): the regions both
+# clouds' price lists start from.
+REFERENCE_REGIONS = {"aws": "us-east-1", "gcp": "us-central1"}
 RESERVATION_BASIS = "a reservation bills at the on-demand rate unless a Savings Plan or committed-use discount applies"
 
 
@@ -194,24 +198,17 @@ def reference_price(cloud: str, instance_type: str) -> Quote | None:
     """The one figure shown where no region is known (`aicluster estimate` what-ifs, the catalog's
     summary): us-east-1 (AWS) or us-central1 (GCP) on-demand, else, for a type sold only by capacity
     block, its capacity block rate. The quote's region says which; callers say it is not their region."""
-    region = "us-east-1" if cloud == "aws" else "us-central1"
+    region = REFERENCE_REGIONS[cloud]
     return instance_price(cloud, instance_type, region) or instance_price(cloud, instance_type, region, "capacity-block")
-
-
-def _tpu_generation(instance: Any) -> str | None:
-    """`v5p` of a TPU host's accelerator model `TPU v5p` (catalog.tpu_slices.host_instance)."""
-    acc = instance.accelerator
-    return acc.model.split(" ", 1)[1].lower() if acc.kind == "tpu" and " " in acc.model else None
 
 
 def node_price(instance: Any, region: str | None, capacity: str = "on-demand") -> Quote | None:
     """USD per hour of one node of a pool: an instance type, or a TPU host (per-chip price x its
     chips). `region` None (a cluster on paper, e.g. `aicluster estimate --accelerator h100`): the
     reference price, us-east-1 / us-central1 on-demand, and the basis says it is not the pool's region."""
-    gen = _tpu_generation(instance)
+    gen = host_generation(instance)
     if region is None:
-        ref = "us-east-1" if instance.cloud == "aws" else "us-central1"
-        q = tpu_price(gen, ref) if gen else reference_price(instance.cloud, instance.name)
+        q = tpu_price(gen, REFERENCE_REGIONS[instance.cloud]) if gen else reference_price(instance.cloud, instance.name)
         if q is None:
             return None
         q = q.times(instance.accelerator_count) if gen else q
@@ -227,12 +224,12 @@ def node_price(instance: Any, region: str | None, capacity: str = "on-demand") -
 
 def node_price_missing(instance: Any, region: str | None, capacity: str = "on-demand") -> str:
     """Why `node_price` is None, in `no_price`'s words."""
-    gen = _tpu_generation(instance)
+    gen = host_generation(instance)
     what = f"TPU {gen}" if gen else instance.name
     if region is None:
         return f"no catalog price for {what} (no region given, and none in us-east-1 / us-central1)"
     return no_price(what, region, capacity)
 
 
-__all__ = ["CAPACITY_TYPES", "Quote", "instance_price", "no_price", "node_price", "node_price_missing", "price_table",
+__all__ = ["CAPACITY_TYPES", "REFERENCE_REGIONS", "Quote", "instance_price", "no_price", "node_price", "node_price_missing", "price_table",
            "reference_price", "tpu_price", "tpu_table"]

@@ -76,12 +76,23 @@ def topology_problem(generation: TpuGeneration, topology: str) -> str | None:
             f"{', '.join(generation.topologies)}")
 
 
+# host_instance names a TPU host's chips `TPU <generation>`; host_generation reads it back.
+_TPU_MODEL_PREFIX = "TPU "
+
+
+def host_generation(instance: InstanceType) -> str | None:
+    """The TPU generation (catalog.tpus key, `v5p`) of a host made by host_instance; None for any
+    other instance type."""
+    model = instance.accelerator.model
+    return model.removeprefix(_TPU_MODEL_PREFIX) if instance.accelerator.kind == "tpu" else None
+
+
 def host_instance(tpu: TpuSlice) -> InstanceType:
     """A catalog-shaped view of one TPU host: chips as accelerators (HBM and BF16 TFLOPS per chip),
     vCPUs and memory where the catalog has them, the host's data-center network (DCN) as its
     network; TPU slices talk over ICI, so they have no GPU NICs."""
     gen = tpu.generation
-    chip = Accelerator(model=f"TPU {gen.name}", vendor="google", kind="tpu", gres_type="tpu",
+    chip = Accelerator(model=f"{_TPU_MODEL_PREFIX}{gen.name}", vendor="google", kind="tpu", gres_type="tpu",
                        memory_mib=int(gen.hbm_gib_per_chip * 1024), bf16_tflops=gen.bf16_tflops,
                        hbm_bandwidth_gbs=gen.hbm_bandwidth_gbs, source=gen.source, fp8_tflops=gen.fp8_tflops)
     vcpu, memory = gen.hosts.get(tpu.machine_type, (None, None))

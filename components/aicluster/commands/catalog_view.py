@@ -5,7 +5,7 @@ import dataclasses
 from typing import Any
 
 from aicluster.catalog import InstanceType, load_catalog
-from aicluster.catalog.pricing import Quote, price_table, reference_price, tpu_price, tpu_table
+from aicluster.catalog.pricing import REFERENCE_REGIONS, Quote, price_table, reference_price, tpu_price, tpu_table
 from aicluster.errors import SpecError
 
 
@@ -34,14 +34,13 @@ def overview() -> list[str]:
                          f"{_fmt(t.vcpu) if t.vcpu else '-':>5} {_fmt(t.memory_gib) if t.memory_gib else '-':>8} "
                          f"{_fmt(t.network_gbps):>9} {fabric:<22} {price:>9}")
         aliases = ", ".join(f"{a}={n}" for a, n in sorted(catalog.aliases[cloud].items()))
-        ref = "us-east-1" if cloud == "aws" else "us-central1"
         lines += [f"aliases: {aliases}",
-                  f"$/h: {ref} on-demand (* a capacity block rate: sold only so); every region and capacity "
+                  f"$/h: {REFERENCE_REGIONS[cloud]} on-demand (* a capacity block rate: sold only so); every region and capacity "
                   "type: `aicluster catalog TYPE`", ""]
     lines.append("TPU generations (per chip)")
     for tpu in catalog.tpus.values():
-        q = tpu_price(tpu.name, "us-central1")
-        price = f", ${q.usd_per_hour:g}/chip-h us-central1 on-demand" if q else ""
+        q = tpu_price(tpu.name, REFERENCE_REGIONS["gcp"])
+        price = f", ${q.usd_per_hour:g}/chip-h {q.region} on-demand" if q else ""
         lines.append(f"{tpu.name:<5} {tpu.hbm_gib_per_chip:g} GiB HBM, {tpu.bf16_tflops:g} TFLOPS, "
                      f"{tpu.ici_dims}D ICI, up to {tpu.max_chips} chips, {len(tpu.topologies)} slice shapes{price}")
     lines += ["", "FSx for Lustre deployment types"]

@@ -17,6 +17,7 @@ from typing import Any, Mapping
 
 from aicluster.design.balance import WorkloadShape, client_gbps, fabric_gbps
 from aicluster.catalog import TpuGeneration, load_catalog
+from aicluster.catalog.tpu_slices import host_generation
 from aicluster.errors import SpecError
 from aicluster.perf import (Estimate, Hardware, LayoutHint, ModelShape, Storage, TrainingShape, estimate, from_instance,
                             from_tpu)
@@ -197,7 +198,7 @@ def storage(c: Cluster, pool: Pool, hints: WorkloadShape | None, slices: int = 1
 
 
 def _tpu_generation(pool: Pool) -> TpuGeneration:
-    return load_catalog().tpus[pool.instance.accelerator.model.removeprefix("TPU ")]
+    return load_catalog().tpus[host_generation(pool.instance)]
 
 
 def _client_gbps(pool: Pool) -> float:
