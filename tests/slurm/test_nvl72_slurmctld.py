@@ -171,6 +171,13 @@ class ImexNode(Controller):
         (self.conf.parent / "gres.conf").write_text("")
 
 
+def registered(ctl: Controller, node: str) -> bool:
+    """The node's slurmd has registered and slurmctld takes it as booted. Right after `power_up` the
+    state is already IDLE+CLOUD+POWERING_UP: a job sent then waits in CONFIGURING for the boot."""
+    states = set(fields(ctl.run("scontrol", "-o", "show", "node", node))["State"].split("+"))
+    return "IDLE" in states and not states & {"POWERING_UP", "NOT_RESPONDING", "DOWN"}
+
+
 @pytest.fixture(scope="module")
 def imex_node(tmp_path_factory, release_bin):
     wrappers = Release.installed().wrappers(tmp_path_factory.mktemp("slurm-2411-slurmd-bin"))
@@ -192,8 +199,7 @@ def imex_node(tmp_path_factory, release_bin):
             prolog.chmod(0o755)
             ctl.run("scontrol", "update", f"nodename={NODE}", "state=power_up")
             ctl.start_slurmd(NODE)
-            wait_for(f"{NODE} to register", lambda: "IDLE" in fields(
-                ctl.run("scontrol", "-o", "show", "node", NODE))["State"].split("+"), 60, ctl.diagnostics)
+            wait_for(f"{NODE} to register", lambda: registered(ctl, NODE), 60, ctl.diagnostics)
             yield ctl
         finally:
             ctl.stop()

@@ -15,13 +15,13 @@ from __future__ import annotations
 import re
 import subprocess
 import socket
-import time
 from pathlib import Path
 
 from aicluster.design.cluster import design_cluster
 from aicluster.spec.cluster import parse_spec
 from tests.support import slurmd_spec
-from tests.support.slurmctld import PROLOG_TIMEOUT_S, RESUME_TIMEOUT_S, Controller, fields, tool, wait_for
+from tests.support.slurmctld import (PROLOG_TIMEOUT_S, RESUME_TIMEOUT_S, Controller, booted_just_now, fields, tool,
+                                     wait_for)
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "components" / "aicluster" / "node" / "bin" / "aicluster-task-prolog"
@@ -54,10 +54,8 @@ def start_slurmd_resolving(ctl: Controller, node: str) -> None:
             f"nodehostname={socket.gethostname().split('.')[0]}")
     hosts = ctl.root / "hosts"
     hosts.write_text(Path("/etc/hosts").read_text() + f"\n127.0.0.1 {node}\n")
-    time.sleep(2)      # the resume request must be older than the node's boot (start_slurmd says why)
-    uptime_s = int(float(Path("/proc/uptime").read_text().split()[0]))
     script = f'mount --bind "$1" /etc/hosts && shift && exec "$@"'
-    ctl._spawn("slurmd", [tool("unshare"), "--mount", "--propagation", "private", "--time", f"--boottime=-{uptime_s}",
+    ctl._spawn("slurmd", [*booted_just_now(), "--mount", "--propagation", "private",
                           "sh", "-c", script, "sh", str(hosts), tool("slurmd"), "-D", "-N", node, "-f", str(ctl.conf)])
 
 

@@ -71,6 +71,23 @@ def without_accounting(conf: str) -> str:
                      if line.split("=", 1)[0].strip().lower() not in _ACCOUNTING_LINK) + "\n"
 
 
+# A whole-second count on each side (below): this much wait makes a boot certain to look newer.
+_BOOT_AFTER_RESUME_S = 3
+
+
+def booted_just_now() -> list[str]:
+    """The command prefix that runs a slurmd as on a freshly launched instance, called after the
+    node's resume request. slurmctld takes a powering-up node only once it has booted since that
+    request ("Still waiting for boot of node"); slurmd reports the machine's uptime, so it runs in a
+    time namespace whose boot time is now. slurmctld reckons the boot as its own clock's whole
+    second less the uptime, which sysinfo(2) rounds up: up to 2 s before the true boot, which the
+    offset below sets up to 1 s early. Only a boot 3 s after the request is certainly newer
+    (2 s was not: a loaded CI machine had slurmd wait for boot until the test gave up)."""
+    time.sleep(_BOOT_AFTER_RESUME_S)
+    uptime_s = int(float(Path("/proc/uptime").read_text().split()[0]))
+    return [tool("unshare"), "--time", f"--boottime=-{uptime_s}"]
+
+
 @dataclass
 class Controller:
     """A private munged + slurmctld on the rendered config, all under one temp dir."""
@@ -170,14 +187,7 @@ class Controller:
         assert os.geteuid() == 0, "slurmd runs as root (prolog, cgroups): run this test as root (CI does)"
         self.run("scontrol", "update", f"nodename={node}", "nodeaddr=127.0.0.1",
                  f"nodehostname={socket.gethostname().split('.')[0]}")
-        # slurmctld takes a powering-up node only once it has booted since the resume request
-        # ("Still waiting for boot of node"): slurmd reports the machine's uptime, so it runs in a
-        # time namespace whose boot time is just now, as a freshly launched instance's would be.
-        # Slurm counts in whole seconds: the resume request must be older than that boot.
-        time.sleep(2)
-        uptime_s = int(float(Path("/proc/uptime").read_text().split()[0]))
-        self._spawn("slurmd", [tool("unshare"), "--time", f"--boottime=-{uptime_s}",
-                               tool("slurmd"), "-D", "-N", node, "-f", str(self.conf)])
+        self._spawn("slurmd", [*booted_just_now(), tool("slurmd"), "-D", "-N", node, "-f", str(self.conf)])
 
     def stop(self) -> None:
         self._stop("slurmd")
