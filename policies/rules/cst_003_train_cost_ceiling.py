@@ -10,17 +10,19 @@ With only model_params_b there is no throughput to go by, so the rule falls back
 estimate C = 6 x P x D FLOPs (P parameters, D tokens; Kaplan et al. 2020, arXiv:2001.08361 section
 2.1) at an assumed MFU (default 40 %, about what Llama 3 405B sustained in BF16 on 16K H100s,
 38-43 %, arXiv:2407.21783 table 4) of the largest pool's dense BF16 peak, for the `trainTokens` the
-config gives (none: not applicable). Better a stated rough figure than no check: describing the
-model replaces it with the estimate.
+config gives (none: not applicable), priced as AIC-CST-002 prices the pool: the stack's region and
+the pool's capacity type. Better a stated rough figure than no check: describing the model replaces
+it with the estimate.
 """
 from __future__ import annotations
 
 from pulumi_policy import EnforcementLevel, Severity, StackValidationPolicy
 
-from aicluster.catalog.pricing import reference_price
+from aicluster.catalog.pricing import node_price, node_price_missing
 
 from ._base import POOL_NODES, cluster, config, not_applicable, number_or, schema
 from ._props import number
+from .model.capacity import pool_capacity, stack_region
 from .model.workload import described, no_layout
 
 ID = "AIC-CST-003"
@@ -85,12 +87,16 @@ def _judge_six_pd(args, c, cfg, ceiling: float, why: str, report_violation) -> N
         not_applicable(args, "no accelerator pool of known size")
         return
     pool = max(pools, key=lambda p: p.accelerators)
-    # The type's reference price (us-east-1 / us-central1 on-demand; catalog.pricing): this rough
-    # fallback does not read the pool's region or capacity type (AIC-CST-002 does).
-    acc, price = pool.instance.accelerator, reference_price(pool.instance.cloud, pool.instance.name)
-    if not acc.bf16_tflops or price is None:
-        report_violation(f"{pool.label()}: no catalog {'price' if price is None else 'BF16 peak'} for "
-                         f"{pool.instance.name}: cannot show training stays under ${ceiling:,.0f}", pool.anchor.urn)
+    # Priced where and as it is bought, as AIC-CST-002 prices it: the stack's region and the pool's
+    # capacity type (a TPU host by its chips); with no region found, the reference price, said so.
+    acc = pool.instance.accelerator
+    region, capacity = stack_region(c.index, pool.instance.cloud), pool_capacity(c.index, pool)
+    price = node_price(pool.instance, region, capacity)
+    if price is None or not acc.bf16_tflops:
+        missing = node_price_missing(pool.instance, region, capacity) if price is None else \
+            f"no catalog BF16 peak for {pool.instance.name}"
+        report_violation(f"{pool.label()}: {missing}: cannot show training stays under ${ceiling:,.0f}",
+                         pool.anchor.urn)
         return
     mfu = number_or(cfg, "assumedMfu", DEFAULT_ASSUMED_MFU)
     flops = 6 * hints.model_params_b * 1e9 * tokens
@@ -100,8 +106,9 @@ def _judge_six_pd(args, c, cfg, ceiling: float, why: str, report_violation) -> N
         report_violation(
             f"{pool.label()}: 6 x {hints.model_params_b:g}B parameters ({source}) x {tokens:.3g} tokens = "
             f"{flops:.3g} FLOPs at an assumed {100 * mfu:g} % MFU of {pool.accelerators} x {acc.bf16_tflops:g} TFLOP/s "
-            f"= {hours / 24:,.1f} days x ${price.usd_per_hour * (pool.nodes or 0):,.2f}/h = ${cost:,.0f} > "
-            f"${ceiling:,.0f} ceiling (rough: describe workload.model for the training model's estimate)",
+            f"= {hours / 24:,.1f} days x ${price.usd_per_hour * (pool.nodes or 0):,.2f}/h ({price.basis}) = "
+            f"${cost:,.0f} > ${ceiling:,.0f} ceiling (rough: describe workload.model for the training model's "
+            f"estimate)",
             pool.anchor.urn)
 
 

@@ -1,6 +1,7 @@
 """AIC-CST-003 train-cost-ceiling, over hand-written stacks."""
 from __future__ import annotations
 
+import pulumi_gcp as gcp
 import pytest
 
 from tests.support import handwritten as hw
@@ -73,3 +74,36 @@ def test_the_pack_and_the_plan_price_training_the_same_on_the_default_stack():
 
     assert status(e.train_cost_usd * 1.001) == "pass"
     assert status(e.train_cost_usd * 0.999) == "fail"
+
+
+def _six_pd_cost(verdict) -> float:
+    return float(hw.messages(verdict).split("= $")[-1].split(" >")[0].replace(",", ""))
+
+
+def test_the_six_p_d_fallback_prices_a_spot_pool_at_its_regions_spot_figure():
+    """As AIC-CST-002 prices it: 2 x p4d.24xlarge on Spot in us-east-1 at the region's median spot
+    figure ($6.79 each), not the us-east-1 on-demand $21.96 the fallback charged before."""
+    def program():
+        _, subnet, sg = hw.network("hw")
+        lt = hw.launch_template("hw-lt", subnet, sg, instance_type="p4d.24xlarge", market="spot",
+                                tags={**hw.TAGS, "aicluster-model-params-b": "7"})
+        hw.autoscaling_group("hw-asg", lt, subnet, max_size=2)
+    verdict = hw.check(RULE, program, {"maxTrainUsd": 1, "trainTokens": 1e12})
+    text = hw.messages(verdict)
+    assert verdict.status == "fail" and "x $13.58/h (us-east-1 spot, median of 3 zone(s)" in text, text
+    # 6 x 7e9 x 1e12 FLOPs at 40 % of 16 x 312 TFLOP/s, at 2 x $6.79/h
+    hours = 6 * 7e9 * 1e12 / (0.4 * 16 * 312e12) / 3600
+    assert _six_pd_cost(verdict) == pytest.approx(hours * 13.58, rel=0.01)
+
+
+def test_the_six_p_d_fallback_prices_a_tpu_slice_by_its_chips_in_its_region():
+    """A v5p-128 slice (64 chips) in europe-west4: $4.2525 per chip-hour there. Before, the fallback
+    looked for a reference price of the host type and found none: every TPU stack failed."""
+    def program():
+        gcp.tpu.V2Vm("slice", zone="europe-west4-b", runtime_version="tpu-ubuntu2204-base",
+                     accelerator_type="v5p-128", labels={"aicluster-model-params-b": "70"})
+    verdict = hw.check(RULE, program, {"maxTrainUsd": 1, "trainTokens": 1e12})
+    text = hw.messages(verdict)
+    assert verdict.status == "fail" and "europe-west4" in text and "no catalog price" not in text, text
+    per_hour = float(text.split("days x $")[1].split("/h")[0].replace(",", ""))
+    assert per_hour == pytest.approx(64 * 4.2525, rel=1e-3)
