@@ -271,6 +271,12 @@ def _label_value_ok(val: str) -> bool:
         unicodedata.category(c) in ("Ll", "Lo") or c.isdigit() or c in "_-" for c in val)
 
 
+# Types whose top-level `labels` configure the resource rather than label it: a notification
+# channel's are the fields its type's descriptor defines, e.g. email_address (Cloud Monitoring API,
+# NotificationChannel.labels); its GCP labels are `userLabels`.
+_CONFIGURING_LABELS = {"gcp:monitoring/notificationChannel:NotificationChannel"}
+
+
 def _label_maps(r: CapturedResource) -> Iterator[tuple[str, dict]]:
     """GCP label maps of a resource at any depth; a GKE nodeConfig's `labels` are Kubernetes node
     labels (checked with the Kubernetes rules), its `resourceLabels` GCP labels."""
@@ -283,7 +289,7 @@ def _label_maps(r: CapturedResource) -> Iterator[tuple[str, dict]]:
                 # Monitoring API, AlertPolicy.user_labels: lowercase letters, digits, _ and -, a
                 # key starting with a letter, at most 63 characters each).
                 if key in ("labels", "resourceLabels", "effectiveLabels", "userLabels") and isinstance(child, dict):
-                    if not (key == "labels" and in_node_config):
+                    if not (key == "labels" and (in_node_config or (not where and r.type in _CONFIGURING_LABELS))):
                         yield path, child
                 else:
                     yield from walk(child, path, in_node_config or key == "nodeConfig")

@@ -23,10 +23,11 @@ import copy
 import functools
 from dataclasses import dataclass, field
 
-from aicluster.catalog import load_catalog
+from aicluster.catalog import load_catalog, load_limits
 from aicluster.design.cluster import design_cluster
 from aicluster.errors import SpecError
-from aicluster.spec.cluster import ClusterSpec, PoolSpec, imagebuilder_tag_budget, parse_spec, user_tag_budget
+from aicluster.spec.cluster import (MAX_ALERT_EMAILS, ClusterSpec, PoolSpec, imagebuilder_tag_budget, parse_spec,
+                                    user_tag_budget)
 from tests.support.run_cache import shared
 from tests.support.stack_plans import STACK_NAMES, result_with_spec, stack_result, stack_spec_data
 
@@ -136,6 +137,11 @@ def _maximal(spec: dict) -> dict:
     out.setdefault("network", {})
     if not out["network"].get("existing"):
         out["network"]["ssh_ingress_cidrs"] = ["203.0.113.0/24", "198.51.100.0/24"]
+    # Every alert e-mail the spec takes (with a GCP budget, only as many channels as a budget notifies).
+    emails = MAX_ALERT_EMAILS
+    if cloud == "gcp" and out.get("cost"):
+        emails = int(load_limits()["gcp_budget_channels"].value)
+    out.setdefault("monitoring", {})["alert_emails"] = [f"oncall-{i:02d}@example.com" for i in range(emails)]
     if out.get("scheduler", "slurm") == "slurm":
         out.setdefault("slurm", {})["accounting"] = True
     else:
