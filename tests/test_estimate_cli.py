@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from aicluster.catalog.pricing import tpu_price
 from aicluster.cli import EXIT_BAD_INPUT, EXIT_OK, main
 from tests.support import BASE_SPEC, ROOT, STACK_FILES
 
@@ -90,6 +91,21 @@ def test_a_what_if_answers_without_a_filesystem(capsys, tmp_path):
     # No region on paper: priced at us-east-1 on-demand, and the warnings say so (catalog.pricing).
     assert any(w.startswith("what-if: no region given, so us-east-1 on-demand list price")
                for w in doc["estimate"]["warnings"])
+
+
+def test_a_tpu_what_if_is_priced_per_chip_at_the_reference_region(capsys, tmp_path):
+    """A TPU slice on paper is priced as a GPU what-if is: us-central1 on-demand per chip-hour, said
+    so (it had no dollars at all before)."""
+    path = workload_file(tmp_path, {"model": LLAMA3_8B, "training": {"global_batch_seqs": 256, "tokens": 1e12},
+                                    "cluster": {"hardware": {"accelerator": "v5p", "nodes": 16}}})
+    rc, out, err = estimate(capsys, path, "-f", "json")
+    assert rc == EXIT_OK, err
+    e = json.loads(out)["estimate"]
+    chip_hour = tpu_price("v5p", "us-central1").usd_per_hour
+    assert e["accelerators"] == 64 and e["usd_per_hour"] == pytest.approx(64 * chip_hour)
+    assert e["train_cost_usd"] == pytest.approx(64 * chip_hour * 24 * e["train_days"], rel=1e-6)
+    assert any(w.startswith("what-if: no region given, so us-central1 on-demand list price per chip-hour")
+               for w in e["warnings"]), e["warnings"]
 
 
 def test_more_nodes_train_faster(capsys, tmp_path):
