@@ -202,34 +202,48 @@ def reference_price(cloud: str, instance_type: str) -> Quote | None:
     return instance_price(cloud, instance_type, region) or instance_price(cloud, instance_type, region, "capacity-block")
 
 
+def _no_region_given(q: Quote | None) -> Quote | None:
+    return None if q is None else dataclasses.replace(q, basis=f"no region given, so {q.basis}")
+
+
+def chip_price(generation: str, region: str | None, capacity: str = "on-demand") -> Quote | None:
+    """USD per chip-hour of a TPU generation in `region` on `capacity`. `region` None (a slice on
+    paper): us-central1 on-demand, and the basis says it is not the slice's region."""
+    if region is None:
+        return _no_region_given(tpu_price(generation, REFERENCE_REGIONS["gcp"]))
+    return tpu_price(generation, region, capacity)
+
+
 def node_price(instance: Any, region: str | None, capacity: str = "on-demand") -> Quote | None:
     """USD per hour of one node of a pool: an instance type, or a TPU host (per-chip price x its
     chips). `region` None (a cluster on paper, e.g. `aicluster estimate --accelerator h100`): the
     reference price, us-east-1 / us-central1 on-demand, and the basis says it is not the pool's region."""
     gen = host_generation(instance)
-    if region is None:
-        q = tpu_price(gen, REFERENCE_REGIONS[instance.cloud]) if gen else reference_price(instance.cloud, instance.name)
-        if q is None:
-            return None
-        q = q.times(instance.accelerator_count) if gen else q
-        return dataclasses.replace(q, basis=f"no region given, so {q.basis}")
     if gen:
-        q = tpu_price(gen, region, capacity)
+        q = chip_price(gen, region, capacity)
         if q is None:
             return None
         n = instance.accelerator_count
-        return dataclasses.replace(q.times(n), basis=f"{q.basis} x {n} chip(s) per host")
+        return q.times(n) if region is None else \
+            dataclasses.replace(q.times(n), basis=f"{q.basis} x {n} chip(s) per host")
+    if region is None:
+        return _no_region_given(reference_price(instance.cloud, instance.name))
     return instance_price(instance.cloud, instance.name, region, capacity)
+
+
+def price_missing(what: str, region: str | None, capacity: str = "on-demand") -> str:
+    """Why a price of `what` (an instance type, `TPU v5p`) is None, in `no_price`'s words."""
+    if region is None:
+        return (f"no catalog price for {what} (no region given, and none in "
+                f"{' / '.join(REFERENCE_REGIONS.values())})")
+    return no_price(what, region, capacity)
 
 
 def node_price_missing(instance: Any, region: str | None, capacity: str = "on-demand") -> str:
     """Why `node_price` is None, in `no_price`'s words."""
     gen = host_generation(instance)
-    what = f"TPU {gen}" if gen else instance.name
-    if region is None:
-        return f"no catalog price for {what} (no region given, and none in us-east-1 / us-central1)"
-    return no_price(what, region, capacity)
+    return price_missing(f"TPU {gen}" if gen else instance.name, region, capacity)
 
 
-__all__ = ["CAPACITY_TYPES", "REFERENCE_REGIONS", "Quote", "instance_price", "no_price", "node_price", "node_price_missing", "price_table",
-           "reference_price", "tpu_price", "tpu_table"]
+__all__ = ["CAPACITY_TYPES", "REFERENCE_REGIONS", "Quote", "chip_price", "instance_price", "no_price", "node_price",
+           "node_price_missing", "price_missing", "price_table", "reference_price", "tpu_price", "tpu_table"]

@@ -6,7 +6,7 @@ import dataclasses
 import math
 
 from aicluster.catalog import InstanceType, TpuGeneration, load_catalog
-from aicluster.catalog.pricing import REFERENCE_REGIONS, Quote, node_price, node_price_missing, tpu_price
+from aicluster.catalog.pricing import Quote, chip_price, node_price, node_price_missing, price_missing
 from aicluster.errors import Problem, SpecError, close_match
 from aicluster.perf.shapes import Hardware
 
@@ -75,16 +75,13 @@ def from_tpu(generation: TpuGeneration, chips_per_slice: int, slices: int = 1,
              capacity: str = "on-demand") -> Hardware:
     """`slices` TPU slices of `chips_per_slice` chips: ICI inside a slice, DCN between slices.
     Priced per chip-hour at `usd_per_chip_hour` when given, else in `region` on `capacity`
-    (catalog.pricing.tpu_price); no region (a what-if): us-central1 on-demand, as `from_instance`
+    (catalog.pricing.chip_price); no region (a what-if): us-central1 on-demand, as `from_instance`
     prices a what-if, and `price_basis` says so."""
     basis = ""
     if usd_per_chip_hour is None:
-        where = region or REFERENCE_REGIONS["gcp"]
-        quote = tpu_price(generation.name, where, capacity if region else "on-demand")
+        quote = chip_price(generation.name, region, capacity)
         usd_per_chip_hour = None if quote is None else quote.usd_per_hour
-        basis = _basis(quote, f"no catalog price for TPU {generation.name} in {where} ({capacity})")
-        if region is None and quote is not None:
-            basis = f"no region given, so {basis}"
+        basis = _basis(quote, price_missing(f"TPU {generation.name}", region, capacity))
     per_host = 4 if chips_per_slice >= 4 else chips_per_slice
     ici = generation.ici_gbs_bidirectional
     dcn = (generation.dcn_gbps_per_chip or 0.0) * per_host

@@ -21,6 +21,7 @@ from .index import Index
 _AZ = re.compile(r"^([a-z]{2}(?:-[a-z]+)+-\d+)[a-z]$")          # us-east-1a -> us-east-1
 _ARN_REGION = re.compile(r"^arn:aws[a-z-]*:[a-z0-9-]+:([a-z]{2}(?:-[a-z]+)+-\d+):")
 _GCP_ZONE = re.compile(r"^([a-z]+-[a-z]+\d+)-[a-z]$")            # us-east4-a -> us-east4
+_GCP_REGION = re.compile(r"^[a-z]+-[a-z]+\d+$")                 # us-east4
 
 
 def _aws(p: Mapping) -> str | None:
@@ -84,7 +85,7 @@ def stack_region(ix: Index, cloud: str) -> str | None:
                     value = value.split("/")[-1]
                     if m := _GCP_ZONE.match(value):
                         return m.group(1)
-                    if re.match(r"^[a-z]+-[a-z]+\d+$", value):
+                    if _GCP_REGION.match(value):
                         return value
     return None
 
